@@ -1,0 +1,79 @@
+# pgsql_broker — PGXS build, install and tests.
+#
+#   make            build extension/pgsql_broker--<version>.sql from the sql/ manifest
+#   make install    install the extension files into PostgreSQL 15 (PGXS)
+#   make installcheck  run the pgTAP suite against the server named by PG* variables
+#   make test       everything from a fresh machine: packages, build, install,
+#                   a throwaway cluster, pgTAP and pytest
+#   make bench      claim-cost benchmark on a throwaway cluster (not a test)
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+EXTENSION  = pgsql_broker
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+GENERATED  = extension/$(EXTENSION)--$(EXTVERSION).sql
+DATA       = $(wildcard extension/$(EXTENSION)--*.sql)
+SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql)
+
+PYTHON ?= python3
+VENV   ?= .venv
+APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+
+TEST_DB ?= pgsql_broker_test
+
+all: $(GENERATED)
+
+# The versioned script is the manifest with every \i line replaced by that file.
+$(GENERATED): $(SQL_SOURCES) $(EXTENSION).control
+	@mkdir -p extension
+	@{ echo '-- pgsql_broker $(EXTVERSION): generated from sql/$(EXTENSION).sql by make; do not edit.'; \
+	   printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
+	   awk '/^\\i /{ f=$$2; print "-- source: " f; while ((getline line < f) > 0) print line; close(f); next } { print }' sql/$(EXTENSION).sql; \
+	 } > $@.tmp && mv $@.tmp $@
+	@echo "built $@"
+
+# Fails when the committed script differs from what the manifest builds.
+check-generated:
+	@$(MAKE) -s -B $(GENERATED) >/dev/null
+	@git diff --quiet --exit-code -- $(GENERATED) || \
+	  { echo "$(GENERATED) is stale: run make and commit it"; exit 1; }
+
+installcheck:
+	@psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'DROP DATABASE IF EXISTS $(TEST_DB)' -c 'CREATE DATABASE $(TEST_DB)'
+	@psql -X -q -v ON_ERROR_STOP=1 -d $(TEST_DB) -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION $(EXTENSION)'
+	pg_prove -d $(TEST_DB) --failures tests_sql/*.sql
+
+pytest: $(VENV)/.installed
+	$(VENV)/bin/pytest -q tests_py
+
+deps: apt-deps $(VENV)/.installed
+
+apt-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (install them as root)"; exit 1; fi; \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check '.[test]'
+	@touch $@
+
+test: deps all
+	$(MAKE) check-generated
+	$(MAKE) install >/dev/null
+	.ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
+
+test-in-cluster: installcheck pytest
+
+bench: deps all
+	$(MAKE) install >/dev/null
+	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
+
+.PHONY: all check-generated installcheck pytest deps apt-deps test test-in-cluster bench
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

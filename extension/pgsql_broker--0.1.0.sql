@@ -1,0 +1,1468 @@
+-- pgsql_broker 0.1.0: generated from sql/pgsql_broker.sql by make; do not edit.
+\echo Use "CREATE EXTENSION pgsql_broker" to load this file. \quit
+-- pgsql_broker: the install manifest.
+-- Every file of the extension, in dependency order. `make` resolves the \i lines into
+-- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
+-- repository root runs the same sources directly (schema broker must exist).
+
+-- settings and tenancy (table defaults call these)
+-- source: sql/functions/settings.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._setting_int(p_name, p_default, p_min)
+--   Reads the integer setting broker.<p_name> (set with broker_set or SET),
+--   falling back to p_default when unset or empty.
+-- Errors: 22023 when the value is not an integer >= p_min.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_raw text := pg_catalog.current_setting('broker.' OPERATOR(pg_catalog.||) p_name, true);
+    v_val integer;
+BEGIN
+    IF v_raw IS NULL OR pg_catalog.btrim(v_raw) OPERATOR(pg_catalog.=) '' THEN
+        RETURN p_default;
+    END IF;
+    BEGIN
+        v_val := v_raw::integer;
+    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+        v_val := NULL;
+    END;
+    IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) p_min THEN
+        RAISE EXCEPTION 'setting broker.% is %, expected an integer >= %', p_name, pg_catalog.quote_literal(v_raw), p_min
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = pg_catalog.format('Fix it with SELECT broker.broker_set(%L, ''<value>'').', p_name);
+    END IF;
+    RETURN v_val;
+END;
+$$;
+COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
+    'Internal: integer value of setting broker.<name>, or the default when unset; 22023 when invalid.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set(p_setting, p_value, p_is_local)
+--   Sets a broker runtime option for this session (or, with p_is_local, this
+--   transaction) and returns the value now in force. Options:
+--     lease_seconds       default lease length of broker_get (default 60)
+--     retry_base_seconds  first retry delay; doubles per attempt (default 5)
+--     retry_max_seconds   upper bound of the retry delay (default 3600)
+--     application_name    the session's application_name
+--     tenant_id           same as broker_set_tenant (always transaction-local)
+-- Errors: 22023 unknown option or invalid value; 22004 NULL value.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_setting text := pg_catalog.lower(pg_catalog.btrim(p_setting));
+    v_min integer;
+BEGIN
+    IF p_value IS NULL THEN
+        RAISE EXCEPTION 'broker_set: value for % must not be NULL', p_setting
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF v_setting OPERATOR(pg_catalog.=) 'tenant_id' THEN
+        RETURN broker.broker_set_tenant(p_value);
+    ELSIF v_setting OPERATOR(pg_catalog.=) 'application_name' THEN
+        RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
+    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
+        v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
+        PERFORM pg_catalog.set_config('broker.' OPERATOR(pg_catalog.||) v_setting, p_value, COALESCE(p_is_local, false));
+        RETURN broker._setting_int(v_setting, NULL, v_min)::text;
+    END IF;
+    RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id.';
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
+    'Sets a broker runtime option (lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id) for the session or, with p_is_local, the transaction; returns the value in force.';
+-- source: sql/functions/tenant.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_current_tenant()
+--   The tenant this transaction acts for: the broker.tenant_id setting, or
+--   'default' when it is unset or empty.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_current_tenant()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE(NULLIF(pg_catalog.current_setting('broker.tenant_id', true), ''), 'default')
+$$;
+COMMENT ON FUNCTION broker.broker_current_tenant() IS
+    'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_tenant(p_tenant_id)
+--   Sets broker.tenant_id for the current transaction only (set_config with
+--   is_local), so a pooled connection never carries a tenant over.
+-- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_tenant(p_tenant_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NULL THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
+    'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
+
+-- tables
+-- source: sql/tables/broker_schema_migrations.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_schema_migrations
+--   One row per schema version applied by `pgsql-broker install` (migrations
+--   path). CREATE EXTENSION installs leave it empty: pg_extension tracks them.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_schema_migrations (
+    version       text        NOT NULL,
+    tenant_id     text        NOT NULL DEFAULT 'default',
+    applied_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    install_path  text        NOT NULL DEFAULT 'migrations',
+    checksum      text,
+    CONSTRAINT broker_schema_migrations_pkey PRIMARY KEY (version),
+    CONSTRAINT broker_schema_migrations_version_check
+        CHECK (version ~ '^[0-9]+\.[0-9]+\.[0-9]+$'),
+    CONSTRAINT broker_schema_migrations_install_path_check
+        CHECK (install_path IN ('extension', 'migrations'))
+);
+
+COMMENT ON TABLE broker.broker_schema_migrations IS
+    'Schema versions applied as tracked migrations (pgsql-broker install); empty for CREATE EXTENSION installs.';
+COMMENT ON COLUMN broker.broker_schema_migrations.version IS 'Applied schema version (X.Y.Z).';
+COMMENT ON COLUMN broker.broker_schema_migrations.tenant_id IS 'Always ''default'': migrations are database-wide.';
+COMMENT ON COLUMN broker.broker_schema_migrations.applied_at IS 'When the version was applied.';
+COMMENT ON COLUMN broker.broker_schema_migrations.install_path IS 'How it was applied: extension or migrations.';
+COMMENT ON COLUMN broker.broker_schema_migrations.checksum IS 'Checksum of the applied script, when known.';
+-- source: sql/tables/broker_schedule.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_schedule
+--   Cron-like schedules: a job template fired by a cron expression in a time
+--   zone. The table is defined here so jobs can reference it; parsing, the
+--   tick and the management functions arrive with the schedules feature.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_schedule (
+    schedule_id     bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id       text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    schedule_name   text        NOT NULL,
+    cron_expr       text        NOT NULL,
+    time_zone       text        NOT NULL DEFAULT 'UTC',
+    execute_str     text        NOT NULL,
+    job_language    text        NOT NULL DEFAULT 'sql',
+    job_queue       integer     NOT NULL DEFAULT 1,
+    job_priority    integer     NOT NULL DEFAULT 0,
+    run_as          name        NOT NULL DEFAULT CURRENT_USER,
+    max_attempts    integer     NOT NULL DEFAULT 1,
+    job_group       text,
+    enabled         boolean     NOT NULL DEFAULT true,
+    next_fire_at    timestamptz,
+    last_fire_at    timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
+    CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
+    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) <> ''),
+    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
+    CONSTRAINT broker_schedule_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
+    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue >= 1),
+    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts >= 1)
+);
+
+COMMENT ON TABLE broker.broker_schedule IS
+    'Cron-like schedules: a job template enqueued at each fire time of a cron expression.';
+COMMENT ON COLUMN broker.broker_schedule.schedule_id IS 'Schedule id; jobs it enqueues carry it in broker_jobs.schedule_id.';
+COMMENT ON COLUMN broker.broker_schedule.tenant_id IS 'Owning tenant (broker.tenant_id at creation).';
+COMMENT ON COLUMN broker.broker_schedule.schedule_name IS 'Name, unique per tenant.';
+COMMENT ON COLUMN broker.broker_schedule.cron_expr IS 'Five-field cron expression or @macro.';
+COMMENT ON COLUMN broker.broker_schedule.time_zone IS 'IANA time zone the cron fields are matched in.';
+COMMENT ON COLUMN broker.broker_schedule.execute_str IS 'SQL (or PL/pgSQL body) of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (>= 1) of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_priority IS 'Priority of the jobs it enqueues (higher runs first).';
+COMMENT ON COLUMN broker.broker_schedule.run_as IS 'Role the jobs run as (the schedule owner by default).';
+COMMENT ON COLUMN broker.broker_schedule.max_attempts IS 'max_attempts of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_group IS 'Job group of the jobs it enqueues (NULL: the schedule name).';
+COMMENT ON COLUMN broker.broker_schedule.enabled IS 'Disabled schedules do not fire.';
+COMMENT ON COLUMN broker.broker_schedule.next_fire_at IS 'Next fire time.';
+COMMENT ON COLUMN broker.broker_schedule.last_fire_at IS 'Last fire time that enqueued a job.';
+COMMENT ON COLUMN broker.broker_schedule.created_at IS 'When the schedule was created.';
+-- source: sql/tables/broker_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_jobs
+--   One row per job. complete_status: 0 pending, 1 running (claimed, under a
+--   lease), 2 completed, 3 failed, 4 cancelled.
+--   pending_deps counts the unfinished jobs this job still waits on (one per
+--   id edge whose target is unfinished, one per unfinished member of each
+--   group it depends on); it is kept exact by broker_add_job and the finish
+--   functions, so that claiming never has to look at blocked jobs.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_jobs (
+    job_id              bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id           text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    job_name            text        NOT NULL,
+    job_group           text        NOT NULL,
+    execute_str         text        NOT NULL,
+    job_language        text        NOT NULL DEFAULT 'sql',
+    job_queue           integer     NOT NULL DEFAULT 1,
+    job_priority        integer     NOT NULL DEFAULT 0,
+    run_as              name        NOT NULL DEFAULT CURRENT_USER,
+    enqueued_by         name        NOT NULL DEFAULT CURRENT_USER,
+    schedule_id         bigint,
+    idempotency_key     text,
+    max_attempts        integer     NOT NULL DEFAULT 1,
+    attempts            integer     NOT NULL DEFAULT 0,
+    complete_status     smallint    NOT NULL DEFAULT 0,
+    pending_deps        integer     NOT NULL DEFAULT 0,
+    run_after           timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    job_timeout         interval,
+    lease_token         uuid,
+    lease_instance_id   bigint,
+    lease_expires_at    timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    started_at          timestamptz,
+    finished_at         timestamptz,
+    last_error_sqlstate text,
+    last_error_message  text,
+    cancel_reason       text,
+    CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
+    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
+        REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
+    CONSTRAINT broker_jobs_job_name_check
+        CHECK (pg_catalog.btrim(job_name) <> '' AND pg_catalog.length(job_name) <= 200),
+    CONSTRAINT broker_jobs_job_group_check
+        CHECK (pg_catalog.btrim(job_group) <> '' AND pg_catalog.length(job_group) <= 200),
+    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue >= 1),
+    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts >= 1),
+    CONSTRAINT broker_jobs_attempts_check CHECK (attempts >= 0),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status BETWEEN 0 AND 4),
+    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps >= 0),
+    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout > interval '0'),
+    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) <> ''),
+    CONSTRAINT broker_jobs_lease_check
+        CHECK ((complete_status = 1) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+
+-- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
+CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
+    (job_queue, job_priority DESC, run_after, job_id)
+    WHERE complete_status = 0 AND pending_deps = 0;
+-- Recovery path: running jobs by lease expiry.
+CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
+    WHERE complete_status = 1;
+-- Group fan-in: unfinished members of a group.
+CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
+    WHERE complete_status IN (0, 1);
+-- Idempotency: one unfinished job per key and tenant.
+CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1);
+-- Retention: finished jobs by age.
+CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
+    WHERE complete_status IN (2, 3, 4);
+CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
+    WHERE schedule_id IS NOT NULL;
+
+-- A queue table: vacuum it early so dead claim-index entries do not pile up.
+ALTER TABLE broker.broker_jobs SET (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
+COMMENT ON TABLE broker.broker_jobs IS
+    'Jobs: SQL executed inside the database, claimed with expiring leases. complete_status 0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.job_id IS 'Job id.';
+COMMENT ON COLUMN broker.broker_jobs.tenant_id IS 'Owning tenant (broker.tenant_id at enqueue, default ''default'').';
+COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 characters).';
+COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
+COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job is meant to run as (the enqueuer by default).';
+COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
+COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.max_attempts IS 'Attempts allowed before the job fails (>= 1).';
+COMMENT ON COLUMN broker.broker_jobs.attempts IS 'Attempts started so far (counted at claim).';
+COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
+COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
+COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.lease_token IS 'Token of the current claim; broker_run can check it.';
+COMMENT ON COLUMN broker.broker_jobs.lease_instance_id IS 'Runner instance that holds the claim, when it said so.';
+COMMENT ON COLUMN broker.broker_jobs.lease_expires_at IS 'When an idle claim may be recovered (a job still executing never is).';
+COMMENT ON COLUMN broker.broker_jobs.created_at IS 'When the job was enqueued.';
+COMMENT ON COLUMN broker.broker_jobs.started_at IS 'When the latest attempt was claimed.';
+COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status 2, 3 or 4.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
+-- source: sql/tables/broker_job_dependency.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_job_dependency
+--   Dependency edges: job_id waits for depends_on_job_id (one job) or for
+--   every unfinished member of depends_on_group (fan-in). Exactly one target.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_job_dependency (
+    dependency_id      bigint GENERATED ALWAYS AS IDENTITY,
+    tenant_id          text   NOT NULL,
+    job_id             bigint NOT NULL,
+    depends_on_job_id  bigint,
+    depends_on_group   text,
+    CONSTRAINT broker_job_dependency_pkey PRIMARY KEY (dependency_id),
+    CONSTRAINT broker_job_dependency_job_id_fkey FOREIGN KEY (job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_dependency_depends_on_job_id_fkey FOREIGN KEY (depends_on_job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_dependency_one_target_check
+        CHECK ((depends_on_job_id IS NULL) <> (depends_on_group IS NULL)),
+    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id <> job_id),
+    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) <> '')
+);
+
+CREATE UNIQUE INDEX broker_job_dependency_job_idx
+    ON broker.broker_job_dependency (job_id, depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
+CREATE UNIQUE INDEX broker_job_dependency_job_group_idx
+    ON broker.broker_job_dependency (job_id, depends_on_group) WHERE depends_on_group IS NOT NULL;
+CREATE INDEX broker_job_dependency_target_job_idx
+    ON broker.broker_job_dependency (depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
+CREATE INDEX broker_job_dependency_target_group_idx
+    ON broker.broker_job_dependency (tenant_id, depends_on_group) WHERE depends_on_group IS NOT NULL;
+
+COMMENT ON TABLE broker.broker_job_dependency IS
+    'Dependency edges: a job waits for one job (depends_on_job_id) or for every unfinished job of a group (depends_on_group).';
+COMMENT ON COLUMN broker.broker_job_dependency.dependency_id IS 'Edge id.';
+COMMENT ON COLUMN broker.broker_job_dependency.tenant_id IS 'Tenant of both ends (dependencies never cross tenants).';
+COMMENT ON COLUMN broker.broker_job_dependency.job_id IS 'The waiting job.';
+COMMENT ON COLUMN broker.broker_job_dependency.depends_on_job_id IS 'Target job, for an id dependency.';
+COMMENT ON COLUMN broker.broker_job_dependency.depends_on_group IS 'Target group, for a group (fan-in) dependency.';
+-- source: sql/tables/broker_queueinstance.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_queueinstance
+--   Runner instances. At most one is active per database: the active one
+--   holds a session advisory lock taken by broker_register_instance.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_queueinstance (
+    instance_id     bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id       text        NOT NULL DEFAULT 'default',
+    instance_name   text        NOT NULL,
+    hostname        text,
+    os_pid          integer,
+    backend_pid     integer     NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+    queue_count     integer     NOT NULL,
+    broker_version  text,
+    status          text        NOT NULL DEFAULT 'active',
+    started_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_ping_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    stopped_at      timestamptz,
+    CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
+    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) <> ''),
+    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count >= 1),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status IN ('active', 'stopped', 'dead')),
+    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status = 'active') = (stopped_at IS NULL))
+);
+
+CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
+    ON broker.broker_queueinstance ((true)) WHERE status = 'active';
+
+COMMENT ON TABLE broker.broker_queueinstance IS
+    'Runner instances; at most one active per database (it holds the broker session advisory lock).';
+COMMENT ON COLUMN broker.broker_queueinstance.instance_id IS 'Instance id.';
+COMMENT ON COLUMN broker.broker_queueinstance.tenant_id IS 'Always ''default'': instances serve the whole database.';
+COMMENT ON COLUMN broker.broker_queueinstance.instance_name IS 'Broker name from its configuration.';
+COMMENT ON COLUMN broker.broker_queueinstance.hostname IS 'Host the runner process runs on.';
+COMMENT ON COLUMN broker.broker_queueinstance.os_pid IS 'Operating-system pid of the runner process.';
+COMMENT ON COLUMN broker.broker_queueinstance.backend_pid IS 'Backend pid of the session that registered (holds the lock).';
+COMMENT ON COLUMN broker.broker_queueinstance.queue_count IS 'Number of queues the instance serves.';
+COMMENT ON COLUMN broker.broker_queueinstance.broker_version IS 'Runner version.';
+COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean shutdown) or dead (replaced after its session died).';
+COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
+COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
+COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+
+-- dependency locking
+-- source: sql/functions/dependency_locks.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
+--     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
+--   Takes transaction advisory locks that keep pending_deps exact:
+--   * enqueueing a job that depends on group G (or job J) locks G (J) exclusively
+--     while it counts G's unfinished members;
+--   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
+--     lock G (J) shared before they change the counters of G's dependents.
+--   Keys are taken in one global order, a key wanted in both modes exclusively,
+--   so two callers cannot deadlock on these locks.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_dependency_keys(
+    p_tenant_id text,
+    p_shared_groups text[],
+    p_exclusive_groups text[],
+    p_shared_jobs bigint[],
+    p_exclusive_jobs bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- 'brk' in ASCII, then 1 for group keys and 2 for job keys.
+    c_group_class CONSTANT integer := 1651665665;
+    c_job_class   CONSTANT integer := 1651665666;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
+          FROM (SELECT c_group_class AS cls,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g) AS obj,
+                       false AS excl
+                  FROM pg_catalog.unnest(p_shared_groups) AS g
+                UNION ALL
+                SELECT c_group_class,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g),
+                       true
+                  FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j), false FROM pg_catalog.unnest(p_shared_jobs) AS j
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j), true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
+         WHERE k.obj IS NOT NULL
+         GROUP BY k.cls, k.obj
+         ORDER BY k.cls, k.obj
+    LOOP
+        IF r.excl THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock(r.cls, r.obj);
+        ELSE
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(r.cls, r.obj);
+        END IF;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
+    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+
+-- job lifecycle
+-- source: sql/functions/job_notify.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q::text)
+      FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_notify_insert()
+--   Statement-level AFTER INSERT on broker_jobs: one notification per queue
+--   that received a job claimable now.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_notify_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM broker._notify_queues(ARRAY(
+        SELECT DISTINCT n.job_queue FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+           AND n.pending_deps OPERATOR(pg_catalog.=) 0
+           AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_notify_insert() IS
+    'Internal trigger: after an INSERT statement on broker_jobs, notify each queue that got a claimable job.';
+
+CREATE TRIGGER broker_jobs_notify_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_notify_insert();
+COMMENT ON TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs IS
+    'One NOTIFY per INSERT statement and queue with claimable jobs.';
+-- source: sql/functions/job_finish.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   Called when job p_job_id (of group p_job_group) completed: every pending
+--   job waiting on it, by id or by its group, has pending_deps lowered by the
+--   number of such edges. Queues that got a ready job are notified.
+--   Returns the number of jobs that became ready.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+
+    WITH edges AS (
+        SELECT e.job_id, pg_catalog.count(*)::integer AS n
+          FROM broker.broker_job_dependency AS e
+         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
+            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
+         GROUP BY e.job_id
+    ), released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
+          FROM edges
+         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
+    'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.job_id IN (
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 2,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled. Returns the new status.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN 0;
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/functions/broker_add_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+-- Errors: 22004 NULL where a value is required; 22023 invalid value;
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_bad      text;
+    v_pending  integer := 0;
+    v_n        integer;
+    v_cycle    record;
+    v_id       bigint;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Serialise against jobs of these groups/ids finishing (see _lock_dependency_keys).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    ---- id dependencies: must exist in this tenant and may still complete ---
+    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT pg_catalog.string_agg(x::text, ', ' ORDER BY x) INTO v_bad
+          FROM pg_catalog.unnest(v_ids) AS x
+         WHERE NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                            WHERE j.job_id OPERATOR(pg_catalog.=) x AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'broker_add_job: dependency job(s) % do not exist', v_bad
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', j.job_id,
+                   CASE j.complete_status WHEN 3 THEN 'failed' ELSE 'cancelled' END), ', ' ORDER BY j.job_id)
+          INTO v_bad
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.>=) 3;
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'broker_add_job: dependency job(s) % can never complete', v_bad
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.<=) 1;
+        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
+    END IF;
+
+    ---- group dependencies: every unfinished member counts -----------------
+    IF pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+           AND j.complete_status OPERATOR(pg_catalog.<=) 1;
+        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
+    END IF;
+
+    ---- cycle check: does anything we would wait on already wait on our group?
+    -- Only group edges can point at a new job, so a cycle needs a pending job
+    -- that waits on v_group; without one there is nothing to walk.
+    IF (pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0)
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                     JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+                      AND w.complete_status OPERATOR(pg_catalog.=) 0) THEN
+        WITH RECURSIVE reach (job_id, complete_status) AS (
+            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_tenant AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+            UNION
+            SELECT n.job_id, n.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              JOIN broker.broker_jobs AS n
+                ON n.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name INTO v_cycle
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+           AND e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: dependency cycle: job % (%) waits on group %, which job % would join while depending on it',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), pg_catalog.quote_literal(v_group),
+                pg_catalog.quote_literal(p_job_name)
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, pending_deps, run_after, job_timeout)
+        VALUES (v_tenant, p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts, v_pending,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout)
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1)
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_job_id)
+    SELECT v_tenant, v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
+    SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+
+    -- Pending jobs that wait on our group now also wait on us.
+    UPDATE broker.broker_jobs AS d
+       SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
+      FROM broker.broker_job_dependency AS e
+     WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+       AND d.job_id OPERATOR(pg_catalog.=) e.job_id
+       AND d.complete_status OPERATOR(pg_catalog.=) 0;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[]) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
+-- source: sql/functions/broker_get.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   claimer are skipped. Returns one row per claimed job, none when idle.
+--
+--   The scan walks the claim index one priority level at a time (a loose
+--   index scan), so its cost does not depend on how many jobs are finished,
+--   blocked or scheduled for later.
+-- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_lease_seconds must be >= 1, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Highest priority that has a ready-or-future job in this queue.
+    SELECT j.job_priority INTO v_priority
+      FROM broker.broker_jobs AS j
+     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+     ORDER BY j.job_queue, j.job_priority DESC
+     LIMIT 1;
+
+    WHILE FOUND AND v_left OPERATOR(pg_catalog.>) 0 LOOP
+        RETURN QUERY
+        WITH picked AS (
+            SELECT j.job_id
+              FROM broker.broker_jobs AS j
+             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND j.job_priority OPERATOR(pg_catalog.=) v_priority
+               AND j.run_after OPERATOR(pg_catalog.<=) v_now
+             ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+             LIMIT v_left
+               FOR NO KEY UPDATE SKIP LOCKED
+        )
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 1,
+               attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+               started_at = v_now,
+               lease_token = pg_catalog.gen_random_uuid(),
+               lease_instance_id = p_instance_id,
+               lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+          FROM picked
+         WHERE j.job_id OPERATOR(pg_catalog.=) picked.job_id
+        RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+
+        -- Next lower priority level (one index probe).
+        SELECT j.job_priority INTO v_priority
+          FROM broker.broker_jobs AS j
+         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+           AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+           AND j.job_priority OPERATOR(pg_catalog.<) v_priority
+         ORDER BY j.job_queue, j.job_priority DESC
+         LIMIT 1;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/functions/broker_run.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._run_begin(p_job_id, p_lease_token)
+--   Locks a claimed job for execution (FOR NO KEY UPDATE, held until the
+--   caller's transaction ends: this lock is what marks the job as executing,
+--   and broker_recover_stale_jobs never takes a locked job) and returns it.
+-- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
+RETURNS broker.broker_jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+        RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
+            CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
+                                       WHEN 3 THEN 'failed' ELSE 'cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim jobs with broker.broker_get() and run the ones it returns.';
+    END IF;
+    IF p_lease_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
+        RAISE EXCEPTION 'broker_run: the lease on job % is no longer yours', p_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The lease expired, the job was recovered and claimed again.';
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
+    'Internal: lock a running job for execution and check its lease token.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_run(p_job_id, p_lease_token)
+--   Executes a claimed (running) job inside the caller's transaction:
+--   * the job's SQL runs in a subtransaction with broker.tenant_id set to the
+--     job's tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * success: the job's effects and its completion (status 2) commit
+--     together, and its dependents are released;
+--   * failure (any error, including a statement_timeout cancel): the job's
+--     effects roll back, SQLSTATE and message are kept, and the job is
+--     retried after a backoff or, with no attempts left, failed with its
+--     dependents cancelled.
+--   Returns the outcome. Without p_lease_token any running job may be run.
+--   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
+--   call (the runner does this); a timeout inside the job fails the attempt.
+-- Errors: P0002 unknown job; 55000 job not running or lease lost.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_job      broker.broker_jobs;
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_job := broker._run_begin(p_job_id, p_lease_token);
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    BEGIN
+        PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
+        IF v_job.job_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+            EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(v_job.execute_str);
+        ELSE
+            EXECUTE v_job.execute_str;
+        END IF;
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+    END;
+    PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+
+    IF v_state IS NULL THEN
+        PERFORM broker._complete_job(p_job_id);
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job_id, v_state, v_message);
+    END IF;
+    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_state, v_message,
+                        pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
+    'Executes a claimed job; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+-- source: sql/functions/broker_cancel_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_job(p_job_id, p_reason)
+--   Cancels a pending job of the caller's tenant and, transitively, every
+--   pending job waiting on it. Returns the number of jobs cancelled.
+-- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
+--   running or already finished.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_tenant text := broker.broker_current_tenant();
+    v_reason text := COALESCE(NULLIF(pg_catalog.btrim(p_reason), ''), 'cancelled by ' OPERATOR(pg_catalog.||) CURRENT_USER);
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'broker_cancel_job: p_job_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_job.job_group], NULL, ARRAY[p_job_id], NULL);
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 4, finished_at = pg_catalog.clock_timestamp(), cancel_reason = v_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.complete_status OPERATOR(pg_catalog.=) 0;
+    IF NOT FOUND THEN
+        SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
+            CASE v_job.complete_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed'
+                                       WHEN 3 THEN 'failed' ELSE 'cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN 1 OPERATOR(pg_catalog.+) broker._cancel_dependents(v_tenant, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', v_job.job_id, v_job.job_name));
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
+    'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
+-- source: sql/functions/broker_recover_stale_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_recover_stale_jobs(p_limit)
+--   Recovers running jobs whose lease has expired AND that nobody is
+--   executing: a job under execution is row-locked by broker_run until its
+--   transaction ends, and locked rows are skipped, however long they run.
+--   A recovered job counts the lost attempt: it returns to pending (after the
+--   retry backoff) while attempts < max_attempts, else it fails and its
+--   dependents are cancelled. Returns (job_id, complete_status) per job.
+-- Errors: 22023 p_limit < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
+RETURNS TABLE (job_id bigint, complete_status smallint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR r IN
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
+          FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+           AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+         ORDER BY j.lease_expires_at
+         LIMIT p_limit
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        job_id := r.job_id;
+        complete_status := broker._fail_attempt(r.job_id, NULL,
+            pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
+                              r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
+    'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
+-- source: sql/functions/broker_purge_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_purge_jobs(p_older_than, p_batch_size)
+--   Retention: deletes at most p_batch_size finished jobs (completed, failed
+--   or cancelled) whose finished_at is older than p_older_than, with their
+--   dependency edges. Returns the number deleted; call it until it returns 0
+--   (each call is one short transaction in autocommit mode).
+-- Errors: 22004 NULL age; 22023 negative age or batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than OPERATOR(pg_catalog.<) interval '0' OR p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH doomed AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
+           AND j.finished_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than
+         ORDER BY j.finished_at
+         LIMIT p_batch_size
+           FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id OPERATOR(pg_catalog.=) doomed.job_id;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer) IS
+    'Retention: deletes up to p_batch_size finished jobs older than p_older_than (and their edges); returns how many. Call until 0.';
+
+-- runner instances
+-- source: sql/functions/instances.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_register_instance(p_instance_name, p_hostname,
+--     p_os_pid, p_queue_count, p_broker_version)
+--   Makes the calling session the one active broker instance of this database:
+--   takes the broker's session advisory lock (kept until broker_shutdown_instance
+--   or the session ends), marks any earlier active row dead (its session is
+--   gone, or it could not have released the lock) and returns the new id.
+-- Errors: 55P03 another live session is the active instance (a standby keeps
+--   retrying); 55000 this session is already registered; 22023 bad arguments.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_register_instance(
+    p_instance_name  text,
+    p_hostname       text    DEFAULT NULL,
+    p_os_pid         integer DEFAULT NULL,
+    p_queue_count    integer DEFAULT 4,
+    p_broker_version text    DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key    record := broker._instance_lock_key();
+    v_active broker.broker_queueinstance;
+    v_id     bigint;
+BEGIN
+    IF p_instance_name IS NULL OR pg_catalog.btrim(p_instance_name) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_register_instance: p_instance_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_queue_count IS NULL OR p_queue_count OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_register_instance: p_queue_count must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
+                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
+        RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.pg_try_advisory_lock(v_key.classid, v_key.objid) THEN
+        RAISE EXCEPTION 'broker_register_instance: database % already has an active broker instance', pg_catalog.current_database()
+            USING ERRCODE = 'lock_not_available',
+                  DETAIL = CASE WHEN v_active.instance_id IS NULL THEN 'Its registration is in progress.'
+                           ELSE pg_catalog.format('Instance %s (%s on %s, pid %s), last ping %s.', v_active.instance_id,
+                                v_active.instance_name, COALESCE(v_active.hostname, '?'),
+                                COALESCE(v_active.os_pid::text, '?'), v_active.last_ping_at) END,
+                  HINT = 'Run this one as a standby: retry until the active instance stops.';
+    END IF;
+    -- We hold the lock, so any row still marked active belongs to a dead session.
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'dead', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    INSERT INTO broker.broker_queueinstance (instance_name, hostname, os_pid, queue_count, broker_version)
+    VALUES (p_instance_name, p_hostname, p_os_pid, p_queue_count, p_broker_version)
+    RETURNING instance_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer, text) IS
+    'Registers the calling session as the single active broker instance of the database (session advisory lock); 55P03 while another is alive.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_ping_instance(p_instance_id)
+--   Heartbeat of the active instance; returns the ping time.
+-- Errors: 55000 the instance is not active or this session does not own it.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    UPDATE broker.broker_queueinstance AS i
+       SET last_ping_at = v_now
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id
+       AND i.status OPERATOR(pg_catalog.=) 'active'
+       AND i.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_ping_instance: instance % is not the active instance of this session', p_instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Register again with broker_register_instance.';
+    END IF;
+    RETURN v_now;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
+    'Heartbeat of the active instance (must be called from the session that registered it); returns the ping time.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_shutdown_instance(p_instance_id)
+--   Clean shutdown: marks the instance stopped and, when called from its own
+--   session, releases the advisory lock so a standby can take over at once.
+--   Returns true when the instance was active.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
+    v_pid integer;
+BEGIN
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active'
+    RETURNING i.backend_pid INTO v_pid;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
+        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
+    'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+
+-- privileges (last: covers every object above)
+-- source: sql/grants.sql
+-- ---------------------------------------------------------------------------
+-- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
+-- owner (a superuser) uses it directly, and other roles get exactly what
+-- they are granted (role setup: see README, "Security model").
+-- ---------------------------------------------------------------------------
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;

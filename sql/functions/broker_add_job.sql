@@ -1,0 +1,298 @@
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+-- Errors: 22004 NULL where a value is required; 22023 invalid value;
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_bad      text;
+    v_pending  integer := 0;
+    v_n        integer;
+    v_cycle    record;
+    v_id       bigint;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Serialise against jobs of these groups/ids finishing (see _lock_dependency_keys).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    ---- id dependencies: must exist in this tenant and may still complete ---
+    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT pg_catalog.string_agg(x::text, ', ' ORDER BY x) INTO v_bad
+          FROM pg_catalog.unnest(v_ids) AS x
+         WHERE NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                            WHERE j.job_id OPERATOR(pg_catalog.=) x AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'broker_add_job: dependency job(s) % do not exist', v_bad
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', j.job_id,
+                   CASE j.complete_status WHEN 3 THEN 'failed' ELSE 'cancelled' END), ', ' ORDER BY j.job_id)
+          INTO v_bad
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.>=) 3;
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'broker_add_job: dependency job(s) % can never complete', v_bad
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.<=) 1;
+        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
+    END IF;
+
+    ---- group dependencies: every unfinished member counts -----------------
+    IF pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+           AND j.complete_status OPERATOR(pg_catalog.<=) 1;
+        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
+    END IF;
+
+    ---- cycle check: does anything we would wait on already wait on our group?
+    -- Only group edges can point at a new job, so a cycle needs a pending job
+    -- that waits on v_group; without one there is nothing to walk.
+    IF (pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0)
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                     JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+                      AND w.complete_status OPERATOR(pg_catalog.=) 0) THEN
+        WITH RECURSIVE reach (job_id, complete_status) AS (
+            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_tenant AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+            UNION
+            SELECT n.job_id, n.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              JOIN broker.broker_jobs AS n
+                ON n.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name INTO v_cycle
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+           AND e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: dependency cycle: job % (%) waits on group %, which job % would join while depending on it',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), pg_catalog.quote_literal(v_group),
+                pg_catalog.quote_literal(p_job_name)
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, pending_deps, run_after, job_timeout)
+        VALUES (v_tenant, p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts, v_pending,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout)
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1)
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_job_id)
+    SELECT v_tenant, v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
+    SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+
+    -- Pending jobs that wait on our group now also wait on us.
+    UPDATE broker.broker_jobs AS d
+       SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
+      FROM broker.broker_job_dependency AS e
+     WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
+       AND d.job_id OPERATOR(pg_catalog.=) e.job_id
+       AND d.complete_status OPERATOR(pg_catalog.=) 0;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[]) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';

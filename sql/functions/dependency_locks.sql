@@ -1,0 +1,56 @@
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
+--     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
+--   Takes transaction advisory locks that keep pending_deps exact:
+--   * enqueueing a job that depends on group G (or job J) locks G (J) exclusively
+--     while it counts G's unfinished members;
+--   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
+--     lock G (J) shared before they change the counters of G's dependents.
+--   Keys are taken in one global order, a key wanted in both modes exclusively,
+--   so two callers cannot deadlock on these locks.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_dependency_keys(
+    p_tenant_id text,
+    p_shared_groups text[],
+    p_exclusive_groups text[],
+    p_shared_jobs bigint[],
+    p_exclusive_jobs bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- 'brk' in ASCII, then 1 for group keys and 2 for job keys.
+    c_group_class CONSTANT integer := 1651665665;
+    c_job_class   CONSTANT integer := 1651665666;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
+          FROM (SELECT c_group_class AS cls,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g) AS obj,
+                       false AS excl
+                  FROM pg_catalog.unnest(p_shared_groups) AS g
+                UNION ALL
+                SELECT c_group_class,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g),
+                       true
+                  FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j), false FROM pg_catalog.unnest(p_shared_jobs) AS j
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j), true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
+         WHERE k.obj IS NOT NULL
+         GROUP BY k.cls, k.obj
+         ORDER BY k.cls, k.obj
+    LOOP
+        IF r.excl THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock(r.cls, r.obj);
+        ELSE
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(r.cls, r.obj);
+        END IF;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
+    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';

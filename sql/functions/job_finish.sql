@@ -1,0 +1,185 @@
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   Called when job p_job_id (of group p_job_group) completed: every pending
+--   job waiting on it, by id or by its group, has pending_deps lowered by the
+--   number of such edges. Queues that got a ready job are notified.
+--   Returns the number of jobs that became ready.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+
+    WITH edges AS (
+        SELECT e.job_id, pg_catalog.count(*)::integer AS n
+          FROM broker.broker_job_dependency AS e
+         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
+            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
+         GROUP BY e.job_id
+    ), released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
+          FROM edges
+         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
+    'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.job_id IN (
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 2,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled. Returns the new status.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN 0;
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';

@@ -1,0 +1,34 @@
+-- pgsql_broker: the install manifest.
+-- Every file of the extension, in dependency order. `make` resolves the \i lines into
+-- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
+-- repository root runs the same sources directly (schema broker must exist).
+
+-- settings and tenancy (table defaults call these)
+\i sql/functions/settings.sql
+\i sql/functions/tenant.sql
+
+-- tables
+\i sql/tables/broker_schema_migrations.sql
+\i sql/tables/broker_schedule.sql
+\i sql/tables/broker_jobs.sql
+\i sql/tables/broker_job_dependency.sql
+\i sql/tables/broker_queueinstance.sql
+
+-- dependency locking
+\i sql/functions/dependency_locks.sql
+
+-- job lifecycle
+\i sql/functions/job_notify.sql
+\i sql/functions/job_finish.sql
+\i sql/functions/broker_add_job.sql
+\i sql/functions/broker_get.sql
+\i sql/functions/broker_run.sql
+\i sql/functions/broker_cancel_job.sql
+\i sql/functions/broker_recover_stale_jobs.sql
+\i sql/functions/broker_purge_jobs.sql
+
+-- runner instances
+\i sql/functions/instances.sql
+
+-- privileges (last: covers every object above)
+\i sql/grants.sql

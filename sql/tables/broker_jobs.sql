@@ -1,0 +1,111 @@
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_jobs
+--   One row per job. complete_status: 0 pending, 1 running (claimed, under a
+--   lease), 2 completed, 3 failed, 4 cancelled.
+--   pending_deps counts the unfinished jobs this job still waits on (one per
+--   id edge whose target is unfinished, one per unfinished member of each
+--   group it depends on); it is kept exact by broker_add_job and the finish
+--   functions, so that claiming never has to look at blocked jobs.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_jobs (
+    job_id              bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id           text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    job_name            text        NOT NULL,
+    job_group           text        NOT NULL,
+    execute_str         text        NOT NULL,
+    job_language        text        NOT NULL DEFAULT 'sql',
+    job_queue           integer     NOT NULL DEFAULT 1,
+    job_priority        integer     NOT NULL DEFAULT 0,
+    run_as              name        NOT NULL DEFAULT CURRENT_USER,
+    enqueued_by         name        NOT NULL DEFAULT CURRENT_USER,
+    schedule_id         bigint,
+    idempotency_key     text,
+    max_attempts        integer     NOT NULL DEFAULT 1,
+    attempts            integer     NOT NULL DEFAULT 0,
+    complete_status     smallint    NOT NULL DEFAULT 0,
+    pending_deps        integer     NOT NULL DEFAULT 0,
+    run_after           timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    job_timeout         interval,
+    lease_token         uuid,
+    lease_instance_id   bigint,
+    lease_expires_at    timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    started_at          timestamptz,
+    finished_at         timestamptz,
+    last_error_sqlstate text,
+    last_error_message  text,
+    cancel_reason       text,
+    CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
+    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
+        REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
+    CONSTRAINT broker_jobs_job_name_check
+        CHECK (pg_catalog.btrim(job_name) <> '' AND pg_catalog.length(job_name) <= 200),
+    CONSTRAINT broker_jobs_job_group_check
+        CHECK (pg_catalog.btrim(job_group) <> '' AND pg_catalog.length(job_group) <= 200),
+    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue >= 1),
+    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts >= 1),
+    CONSTRAINT broker_jobs_attempts_check CHECK (attempts >= 0),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status BETWEEN 0 AND 4),
+    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps >= 0),
+    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout > interval '0'),
+    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) <> ''),
+    CONSTRAINT broker_jobs_lease_check
+        CHECK ((complete_status = 1) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+
+-- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
+CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
+    (job_queue, job_priority DESC, run_after, job_id)
+    WHERE complete_status = 0 AND pending_deps = 0;
+-- Recovery path: running jobs by lease expiry.
+CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
+    WHERE complete_status = 1;
+-- Group fan-in: unfinished members of a group.
+CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
+    WHERE complete_status IN (0, 1);
+-- Idempotency: one unfinished job per key and tenant.
+CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1);
+-- Retention: finished jobs by age.
+CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
+    WHERE complete_status IN (2, 3, 4);
+CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
+    WHERE schedule_id IS NOT NULL;
+
+-- A queue table: vacuum it early so dead claim-index entries do not pile up.
+ALTER TABLE broker.broker_jobs SET (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
+COMMENT ON TABLE broker.broker_jobs IS
+    'Jobs: SQL executed inside the database, claimed with expiring leases. complete_status 0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.job_id IS 'Job id.';
+COMMENT ON COLUMN broker.broker_jobs.tenant_id IS 'Owning tenant (broker.tenant_id at enqueue, default ''default'').';
+COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 characters).';
+COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
+COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job is meant to run as (the enqueuer by default).';
+COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
+COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.max_attempts IS 'Attempts allowed before the job fails (>= 1).';
+COMMENT ON COLUMN broker.broker_jobs.attempts IS 'Attempts started so far (counted at claim).';
+COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
+COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
+COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.lease_token IS 'Token of the current claim; broker_run can check it.';
+COMMENT ON COLUMN broker.broker_jobs.lease_instance_id IS 'Runner instance that holds the claim, when it said so.';
+COMMENT ON COLUMN broker.broker_jobs.lease_expires_at IS 'When an idle claim may be recovered (a job still executing never is).';
+COMMENT ON COLUMN broker.broker_jobs.created_at IS 'When the job was enqueued.';
+COMMENT ON COLUMN broker.broker_jobs.started_at IS 'When the latest attempt was claimed.';
+COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status 2, 3 or 4.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
