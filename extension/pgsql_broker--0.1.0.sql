@@ -545,6 +545,17 @@ DECLARE
 BEGIN
     PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
 
+    -- Row locks in job_id order: concurrent finishes and enqueues that touch
+    -- the same dependents then queue up instead of deadlocking.
+    PERFORM 1 FROM broker.broker_jobs AS d
+     WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
+                            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group))
+     ORDER BY d.job_id
+       FOR NO KEY UPDATE;
+
     WITH edges AS (
         SELECT e.job_id, pg_catalog.count(*)::integer AS n
           FROM broker.broker_job_dependency AS e
@@ -596,6 +607,15 @@ BEGIN
         -- Lock the frontier before reading its dependents, so an enqueue that
         -- is counting one of these jobs as unfinished commits first and is seen.
         PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        PERFORM 1 FROM broker.broker_jobs AS d
+         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+         ORDER BY d.job_id
+           FOR NO KEY UPDATE;
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
@@ -953,7 +973,15 @@ BEGIN
     INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
     SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
 
-    -- Pending jobs that wait on our group now also wait on us.
+    -- Pending jobs that wait on our group now also wait on us (rows locked
+    -- in job_id order, like every counter update, to avoid deadlocks).
+    PERFORM 1 FROM broker.broker_jobs AS d
+     WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                         WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group)
+     ORDER BY d.job_id
+       FOR NO KEY UPDATE;
     UPDATE broker.broker_jobs AS d
        SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
       FROM broker.broker_job_dependency AS e
@@ -1053,6 +1081,7 @@ BEGIN
 
     WHILE FOUND AND v_left OPERATOR(pg_catalog.>) 0 LOOP
         RETURN QUERY
+        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
         WITH picked AS (
             SELECT j.job_id
               FROM broker.broker_jobs AS j
@@ -1074,7 +1103,9 @@ BEGIN
           FROM picked
          WHERE j.job_id OPERATOR(pg_catalog.=) picked.job_id
         RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at;
+                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at
+        -- </claim-query>
+        ;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
         v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
         EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
@@ -1305,7 +1336,7 @@ BEGIN
     WITH doomed AS (
         SELECT j.job_id FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
-           AND j.finished_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than
+           AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than)
          ORDER BY j.finished_at
          LIMIT p_batch_size
            FOR UPDATE SKIP LOCKED

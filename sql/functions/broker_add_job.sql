@@ -261,7 +261,15 @@ BEGIN
     INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
     SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
 
-    -- Pending jobs that wait on our group now also wait on us.
+    -- Pending jobs that wait on our group now also wait on us (rows locked
+    -- in job_id order, like every counter update, to avoid deadlocks).
+    PERFORM 1 FROM broker.broker_jobs AS d
+     WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                         WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group)
+     ORDER BY d.job_id
+       FOR NO KEY UPDATE;
     UPDATE broker.broker_jobs AS d
        SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
       FROM broker.broker_job_dependency AS e

@@ -62,6 +62,7 @@ BEGIN
 
     WHILE FOUND AND v_left OPERATOR(pg_catalog.>) 0 LOOP
         RETURN QUERY
+        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
         WITH picked AS (
             SELECT j.job_id
               FROM broker.broker_jobs AS j
@@ -83,7 +84,9 @@ BEGIN
           FROM picked
          WHERE j.job_id OPERATOR(pg_catalog.=) picked.job_id
         RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at;
+                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at
+        -- </claim-query>
+        ;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
         v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
         EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;

@@ -24,7 +24,7 @@ BEGIN
     WITH doomed AS (
         SELECT j.job_id FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
-           AND j.finished_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than
+           AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than)
          ORDER BY j.finished_at
          LIMIT p_batch_size
            FOR UPDATE SKIP LOCKED

@@ -1,0 +1,61 @@
+"""Fixtures for tests against the real PostgreSQL that `make test` starts.
+
+Each test gets a fresh database cloned from a template that already has the
+extension, so tests never see each other's jobs.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import psycopg
+import pytest
+
+TEMPLATE = "pgsql_broker_pytest_template"
+
+
+def _require_cluster() -> None:
+    if not os.environ.get("PGHOST"):
+        pytest.exit("PG* variables are not set: run the tests through `make test` "
+                    "(or export PGHOST/PGPORT/PGUSER for a server with pgsql_broker installed)", returncode=2)
+
+
+def connect(dbname: str, **kwargs) -> psycopg.Connection:
+    """An autocommit connection to one of the test databases."""
+    kwargs.setdefault("autocommit", True)
+    return psycopg.connect(dbname=dbname, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def template_db() -> str:
+    _require_cluster()
+    with connect("postgres") as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}"')
+        admin.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    with connect(TEMPLATE) as conn:
+        conn.execute("CREATE EXTENSION pgsql_broker")
+    yield TEMPLATE
+    with connect("postgres") as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db(template_db: str) -> str:
+    """Name of a fresh database with the extension installed; dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield name
+    with connect("postgres") as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def add_job(conn: psycopg.Connection, name: str, sql: str, **params) -> int:
+    """Enqueue through broker_add_job with named parameters (p_ prefix added)."""
+    names = ", ".join(f"p_{k} => %({k})s" for k in params)
+    query = "SELECT job_id FROM broker.broker_add_job(%(n)s, %(s)s" + (", " + names if names else "") + ")"
+    return conn.execute(query, {"n": name, "s": sql, **params}).fetchone()[0]
+
+
+def job_status(conn: psycopg.Connection, job_id: int) -> int:
+    return conn.execute("SELECT complete_status FROM broker.broker_jobs WHERE job_id = %s", (job_id,)).fetchone()[0]

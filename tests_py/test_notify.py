@@ -1,0 +1,52 @@
+"""NOTIFY on enqueue: one per statement and queue, tiny payload, only on commit."""
+from __future__ import annotations
+
+import psycopg
+
+from conftest import add_job, connect
+
+
+def _drain(listener: psycopg.Connection, timeout: float = 0.5) -> list[str]:
+    return [n.payload for n in listener.notifies(timeout=timeout) if n.channel == "pgsql_broker"]
+
+
+def test_notifications_are_sent_on_commit_once_per_queue(db):
+    listener = connect(db)
+    listener.execute("LISTEN pgsql_broker")
+    with connect(db, autocommit=False) as producer:
+        producer.execute("SELECT broker.broker_add_job('a', 'SELECT 1', 1)")
+        producer.execute("SELECT broker.broker_add_job('b', 'SELECT 1', 1)")
+        producer.execute("SELECT broker.broker_add_job('c', 'SELECT 1', 2)")
+        assert _drain(listener, 0.3) == []  # nothing before commit
+        producer.commit()
+    assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2"]
+
+
+def test_a_bulk_insert_statement_notifies_each_queue_once(db):
+    listener = connect(db)
+    listener.execute("LISTEN pgsql_broker")
+    producer = connect(db)
+    producer.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
+                     "SELECT 'n' || i, 'n', 'SELECT 1', 1 + i % 3 FROM generate_series(1, 300) i")
+    assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2", f"{db}/3"]
+
+
+def test_rolled_back_future_and_blocked_jobs_do_not_notify(db):
+    listener = connect(db)
+    listener.execute("LISTEN pgsql_broker")
+    with connect(db, autocommit=False) as producer:
+        producer.execute("SELECT broker.broker_add_job('gone', 'SELECT 1')")
+        producer.rollback()
+    producer = connect(db)
+    producer.execute("SELECT broker.broker_add_job('later', 'SELECT 1', 4, p_run_after => now() + interval '1 hour')")
+    assert _drain(listener) == []
+
+    with connect(db, autocommit=False) as tx:
+        first = add_job(tx, "first", "SELECT 1", job_queue=5)
+        add_job(tx, "second", "SELECT 1", job_queue=6, depends_on_job_ids=[first])
+        tx.commit()
+    assert _drain(listener) == [f"{db}/5"]  # queue 6's job is blocked
+
+    # completing the dependency wakes the dependent's queue
+    producer.execute("SELECT broker.broker_run(job_id) FROM broker.broker_get(5)")
+    assert _drain(listener) == [f"{db}/6"]

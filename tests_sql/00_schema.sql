@@ -1,0 +1,64 @@
+-- Schema shape: tables, key columns, constraints, indexes, trigger, functions.
+BEGIN;
+SELECT plan(27);
+
+SELECT has_schema('broker');
+SELECT has_extension('pgsql_broker');
+SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
+                                   'broker_schedule', 'broker_schema_migrations']);
+SELECT columns_are('broker', 'broker_jobs', ARRAY[
+    'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
+    'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
+    'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'lease_token',
+    'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason']);
+SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
+SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
+SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
+SELECT col_default_is('broker', 'broker_jobs', 'max_attempts', '1', 'one attempt by default');
+SELECT col_has_check('broker', 'broker_jobs', 'complete_status', 'status is a closed domain');
+SELECT col_has_check('broker', 'broker_jobs', 'job_language', 'language is a closed domain');
+SELECT col_has_check('broker', 'broker_jobs', 'job_queue', 'queue is checked');
+SELECT col_has_check('broker', 'broker_jobs', 'max_attempts', 'max_attempts is checked');
+SELECT col_has_check('broker', 'broker_queueinstance', 'status', 'instance status is a closed domain');
+SELECT col_is_fk('broker', 'broker_job_dependency', 'job_id', 'edges belong to a job');
+SELECT col_is_fk('broker', 'broker_job_dependency', 'depends_on_job_id', 'id edges target a job');
+SELECT col_is_fk('broker', 'broker_jobs', 'schedule_id', 'jobs reference their schedule');
+SELECT indexes_are('broker', 'broker_jobs', ARRAY[
+    'broker_jobs_pkey', 'broker_jobs_claim_idx', 'broker_jobs_lease_idx', 'broker_jobs_group_idx',
+    'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx']);
+SELECT index_is_unique('broker', 'broker_jobs', 'broker_jobs_idempotency_key_idx');
+SELECT index_is_unique('broker', 'broker_queueinstance', 'broker_queueinstance_one_active_idx');
+SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_notify_insert_trg', 'enqueue NOTIFY trigger exists');
+SELECT ok((SELECT every(c.conname ~ '^broker_') FROM pg_constraint c
+             JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'broker'),
+          'every constraint has an explicit broker_ name');
+SELECT ok((SELECT count(*) = 0 FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid
+             JOIN pg_namespace n ON n.oid = r.relnamespace
+            WHERE n.nspname = 'broker' AND c.contype = 'c' AND c.conname !~ '_check$'),
+          'check constraints are named *_check');
+SELECT functions_are('broker', ARRAY[
+    'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
+    'broker_set_tenant', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
+    'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
+    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_notify_insert', '_retry_delay',
+    '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
+    '_instance_lock_key']);
+SELECT function_returns('broker', 'broker_add_job',
+    ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
+          'text', 'text[]', 'timestamp with time zone', 'interval'], 'setof record');
+SELECT is((SELECT array_agg(a ORDER BY o)::text[] FROM unnest(
+             (SELECT proargnames[1:12] FROM pg_proc WHERE oid = 'broker.broker_add_job'::regproc)) WITH ORDINALITY AS x(a, o)),
+          ARRAY['p_job_name', 'p_execute_str', 'p_job_queue', 'p_job_priority', 'p_job_language', 'p_run_as',
+                'p_schedule_id', 'p_depends_on_job_ids', 'p_idempotency_key', 'p_max_attempts', 'p_job_group',
+                'p_depends_on_groups'],
+          'broker_add_job keeps the original twelve parameters in order');
+SELECT is((SELECT proargnames[1:4]::text[] FROM pg_proc WHERE oid = 'broker.broker_add_job_simple'::regproc),
+          ARRAY['p_job_name', 'p_execute_str', 'p_job_priority', 'p_depends_on_groups'],
+          'broker_add_job_simple(name, execute_str, priority, depends_on_groups)');
+SELECT ok((SELECT every(p.provolatile IN ('i', 's', 'v')) FROM pg_proc p
+             JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'broker'),
+          'every function declares its volatility');
+
+SELECT * FROM finish();
+ROLLBACK;
