@@ -7,9 +7,10 @@
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
 --   claimer are skipped. Returns one row per claimed job, none when idle.
 --
---   The scan walks the claim index one priority level at a time (a loose
---   index scan), so its cost does not depend on how many jobs are finished,
---   blocked or scheduled for later.
+--   The claim index holds only pending, unblocked jobs. The probe walks it
+--   one priority level at a time (a loose index scan) and checks each level
+--   with a range scan bounded by run_after, so the cost does not depend on
+--   how many jobs are finished, blocked or scheduled for later.
 -- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -36,6 +37,7 @@ DECLARE
     v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
     v_left     integer := p_batch_size;
     v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_claimed  integer;
 BEGIN
@@ -52,15 +54,40 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- Highest priority that has a ready-or-future job in this queue.
-    SELECT j.job_priority INTO v_priority
-      FROM broker.broker_jobs AS j
-     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-     ORDER BY j.job_queue, j.job_priority DESC
-     LIMIT 1;
+    LOOP
+        -- <priority-probe> Highest priority level below v_bound that has a job ready
+        -- now: a loose index scan over the claim index, one probe per level, each
+        -- level checked with a bounded range scan on run_after.
+        WITH RECURSIVE levels (p) AS (
+            (SELECT j.job_priority FROM broker.broker_jobs AS j
+              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+              ORDER BY j.job_queue, j.job_priority DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
+                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
+                     ORDER BY j.job_queue, j.job_priority DESC
+                     LIMIT 1)
+              FROM levels AS l
+             WHERE l.p IS NOT NULL
+        )
+        SELECT l.p INTO v_priority
+          FROM levels AS l
+         WHERE l.p IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        EXIT WHEN v_priority IS NULL;
 
-    WHILE FOUND AND v_left OPERATOR(pg_catalog.>) 0 LOOP
         RETURN QUERY
         -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
         WITH picked AS (
@@ -90,15 +117,9 @@ BEGIN
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
         v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
         EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
-
-        -- Next lower priority level (one index probe).
-        SELECT j.job_priority INTO v_priority
-          FROM broker.broker_jobs AS j
-         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-           AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-           AND j.job_priority OPERATOR(pg_catalog.<) v_priority
-         ORDER BY j.job_queue, j.job_priority DESC
-         LIMIT 1;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers): continue below it.
+        v_bound := v_priority;
     END LOOP;
 END;
 $$;
