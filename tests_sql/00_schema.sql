@@ -43,7 +43,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
     '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_notify_insert', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
-    '_instance_lock_key']);
+    '_instance_lock_key', '_lock_dependents']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval'], 'setof record');

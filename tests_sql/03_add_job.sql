@@ -54,7 +54,7 @@ CREATE ROLE broker_test_enqueuer NOLOGIN IN ROLE broker_test_member;
 GRANT USAGE ON SCHEMA broker TO broker_test_enqueuer;
 GRANT EXECUTE ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text,
     integer, text, text[], timestamptz, interval), broker.broker_current_tenant(),
-    broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
+    broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]), broker._lock_dependents(text, bigint[], text[]),
     broker._notify_queues(integer[]), broker._jobs_notify_insert() TO broker_test_enqueuer;
 GRANT SELECT, INSERT, UPDATE ON broker.broker_jobs, broker.broker_job_dependency TO broker_test_enqueuer;
 GRANT SELECT ON broker.broker_schedule TO broker_test_enqueuer;

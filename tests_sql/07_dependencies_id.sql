@@ -1,14 +1,7 @@
 -- Dependencies by job id: gated until the target completes.
 BEGIN;
 SELECT plan(10);
-CREATE FUNCTION pg_temp.run_next(q integer DEFAULT 1) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE v_id bigint; v_name text;
-BEGIN
-    SELECT g.job_id, g.job_name INTO v_id, v_name FROM broker.broker_get(q) AS g;
-    IF v_id IS NULL THEN RETURN NULL; END IF;
-    PERFORM broker.broker_run(v_id);
-    RETURN v_name;
-END $f$;
+\ir lib/run_next.sql
 
 CREATE TEMP TABLE a AS SELECT job_id FROM broker.broker_add_job('a', 'SELECT 1');
 CREATE TEMP TABLE b AS SELECT job_id FROM broker.broker_add_job('b', 'SELECT 1', 1, 100,

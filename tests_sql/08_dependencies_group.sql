@@ -1,14 +1,7 @@
 -- Dependencies by group (fan-in): wait for every unfinished job of the group.
 BEGIN;
 SELECT plan(11);
-CREATE FUNCTION pg_temp.run_next(q integer DEFAULT 1) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE v_id bigint; v_name text;
-BEGIN
-    SELECT g.job_id, g.job_name INTO v_id, v_name FROM broker.broker_get(q) AS g;
-    IF v_id IS NULL THEN RETURN NULL; END IF;
-    PERFORM broker.broker_run(v_id);
-    RETURN v_name;
-END $f$;
+\ir lib/run_next.sql
 
 -- three parallel extracts fan into one transform, which feeds a load
 SELECT broker.broker_add_job('extract ' || i, 'SELECT 1', p_job_group => 'extract') FROM generate_series(1, 3) AS i;

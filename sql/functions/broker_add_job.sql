@@ -263,13 +263,7 @@ BEGIN
 
     -- Pending jobs that wait on our group now also wait on us (rows locked
     -- in job_id order, like every counter update, to avoid deadlocks).
-    PERFORM 1 FROM broker.broker_jobs AS d
-     WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-       AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                         WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-                           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group)
-     ORDER BY d.job_id
-       FOR NO KEY UPDATE;
+    PERFORM broker._lock_dependents(v_tenant, NULL, ARRAY[v_group]);
     UPDATE broker.broker_jobs AS d
        SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
       FROM broker.broker_job_dependency AS e

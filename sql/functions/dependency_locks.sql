@@ -54,3 +54,30 @@ END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
     'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
+--   Row-locks, in job_id order, the pending jobs that wait on any of the
+--   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
+--   Returns how many rows it locked. Every pending_deps update goes through
+--   this first, so concurrent
+--   enqueues and finishes touching the same dependents queue up instead of
+--   deadlocking.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
+RETURNS integer
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.count(*)::integer FROM (
+        SELECT d.job_id FROM broker.broker_jobs AS d
+         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups)))
+         ORDER BY d.job_id
+           FOR NO KEY UPDATE OF d) AS locked
+$$;
+COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
+    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';

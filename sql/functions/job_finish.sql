@@ -39,16 +39,7 @@ DECLARE
 BEGIN
     PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
 
-    -- Row locks in job_id order: concurrent finishes and enqueues that touch
-    -- the same dependents then queue up instead of deadlocking.
-    PERFORM 1 FROM broker.broker_jobs AS d
-     WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-       AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
-                            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                                AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group))
-     ORDER BY d.job_id
-       FOR NO KEY UPDATE;
+    PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
 
     WITH edges AS (
         SELECT e.job_id, pg_catalog.count(*)::integer AS n
@@ -102,14 +93,7 @@ BEGIN
         -- is counting one of these jobs as unfinished commits first and is seen.
         PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
 
-        PERFORM 1 FROM broker.broker_jobs AS d
-         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
-         ORDER BY d.job_id
-           FOR NO KEY UPDATE;
+        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
