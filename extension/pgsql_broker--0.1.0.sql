@@ -138,9 +138,9 @@ CREATE TABLE broker.broker_schema_migrations (
     checksum      text,
     CONSTRAINT broker_schema_migrations_pkey PRIMARY KEY (version),
     CONSTRAINT broker_schema_migrations_version_check
-        CHECK (version ~ '^[0-9]+\.[0-9]+\.[0-9]+$'),
+        CHECK (version OPERATOR(pg_catalog.~) '^[0-9]+\.[0-9]+\.[0-9]+$'),
     CONSTRAINT broker_schema_migrations_install_path_check
-        CHECK (install_path IN ('extension', 'migrations'))
+        CHECK (install_path OPERATOR(pg_catalog.=) ANY (ARRAY['extension', 'migrations']))
 );
 
 COMMENT ON TABLE broker.broker_schema_migrations IS
@@ -176,11 +176,11 @@ CREATE TABLE broker.broker_schedule (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
-    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) <> ''),
-    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
-    CONSTRAINT broker_schedule_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
-    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue >= 1),
-    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts >= 1)
+    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1)
 );
 
 COMMENT ON TABLE broker.broker_schedule IS
@@ -230,6 +230,7 @@ CREATE TABLE broker.broker_jobs (
     pending_deps        integer     NOT NULL DEFAULT 0,
     run_after           timestamptz NOT NULL DEFAULT pg_catalog.now(),
     job_timeout         interval,
+    job_search_path     text        NOT NULL DEFAULT '"$user", public',
     lease_token         uuid,
     lease_instance_id   bigint,
     lease_expires_at    timestamptz,
@@ -243,38 +244,38 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
         REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
     CONSTRAINT broker_jobs_job_name_check
-        CHECK (pg_catalog.btrim(job_name) <> '' AND pg_catalog.length(job_name) <= 200),
+        CHECK (pg_catalog.btrim(job_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_name) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_job_group_check
-        CHECK (pg_catalog.btrim(job_group) <> '' AND pg_catalog.length(job_group) <= 200),
-    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
-    CONSTRAINT broker_jobs_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
-    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue >= 1),
-    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts >= 1),
-    CONSTRAINT broker_jobs_attempts_check CHECK (attempts >= 0),
-    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status BETWEEN 0 AND 4),
-    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps >= 0),
-    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout > interval '0'),
-    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) <> ''),
+        CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
+    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
+    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_jobs_lease_check
-        CHECK ((complete_status = 1) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+        CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
 -- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
     (job_queue, job_priority DESC, run_after, job_id)
-    WHERE complete_status = 0 AND pending_deps = 0;
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
-    WHERE complete_status = 1;
+    WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group.
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
-    WHERE complete_status IN (0, 1);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1);
+    WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
 -- Retention: finished jobs by age.
 CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
-    WHERE complete_status IN (2, 3, 4);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
 CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
     WHERE schedule_id IS NOT NULL;
 
@@ -294,7 +295,7 @@ COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plp
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
 COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
 COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
-COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job is meant to run as (the enqueuer by default).';
+COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
 COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
 COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
 COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
@@ -304,6 +305,7 @@ COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
 COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
 COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.job_search_path IS 'search_path the job''s SQL runs with (broker_add_job: the enqueuer''s at enqueue).';
 COMMENT ON COLUMN broker.broker_jobs.lease_token IS 'Token of the current claim; broker_run can check it.';
 COMMENT ON COLUMN broker.broker_jobs.lease_instance_id IS 'Runner instance that holds the claim, when it said so.';
 COMMENT ON COLUMN broker.broker_jobs.lease_expires_at IS 'When an idle claim may be recovered (a job still executing never is).';
@@ -321,7 +323,7 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_job_dependency (
     dependency_id      bigint GENERATED ALWAYS AS IDENTITY,
-    tenant_id          text   NOT NULL,
+    tenant_id          text   NOT NULL DEFAULT broker.broker_current_tenant(),
     job_id             bigint NOT NULL,
     depends_on_job_id  bigint,
     depends_on_group   text,
@@ -331,9 +333,9 @@ CREATE TABLE broker.broker_job_dependency (
     CONSTRAINT broker_job_dependency_depends_on_job_id_fkey FOREIGN KEY (depends_on_job_id)
         REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
     CONSTRAINT broker_job_dependency_one_target_check
-        CHECK ((depends_on_job_id IS NULL) <> (depends_on_group IS NULL)),
-    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id <> job_id),
-    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) <> '')
+        CHECK ((depends_on_job_id IS NULL) OPERATOR(pg_catalog.<>) (depends_on_group IS NULL)),
+    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id OPERATOR(pg_catalog.<>) job_id),
+    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) OPERATOR(pg_catalog.<>) '')
 );
 
 CREATE UNIQUE INDEX broker_job_dependency_job_idx
@@ -372,14 +374,14 @@ CREATE TABLE broker.broker_queueinstance (
     last_ping_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     stopped_at      timestamptz,
     CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
-    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) <> ''),
-    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count >= 1),
-    CONSTRAINT broker_queueinstance_status_check CHECK (status IN ('active', 'stopped', 'dead')),
-    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status = 'active') = (stopped_at IS NULL))
+    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'stopped', 'dead'])),
+    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status OPERATOR(pg_catalog.=) 'active') OPERATOR(pg_catalog.=) (stopped_at IS NULL))
 );
 
 CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
-    ON broker.broker_queueinstance ((true)) WHERE status = 'active';
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) 'active';
 
 COMMENT ON TABLE broker.broker_queueinstance IS
     'Runner instances; at most one active per database (it holds the broker session advisory lock).';
@@ -395,6 +397,243 @@ COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean 
 COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
 COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+-- source: sql/tables/broker_tenancy.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_tenant_roles
+--   Strict tenancy: which roles may act for which tenant. Written only by
+--   broker_admin (BYPASSRLS); a role sees the rows of roles it belongs to.
+-- Table: broker.broker_config
+--   Database-wide broker options (strict_tenancy), written by broker_admin.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_tenant_roles (
+    tenant_id   text NOT NULL,
+    role_name   name NOT NULL,
+    CONSTRAINT broker_tenant_roles_pkey PRIMARY KEY (tenant_id, role_name),
+    CONSTRAINT broker_tenant_roles_tenant_check
+        CHECK (pg_catalog.btrim(tenant_id) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(tenant_id) OPERATOR(pg_catalog.<=) 200)
+);
+COMMENT ON TABLE broker.broker_tenant_roles IS
+    'Strict tenancy mapping: members of role_name may act for tenant_id (only enforced while strict_tenancy is on).';
+COMMENT ON COLUMN broker.broker_tenant_roles.tenant_id IS 'Tenant the role may act for.';
+COMMENT ON COLUMN broker.broker_tenant_roles.role_name IS 'Role (and its members) allowed to act for the tenant.';
+
+CREATE TABLE broker.broker_config (
+    setting    text NOT NULL,
+    tenant_id  text NOT NULL DEFAULT 'default',
+    value      text NOT NULL,
+    CONSTRAINT broker_config_pkey PRIMARY KEY (setting),
+    CONSTRAINT broker_config_setting_check CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy'])),
+    CONSTRAINT broker_config_value_check
+        CHECK (setting OPERATOR(pg_catalog.<>) 'strict_tenancy' OR value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off']))
+);
+COMMENT ON TABLE broker.broker_config IS 'Database-wide broker options, written by broker_admin (strict_tenancy: on/off).';
+COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
+COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
+COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
+
+-- tenancy and run_as checks, job executors
+-- source: sql/functions/security.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._strict_tenancy()
+--   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._strict_tenancy()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+$$;
+COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tenant_allowed(p_tenant_id, p_role)
+--   Policy helper: may p_role act for p_tenant_id? Always true unless strict
+--   tenancy is on; then p_role must belong to a role mapped to the tenant in
+--   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
+--   role, so a caller cannot answer for someone else.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT broker._strict_tenancy()
+        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+$$;
+COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
+    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_run_as(p_run_as, p_role)
+--   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
+--   member of it; a superuser or BYPASSRLS target other than itself needs
+--   p_role to be superuser.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
+                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+$$;
+COMMENT ON FUNCTION broker._may_run_as(name, name) IS
+    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
+-- source: sql/functions/executors.sql
+-- ---------------------------------------------------------------------------
+-- Job executors. A job runs inside broker_exec.run_as_<role oid>(sql,
+-- language, search_path): a SECURITY DEFINER function owned by the job's
+-- run_as role. Inside it the job has exactly that role's privileges, and
+-- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
+-- set_config('role', ...) in a security-definer context, also in DO blocks
+-- and functions the job calls or creates, so the job cannot get back to the
+-- privileges of the broker that called it.
+-- Schema broker_exec holds nothing else. Only its owner and (via the
+-- broker_enqueue grant) enqueuers may create functions there; broker_run
+-- only calls a function whose name, owner and SECURITY DEFINER flag match.
+-- ---------------------------------------------------------------------------
+CREATE SCHEMA broker_exec;
+COMMENT ON SCHEMA broker_exec IS 'pgsql_broker job executors: one SECURITY DEFINER function per run_as role.';
+REVOKE ALL ON SCHEMA broker_exec FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor(p_role)
+--   The executor of role p_role, or NULL when it has none (or the function
+--   with that name is not a SECURITY DEFINER function owned by the role).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor(p_role name)
+RETURNS regprocedure
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.oid::regprocedure
+      FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_proc AS p
+        ON p.proname OPERATOR(pg_catalog.=) ('run_as_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND p.pronamespace OPERATOR(pg_catalog.=) 'broker_exec'::regnamespace
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::oidvector
+     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
+       AND p.proowner OPERATOR(pg_catalog.=) r.oid
+       AND p.prosecdef
+$$;
+COMMENT ON FUNCTION broker._executor(name) IS
+    'Internal: the executor function of a role (SECURITY DEFINER, owned by it), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_create_executor(p_role)
+--   Creates the executor of p_role if it has none, and returns it. Runs with
+--   the caller's rights: the caller must be p_role, a member of it, or a
+--   superuser, and p_role needs CREATE on schema broker_exec (granted to
+--   broker_enqueue). EXECUTE goes to the broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to grant).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_create_executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_oid   oid;
+    v_name  text;
+    v_owner name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                      WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec  regprocedure := broker._executor(p_role);
+BEGIN
+    IF v_exec IS NOT NULL THEN
+        RETURN v_exec;
+    END IF;
+    SELECT r.oid INTO v_oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_oid, 'MEMBER') THEN
+        RAISE EXCEPTION 'broker_create_executor: % is not a member of %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as that role or as a superuser.';
+    END IF;
+    -- (a superuser may give the executor to any role; anyone else needs CREATE
+    -- on broker_exec, and so does the role that will own it)
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+       AND (NOT pg_catalog.has_schema_privilege(v_oid, 'broker_exec', 'CREATE')
+            OR NOT pg_catalog.has_schema_privilege(CURRENT_USER, 'broker_exec', 'CREATE')) THEN
+        RAISE EXCEPTION 'broker_create_executor: role % cannot own an executor', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('GRANT CREATE ON SCHEMA broker_exec TO %I; (or GRANT broker_enqueue TO %I;)',
+                                           p_role, p_role);
+    END IF;
+    v_name := 'run_as_' OPERATOR(pg_catalog.||) v_oid::text;
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION broker_exec.%I(p_sql text, p_language text, p_search_path text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', p_search_path, true);
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
+    ELSE
+        EXECUTE p_sql;
+    END IF;
+END;
+$body$$ddl$, v_name);
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        v_exec := broker._executor(p_role);
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- created concurrently
+        END IF;
+        RAISE EXCEPTION 'broker_create_executor: broker_exec.% exists but is not the executor of %', v_name,
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('A superuser must drop it: DROP FUNCTION broker_exec.%I(text, text, text);', v_name);
+    END;
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION broker_exec.%I(text, text, text) IS %L', v_name,
+        pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION broker_exec.%I(text, text, text) FROM PUBLIC', v_name);
+    EXECUTE pg_catalog.format('ALTER FUNCTION broker_exec.%I(text, text, text) OWNER TO %I', v_name, p_role);
+    IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION broker_exec.%I(text, text, text) TO %I', v_name, v_owner);
+    END IF;
+    RETURN broker._executor(p_role);
+END;
+$fn$;
+COMMENT ON FUNCTION broker.broker_create_executor(name) IS
+    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
 
 -- dependency locking
 -- source: sql/functions/dependency_locks.sql
@@ -406,8 +645,10 @@ COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or 
 --     while it counts G's unfinished members;
 --   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
 --     lock G (J) shared before they change the counters of G's dependents.
---   Keys are taken in one global order, a key wanted in both modes exclusively,
---   so two callers cannot deadlock on these locks.
+--   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
+--   bulk enqueues; a collision only serialises a little more) and taken in
+--   one global order, a key wanted in both modes exclusively, so callers that
+--   take all their keys here cannot deadlock on them.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -428,18 +669,20 @@ BEGIN
     FOR r IN
         SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
           FROM (SELECT c_group_class AS cls,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g) AS obj,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023 AS obj,
                        false AS excl
                   FROM pg_catalog.unnest(p_shared_groups) AS g
                 UNION ALL
                 SELECT c_group_class,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g),
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023,
                        true
                   FROM pg_catalog.unnest(p_exclusive_groups) AS g
                 UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j), false FROM pg_catalog.unnest(p_shared_jobs) AS j
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false FROM pg_catalog.unnest(p_shared_jobs) AS j
                 UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j), true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
          WHERE k.obj IS NOT NULL
          GROUP BY k.cls, k.obj
          ORDER BY k.cls, k.obj
@@ -509,10 +752,15 @@ COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_notify_insert()
 RETURNS trigger
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- broker_add_job sets this while it inserts a job whose dependencies it
+    -- adds next, and notifies itself once they are counted.
+    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN NULL;
+    END IF;
     PERFORM broker._notify_queues(ARRAY(
         SELECT DISTINCT n.job_queue FROM new_jobs AS n
          WHERE n.complete_status OPERATOR(pg_catalog.=) 0
@@ -720,15 +968,224 @@ END;
 $$;
 COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
     'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/functions/job_triggers.sql
+-- ---------------------------------------------------------------------------
+-- Triggers that keep dependency bookkeeping exact whoever writes the tables
+-- (broker_add_job, or a role with INSERT privilege writing rows directly).
+-- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
+-- writer may not update itself. Identity and tenant of the writer are
+-- checked by the row-level security policies, as the writer, before these run.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_after_insert()
+--   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
+--   so every pending job that waits on that group waits on it too.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
+          FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+         GROUP BY n.tenant_id
+         ORDER BY n.tenant_id
+    LOOP
+        -- shared: members may join a group together; a new dependent waits
+        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN new_jobs AS m
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_after_insert() IS
+    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+
+CREATE TRIGGER broker_jobs_after_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
+COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
+    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_before_insert()
+--   Row-level BEFORE INSERT on broker_job_dependency: validates the edge, rejects
+--   cycles, and adds the unfinished targets to the job's pending_deps. (BEFORE,
+--   so that its errors come ahead of the foreign-key check's.)
+-- Errors: 55000 the job is not pending, or the target job failed/was
+--   cancelled; 23503 unknown target job (or one of another tenant); 23514
+--   own group or a dependency cycle; 22023 edge tenant differs from the job's.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_before_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_target broker.broker_jobs;
+    v_cycle  record;
+    v_n      integer;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF v_job.tenant_id OPERATOR(pg_catalog.<>) NEW.tenant_id THEN
+        RAISE EXCEPTION 'dependency of job % must be in the job''s tenant %', v_job.job_id, pg_catalog.quote_literal(v_job.tenant_id)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+
+    IF NEW.depends_on_group IS NOT NULL THEN
+        IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
+            RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
+                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
+        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
+           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
+    ELSE
+        SELECT * INTO v_target FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
+        SELECT t.complete_status INTO v_target.complete_status FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
+                CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+        v_n := CASE WHEN v_target.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    END IF;
+
+    -- Cycle check: does anything the new edge makes us wait on already wait,
+    -- transitively, on this job (by id, or by its group)? Only unfinished jobs
+    -- take part, and only pending ones wait.
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+        WITH RECURSIVE reach (job_id, complete_status) AS (
+            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (j.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id
+                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                        AND j.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group))
+            UNION
+            SELECT n.job_id, n.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              JOIN broker.broker_jobs AS n
+                ON n.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name INTO v_cycle
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_job.job_id,
+                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+
+        UPDATE broker.broker_jobs AS j
+           SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
+         WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_before_insert() IS
+    'Internal trigger: validate a new dependency edge, reject cycles, and count its unfinished targets into pending_deps.';
+
+CREATE TRIGGER broker_job_dependency_before_insert_trg
+    BEFORE INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
+COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
+    'Validates each new dependency edge, rejects cycles, maintains pending_deps.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := 4;
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';
 -- source: sql/functions/broker_add_job.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   The first twelve parameters are the original broker's, in its order.
---   * p_job_group defaults to p_job_name.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
 --   * A job waits for every job in p_depends_on_job_ids and for every job of
 --     each group in p_depends_on_groups that is unfinished (pending or
 --     running) when it is enqueued or that joins the group later while it is
@@ -736,6 +1193,12 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   * With p_idempotency_key, an unfinished job of the same tenant and key is
 --     returned instead (is_new = false); once that job has finished the key
 --     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
 -- Errors: 22004 NULL where a value is required; 22023 invalid value;
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -755,9 +1218,10 @@ CREATE FUNCTION broker.broker_add_job(
     p_job_group           text        DEFAULT NULL,
     p_depends_on_groups   text[]      DEFAULT NULL,
     p_run_after           timestamptz DEFAULT NULL,
-    p_timeout             interval    DEFAULT NULL)
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
 RETURNS TABLE (job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -768,11 +1232,8 @@ DECLARE
     v_role     record;
     v_ids      bigint[];
     v_groups   text[];
-    v_bad      text;
-    v_pending  integer := 0;
-    v_n        integer;
-    v_cycle    record;
     v_id       bigint;
+    v_has_deps boolean;
 BEGIN
     ---- argument validation ------------------------------------------------
     IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
@@ -878,93 +1339,29 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
 
-    -- Serialise against jobs of these groups/ids finishing (see _lock_dependency_keys).
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
     PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
 
-    ---- id dependencies: must exist in this tenant and may still complete ---
-    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT pg_catalog.string_agg(x::text, ', ' ORDER BY x) INTO v_bad
-          FROM pg_catalog.unnest(v_ids) AS x
-         WHERE NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                            WHERE j.job_id OPERATOR(pg_catalog.=) x AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant);
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'broker_add_job: dependency job(s) % do not exist', v_bad
-                USING ERRCODE = 'foreign_key_violation';
-        END IF;
-        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', j.job_id,
-                   CASE j.complete_status WHEN 3 THEN 'failed' ELSE 'cancelled' END), ', ' ORDER BY j.job_id)
-          INTO v_bad
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.>=) 3;
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'broker_add_job: dependency job(s) % can never complete', v_bad
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Enqueue the dependency again and depend on the new job id.';
-        END IF;
-        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.<=) 1;
-        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
-    END IF;
-
-    ---- group dependencies: every unfinished member counts -----------------
-    IF pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
-         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-           AND j.complete_status OPERATOR(pg_catalog.<=) 1;
-        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
-    END IF;
-
-    ---- cycle check: does anything we would wait on already wait on our group?
-    -- Only group edges can point at a new job, so a cycle needs a pending job
-    -- that waits on v_group; without one there is nothing to walk.
-    IF (pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0)
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                     JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                    WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-                      AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-                      AND w.complete_status OPERATOR(pg_catalog.=) 0) THEN
-        WITH RECURSIVE reach (job_id, complete_status) AS (
-            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_tenant AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)))
-            UNION
-            SELECT n.job_id, n.complete_status
-              FROM reach AS r
-              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-              JOIN broker.broker_jobs AS n
-                ON n.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-        )
-        SELECT w.job_id, w.job_name INTO v_cycle
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-           AND e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-         LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: dependency cycle: job % (%) waits on group %, which job % would join while depending on it',
-                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), pg_catalog.quote_literal(v_group),
-                pg_catalog.quote_literal(p_job_name)
-                USING ERRCODE = 'check_violation';
-        END IF;
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
     END IF;
 
     ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
     LOOP
         INSERT INTO broker.broker_jobs AS j
-               (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, pending_deps, run_after, job_timeout)
-        VALUES (v_tenant, p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
-                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts, v_pending,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout)
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
         ON CONFLICT (tenant_id, idempotency_key)
-           WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
         RETURNING j.job_id INTO v_id;
         EXIT WHEN v_id IS NOT NULL;
@@ -974,31 +1371,31 @@ BEGIN
            AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
            AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
         IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
             RETURN QUERY SELECT v_id, false;
             RETURN;
         END IF;
     END LOOP;
 
-    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_job_id)
-    SELECT v_tenant, v_id, x FROM pg_catalog.unnest(v_ids) AS x;
-    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
-    SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
-
-    -- Pending jobs that wait on our group now also wait on us (rows locked
-    -- in job_id order, like every counter update, to avoid deadlocks).
-    PERFORM broker._lock_dependents(v_tenant, NULL, ARRAY[v_group]);
-    UPDATE broker.broker_jobs AS d
-       SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
-      FROM broker.broker_job_dependency AS e
-     WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-       AND d.job_id OPERATOR(pg_catalog.=) e.job_id
-       AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- Each edge is validated, cycle-checked and counted by its trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
+        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
+        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
 
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval) IS
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
     'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
@@ -1010,16 +1407,17 @@ CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,
     p_execute_str       text,
     p_job_priority      integer DEFAULT 0,
-    p_depends_on_groups text[]  DEFAULT NULL)
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT a.job_id, a.is_new
       FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
-                                 NULL, 1, NULL, p_depends_on_groups) AS a
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
 $$;
-COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[]) IS
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
 -- source: sql/functions/broker_get.sql
 -- ---------------------------------------------------------------------------
@@ -1054,7 +1452,7 @@ RETURNS TABLE (
     job_timeout      interval,
     lease_token      uuid,
     lease_expires_at timestamptz)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1191,16 +1589,59 @@ COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
     'Internal: lock a running job for execution and check its lease token.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._grant_hint(p_role, p_message)
+--   For a permission error raised while a job ran as p_role: the GRANT that
+--   would let it through (for tables and sequences: the privileges the role
+--   lacks there), or NULL when the message names no object.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._grant_hint(p_role name, p_message text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_m    text[] := pg_catalog.regexp_match(p_message, '^permission denied for (table|sequence|view|materialized view|schema|function|procedure) (.+)$');
+    v_kind text := v_m[1];
+    v_obj  text := v_m[2];
+    v_privs text;
+BEGIN
+    IF v_m IS NULL THEN
+        RETURN NULL;
+    ELSIF v_kind OPERATOR(pg_catalog.=) 'schema' THEN
+        RETURN pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', v_obj, p_role);
+    ELSIF v_kind OPERATOR(pg_catalog.=) ANY (ARRAY['function', 'procedure']) THEN
+        RETURN pg_catalog.format('GRANT EXECUTE ON %s %s TO %I', pg_catalog.upper(v_kind), v_obj, p_role);
+    END IF;
+    -- the message names the relation without its schema: list what the role lacks on each match
+    SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s ON %s %s TO %I',
+               (SELECT pg_catalog.string_agg(x.p, ', ')
+                  FROM pg_catalog.unnest(CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN ARRAY['USAGE', 'SELECT', 'UPDATE']
+                                              ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS x(p)
+                 WHERE NOT pg_catalog.has_table_privilege(p_role, c.oid, x.p)),
+               CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+               c.oid::regclass, p_role), '; ')
+      INTO v_privs
+      FROM pg_catalog.pg_class AS c
+     WHERE c.relname OPERATOR(pg_catalog.=) v_obj;
+    RETURN v_privs;
+END;
+$$;
+COMMENT ON FUNCTION broker._grant_hint(name, text) IS
+    'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
---   * the job's SQL runs in a subtransaction with broker.tenant_id set to the
---     job's tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
+--     executor owned by its run_as role (see executors.sql), with its own
+--     search_path and broker.tenant_id set to the job's tenant; sql jobs via
+--     EXECUTE, plpgsql jobs as a DO block;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
---     effects roll back, SQLSTATE and message are kept, and the job is
---     retried after a backoff or, with no attempts left, failed with its
---     dependents cancelled.
+--     effects roll back, SQLSTATE and message are kept (a permission error
+--     gets the GRANT it needs appended), and the job is retried after a
+--     backoff or, with no attempts left, failed with its dependents cancelled.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -1214,30 +1655,45 @@ RETURNS TABLE (
     error_sqlstate  text,
     error_message   text,
     duration        interval)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job      broker.broker_jobs;
+    v_exec     regprocedure;
     v_tenant   text;
     v_state    text;
     v_message  text;
+    v_hint     text;
     v_status   smallint;
     v_started  timestamptz;
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
     v_started := pg_catalog.clock_timestamp();
-    BEGIN
-        PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-        IF v_job.job_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
-            EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(v_job.execute_str);
-        ELSE
-            EXECUTE v_job.execute_str;
+    v_exec := broker._executor(v_job.run_as);
+    IF v_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       v_job.run_as, v_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT broker_exec.%I($1, $2, $3)',
+                                      (SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
+              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) ('^permission denied for function ' OPERATOR(pg_catalog.||) 'run_as_')
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
         END IF;
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-    END;
-    PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+    END IF;
 
     IF v_state IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
@@ -1250,46 +1706,47 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
-    'Executes a claimed job; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+    'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
 -- source: sql/functions/broker_cancel_job.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
 --   Cancels a pending job of the caller's tenant and, transitively, every
 --   pending job waiting on it. Returns the number of jobs cancelled.
+--   SECURITY INVOKER: it sets cancel_reason on the job with the caller's
+--   rights (policies: own tenant, pending jobs only); the trigger
+--   broker_jobs_cancel_request_trg does the cancelling.
 -- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
 --   running or already finished.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job    broker.broker_jobs;
+    v_status smallint;
     v_tenant text := broker.broker_current_tenant();
     v_reason text := COALESCE(NULLIF(pg_catalog.btrim(p_reason), ''), 'cancelled by ' OPERATOR(pg_catalog.||) CURRENT_USER);
 BEGIN
     IF p_job_id IS NULL THEN
         RAISE EXCEPTION 'broker_cancel_job: p_job_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT * INTO v_job FROM broker.broker_jobs AS j
+    UPDATE broker.broker_jobs AS j
+       SET cancel_reason = v_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+    IF FOUND THEN
+        RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
+    END IF;
+    SELECT j.complete_status INTO v_status FROM broker.broker_jobs AS j
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
     END IF;
-    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_job.job_group], NULL, ARRAY[p_job_id], NULL);
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 4, finished_at = pg_catalog.clock_timestamp(), cancel_reason = v_reason
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.complete_status OPERATOR(pg_catalog.=) 0;
-    IF NOT FOUND THEN
-        SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-        RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
-            CASE v_job.complete_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed'
-                                       WHEN 3 THEN 'failed' ELSE 'cancelled' END
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-    RETURN 1 OPERATOR(pg_catalog.+) broker._cancel_dependents(v_tenant, v_job.job_id, v_job.job_group,
-        pg_catalog.format('dependency job %s (%s) was cancelled', v_job.job_id, v_job.job_name));
+    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
+        CASE v_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+        USING ERRCODE = 'object_not_in_prerequisite_state';
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
@@ -1307,7 +1764,7 @@ COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1346,7 +1803,7 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1405,7 +1862,7 @@ CREATE FUNCTION broker.broker_register_instance(
     p_queue_count    integer DEFAULT 4,
     p_broker_version text    DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1459,7 +1916,7 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1489,7 +1946,7 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1512,14 +1969,115 @@ $$;
 COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
     'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
 
--- privileges (last: covers every object above)
+-- row-level security, then privileges (last: covers every object above;
+-- the grants to the broker roles are in sql/roles.sql, run after install)
+-- source: sql/policies.sql
+-- ---------------------------------------------------------------------------
+-- Row-level security. Every broker table has ENABLE + FORCE ROW LEVEL
+-- SECURITY. A role without BYPASSRLS sees and writes only rows of the tenant
+-- in broker.tenant_id (default 'default'), and under strict tenancy only of
+-- tenants mapped to it in broker_tenant_roles. The owner (broker_admin, or the
+-- superuser that created the extension) bypasses them, and so do the
+-- SECURITY DEFINER runtime functions, which is how one runner serves every
+-- tenant without BYPASSRLS itself. Predicates use OPERATOR(pg_catalog.=) and
+-- schema-qualified calls; CURRENT_USER is evaluated as the querying role.
+-- ---------------------------------------------------------------------------
+
+-- broker_jobs ---------------------------------------------------------------
+ALTER TABLE broker.broker_jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_jobs_select ON broker.broker_jobs FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_select ON broker.broker_jobs IS 'Read the jobs of the current tenant (if the role may act for it).';
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state.';
+CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND complete_status OPERATOR(pg_catalog.=) 0)
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_update ON broker.broker_jobs IS
+    'Updates (enqueuers: cancel_reason only, by column privilege) touch pending jobs of the current tenant.';
+CREATE POLICY broker_jobs_delete ON broker.broker_jobs FOR DELETE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_delete ON broker.broker_jobs IS 'Deletes (for roles granted DELETE) stay in the current tenant.';
+
+-- broker_job_dependency -----------------------------------------------------
+ALTER TABLE broker.broker_job_dependency ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_job_dependency FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_job_dependency_select ON broker.broker_job_dependency FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_job_dependency_select ON broker.broker_job_dependency IS 'Read the edges of the current tenant.';
+CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                             WHERE j.job_id OPERATOR(pg_catalog.=) broker_job_dependency.job_id
+                               AND j.enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                               AND j.complete_status OPERATOR(pg_catalog.=) 0));
+COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
+    'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
+
+-- broker_schedule -----------------------------------------------------------
+ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_schedule_tenant ON broker.broker_schedule FOR ALL
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_tenant ON broker.broker_schedule IS 'Schedules of the current tenant only.';
+
+-- database-wide tables (tenant 'default') -----------------------------------
+ALTER TABLE broker.broker_queueinstance ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_queueinstance FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_queueinstance_tenant ON broker.broker_queueinstance FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_queueinstance_tenant ON broker.broker_queueinstance IS
+    'Instances are database-wide (tenant default); written only through the instance functions.';
+
+ALTER TABLE broker.broker_schema_migrations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schema_migrations FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations IS
+    'Migrations are database-wide (tenant default); written only by broker_admin.';
+
+ALTER TABLE broker.broker_config ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_config FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_config_tenant ON broker.broker_config FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_config_tenant ON broker.broker_config IS 'Options are database-wide (tenant default); written only by broker_admin.';
+
+-- broker_tenant_roles: keyed on the role, since it defines who may act for a tenant.
+ALTER TABLE broker.broker_tenant_roles ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
+    USING (pg_catalog.pg_has_role(CURRENT_USER, role_name, 'MEMBER'));
+COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
 -- source: sql/grants.sql
 -- ---------------------------------------------------------------------------
 -- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
 -- owner (a superuser) uses it directly, and other roles get exactly what
--- they are granted (role setup: see README, "Security model").
+-- they are granted: sql/roles.sql creates broker_admin, broker_runtime and
+-- broker_enqueue and holds every grant (README, "Security model").
 -- ---------------------------------------------------------------------------
-REVOKE ALL ON SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON SCHEMA broker, broker_exec FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;

@@ -13,6 +13,11 @@
 \i sql/tables/broker_jobs.sql
 \i sql/tables/broker_job_dependency.sql
 \i sql/tables/broker_queueinstance.sql
+\i sql/tables/broker_tenancy.sql
+
+-- tenancy and run_as checks, job executors
+\i sql/functions/security.sql
+\i sql/functions/executors.sql
 
 -- dependency locking
 \i sql/functions/dependency_locks.sql
@@ -20,6 +25,7 @@
 -- job lifecycle
 \i sql/functions/job_notify.sql
 \i sql/functions/job_finish.sql
+\i sql/functions/job_triggers.sql
 \i sql/functions/broker_add_job.sql
 \i sql/functions/broker_get.sql
 \i sql/functions/broker_run.sql
@@ -30,5 +36,7 @@
 -- runner instances
 \i sql/functions/instances.sql
 
--- privileges (last: covers every object above)
+-- row-level security, then privileges (last: covers every object above;
+-- the grants to the broker roles are in sql/roles.sql, run after install)
+\i sql/policies.sql
 \i sql/grants.sql

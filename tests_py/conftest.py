@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
 
 TEMPLATE = "pgsql_broker_pytest_template"
+ROLES_SQL = (Path(__file__).resolve().parent.parent / "sql" / "roles.sql").read_text()
 
 
 def _require_cluster() -> None:
@@ -34,6 +36,7 @@ def template_db() -> str:
         admin.execute(f'CREATE DATABASE "{TEMPLATE}"')
     with connect(TEMPLATE) as conn:
         conn.execute("CREATE EXTENSION pgsql_broker")
+        conn.execute(ROLES_SQL)  # broker roles, ownership and grants, as an install would
     yield TEMPLATE
     with connect("postgres") as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')

@@ -5,11 +5,11 @@ SELECT plan(27);
 SELECT has_schema('broker');
 SELECT has_extension('pgsql_broker');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
-                                   'broker_schedule', 'broker_schema_migrations']);
+                                   'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
-    'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'lease_token',
+    'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
     'last_error_sqlstate', 'last_error_message', 'cancel_reason']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
@@ -43,10 +43,12 @@ SELECT functions_are('broker', ARRAY[
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
     '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_notify_insert', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
-    '_instance_lock_key', '_lock_dependents']);
+    '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
+    'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
+    '_dependency_before_insert', '_jobs_cancel_request', '_grant_hint']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
-          'text', 'text[]', 'timestamp with time zone', 'interval'], 'setof record');
+          'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');
 SELECT is((SELECT array_agg(a ORDER BY o)::text[] FROM unnest(
              (SELECT proargnames[1:12] FROM pg_proc WHERE oid = 'broker.broker_add_job'::regproc)) WITH ORDINALITY AS x(a, o)),
           ARRAY['p_job_name', 'p_execute_str', 'p_job_queue', 'p_job_priority', 'p_job_language', 'p_run_as',

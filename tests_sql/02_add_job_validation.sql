@@ -29,7 +29,7 @@ SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', p_depends_on_jo
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', p_depends_on_groups => ARRAY['a', ''])$$,
     '22023', NULL, 'blank dependency group: 22023');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', p_depends_on_job_ids => ARRAY[987654321]::bigint[])$$,
-    '23503', 'broker_add_job: dependency job(s) 987654321 do not exist', 'unknown dependency job: 23503');
+    '23503', 'dependency job 987654321 does not exist', 'unknown dependency job: 23503');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', p_schedule_id => 987654321)$$,
     '23503', 'broker_add_job: schedule 987654321 does not exist', 'unknown schedule: 23503');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', p_depends_on_groups => ARRAY['j'])$$,

@@ -47,17 +47,10 @@ SELECT is((SELECT count(*) FROM broker.broker_job_dependency WHERE job_id = (SEL
 SELECT is((SELECT pending_deps FROM broker.broker_jobs WHERE job_id = (SELECT job_id FROM ids4)), 2,
           'one unfinished id target + one unfinished group member');
 
--- run_as: self and a role we are a member of
-CREATE ROLE broker_test_member NOLOGIN;
+-- run_as: self and a role we are a member of (as a member of broker_enqueue)
+CREATE ROLE broker_test_member NOLOGIN IN ROLE broker_enqueue;
 CREATE ROLE broker_test_other NOLOGIN;
-CREATE ROLE broker_test_enqueuer NOLOGIN IN ROLE broker_test_member;
-GRANT USAGE ON SCHEMA broker TO broker_test_enqueuer;
-GRANT EXECUTE ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text,
-    integer, text, text[], timestamptz, interval), broker.broker_current_tenant(),
-    broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]), broker._lock_dependents(text, bigint[], text[]),
-    broker._notify_queues(integer[]), broker._jobs_notify_insert() TO broker_test_enqueuer;
-GRANT SELECT, INSERT, UPDATE ON broker.broker_jobs, broker.broker_job_dependency TO broker_test_enqueuer;
-GRANT SELECT ON broker.broker_schedule TO broker_test_enqueuer;
+CREATE ROLE broker_test_enqueuer NOLOGIN IN ROLE broker_test_member, broker_enqueue;
 SET LOCAL ROLE broker_test_enqueuer;
 SELECT lives_ok($$SELECT broker.broker_add_job('as member', 'SELECT 1', p_run_as => 'broker_test_member')$$,
     'run_as a role the enqueuer is a member of');

@@ -2,10 +2,11 @@
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   The first twelve parameters are the original broker's, in its order.
---   * p_job_group defaults to p_job_name.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
 --   * A job waits for every job in p_depends_on_job_ids and for every job of
 --     each group in p_depends_on_groups that is unfinished (pending or
 --     running) when it is enqueued or that joins the group later while it is
@@ -13,6 +14,12 @@
 --   * With p_idempotency_key, an unfinished job of the same tenant and key is
 --     returned instead (is_new = false); once that job has finished the key
 --     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
 -- Errors: 22004 NULL where a value is required; 22023 invalid value;
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -32,9 +39,10 @@ CREATE FUNCTION broker.broker_add_job(
     p_job_group           text        DEFAULT NULL,
     p_depends_on_groups   text[]      DEFAULT NULL,
     p_run_after           timestamptz DEFAULT NULL,
-    p_timeout             interval    DEFAULT NULL)
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
 RETURNS TABLE (job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -45,11 +53,8 @@ DECLARE
     v_role     record;
     v_ids      bigint[];
     v_groups   text[];
-    v_bad      text;
-    v_pending  integer := 0;
-    v_n        integer;
-    v_cycle    record;
     v_id       bigint;
+    v_has_deps boolean;
 BEGIN
     ---- argument validation ------------------------------------------------
     IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
@@ -155,93 +160,29 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
 
-    -- Serialise against jobs of these groups/ids finishing (see _lock_dependency_keys).
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
     PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
 
-    ---- id dependencies: must exist in this tenant and may still complete ---
-    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT pg_catalog.string_agg(x::text, ', ' ORDER BY x) INTO v_bad
-          FROM pg_catalog.unnest(v_ids) AS x
-         WHERE NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                            WHERE j.job_id OPERATOR(pg_catalog.=) x AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant);
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'broker_add_job: dependency job(s) % do not exist', v_bad
-                USING ERRCODE = 'foreign_key_violation';
-        END IF;
-        SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s)', j.job_id,
-                   CASE j.complete_status WHEN 3 THEN 'failed' ELSE 'cancelled' END), ', ' ORDER BY j.job_id)
-          INTO v_bad
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.>=) 3;
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'broker_add_job: dependency job(s) % can never complete', v_bad
-                USING ERRCODE = 'object_not_in_prerequisite_state',
-                      HINT = 'Enqueue the dependency again and depend on the new job id.';
-        END IF;
-        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.<=) 1;
-        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
-    END IF;
-
-    ---- group dependencies: every unfinished member counts -----------------
-    IF pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT pg_catalog.count(*) INTO v_n FROM broker.broker_jobs AS j
-         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-           AND j.complete_status OPERATOR(pg_catalog.<=) 1;
-        v_pending := v_pending OPERATOR(pg_catalog.+) v_n;
-    END IF;
-
-    ---- cycle check: does anything we would wait on already wait on our group?
-    -- Only group edges can point at a new job, so a cycle needs a pending job
-    -- that waits on v_group; without one there is nothing to walk.
-    IF (pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0)
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                     JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                    WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-                      AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-                      AND w.complete_status OPERATOR(pg_catalog.=) 0) THEN
-        WITH RECURSIVE reach (job_id, complete_status) AS (
-            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_tenant AND j.job_group OPERATOR(pg_catalog.=) ANY (v_groups)))
-            UNION
-            SELECT n.job_id, n.complete_status
-              FROM reach AS r
-              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-              JOIN broker.broker_jobs AS n
-                ON n.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-        )
-        SELECT w.job_id, w.job_name INTO v_cycle
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-           AND e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-         LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: dependency cycle: job % (%) waits on group %, which job % would join while depending on it',
-                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), pg_catalog.quote_literal(v_group),
-                pg_catalog.quote_literal(p_job_name)
-                USING ERRCODE = 'check_violation';
-        END IF;
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
     END IF;
 
     ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
     LOOP
         INSERT INTO broker.broker_jobs AS j
-               (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, pending_deps, run_after, job_timeout)
-        VALUES (v_tenant, p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
-                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts, v_pending,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout)
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
         ON CONFLICT (tenant_id, idempotency_key)
-           WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
         RETURNING j.job_id INTO v_id;
         EXIT WHEN v_id IS NOT NULL;
@@ -251,31 +192,31 @@ BEGIN
            AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
            AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
         IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
             RETURN QUERY SELECT v_id, false;
             RETURN;
         END IF;
     END LOOP;
 
-    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_job_id)
-    SELECT v_tenant, v_id, x FROM pg_catalog.unnest(v_ids) AS x;
-    INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
-    SELECT v_tenant, v_id, g FROM pg_catalog.unnest(v_groups) AS g;
-
-    -- Pending jobs that wait on our group now also wait on us (rows locked
-    -- in job_id order, like every counter update, to avoid deadlocks).
-    PERFORM broker._lock_dependents(v_tenant, NULL, ARRAY[v_group]);
-    UPDATE broker.broker_jobs AS d
-       SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) 1
-      FROM broker.broker_job_dependency AS e
-     WHERE e.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND e.depends_on_group OPERATOR(pg_catalog.=) v_group
-       AND d.job_id OPERATOR(pg_catalog.=) e.job_id
-       AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- Each edge is validated, cycle-checked and counted by its trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
+        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
+        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
 
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval) IS
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
     'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
@@ -287,14 +228,15 @@ CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,
     p_execute_str       text,
     p_job_priority      integer DEFAULT 0,
-    p_depends_on_groups text[]  DEFAULT NULL)
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT a.job_id, a.is_new
       FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
-                                 NULL, 1, NULL, p_depends_on_groups) AS a
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
 $$;
-COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[]) IS
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';

@@ -30,7 +30,7 @@ RETURNS TABLE (
     job_timeout      interval,
     lease_token      uuid,
     lease_expires_at timestamptz)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -39,16 +39,59 @@ COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
     'Internal: lock a running job for execution and check its lease token.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._grant_hint(p_role, p_message)
+--   For a permission error raised while a job ran as p_role: the GRANT that
+--   would let it through (for tables and sequences: the privileges the role
+--   lacks there), or NULL when the message names no object.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._grant_hint(p_role name, p_message text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_m    text[] := pg_catalog.regexp_match(p_message, '^permission denied for (table|sequence|view|materialized view|schema|function|procedure) (.+)$');
+    v_kind text := v_m[1];
+    v_obj  text := v_m[2];
+    v_privs text;
+BEGIN
+    IF v_m IS NULL THEN
+        RETURN NULL;
+    ELSIF v_kind OPERATOR(pg_catalog.=) 'schema' THEN
+        RETURN pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', v_obj, p_role);
+    ELSIF v_kind OPERATOR(pg_catalog.=) ANY (ARRAY['function', 'procedure']) THEN
+        RETURN pg_catalog.format('GRANT EXECUTE ON %s %s TO %I', pg_catalog.upper(v_kind), v_obj, p_role);
+    END IF;
+    -- the message names the relation without its schema: list what the role lacks on each match
+    SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s ON %s %s TO %I',
+               (SELECT pg_catalog.string_agg(x.p, ', ')
+                  FROM pg_catalog.unnest(CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN ARRAY['USAGE', 'SELECT', 'UPDATE']
+                                              ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS x(p)
+                 WHERE NOT pg_catalog.has_table_privilege(p_role, c.oid, x.p)),
+               CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+               c.oid::regclass, p_role), '; ')
+      INTO v_privs
+      FROM pg_catalog.pg_class AS c
+     WHERE c.relname OPERATOR(pg_catalog.=) v_obj;
+    RETURN v_privs;
+END;
+$$;
+COMMENT ON FUNCTION broker._grant_hint(name, text) IS
+    'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
---   * the job's SQL runs in a subtransaction with broker.tenant_id set to the
---     job's tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
+--     executor owned by its run_as role (see executors.sql), with its own
+--     search_path and broker.tenant_id set to the job's tenant; sql jobs via
+--     EXECUTE, plpgsql jobs as a DO block;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
---     effects roll back, SQLSTATE and message are kept, and the job is
---     retried after a backoff or, with no attempts left, failed with its
---     dependents cancelled.
+--     effects roll back, SQLSTATE and message are kept (a permission error
+--     gets the GRANT it needs appended), and the job is retried after a
+--     backoff or, with no attempts left, failed with its dependents cancelled.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -62,30 +105,45 @@ RETURNS TABLE (
     error_sqlstate  text,
     error_message   text,
     duration        interval)
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job      broker.broker_jobs;
+    v_exec     regprocedure;
     v_tenant   text;
     v_state    text;
     v_message  text;
+    v_hint     text;
     v_status   smallint;
     v_started  timestamptz;
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
     v_started := pg_catalog.clock_timestamp();
-    BEGIN
-        PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-        IF v_job.job_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
-            EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(v_job.execute_str);
-        ELSE
-            EXECUTE v_job.execute_str;
+    v_exec := broker._executor(v_job.run_as);
+    IF v_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       v_job.run_as, v_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT broker_exec.%I($1, $2, $3)',
+                                      (SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
+              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) ('^permission denied for function ' OPERATOR(pg_catalog.||) 'run_as_')
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
         END IF;
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-    END;
-    PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+    END IF;
 
     IF v_state IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
@@ -98,4 +156,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
-    'Executes a claimed job; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+    'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';

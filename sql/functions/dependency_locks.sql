@@ -6,8 +6,10 @@
 --     while it counts G's unfinished members;
 --   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
 --     lock G (J) shared before they change the counters of G's dependents.
---   Keys are taken in one global order, a key wanted in both modes exclusively,
---   so two callers cannot deadlock on these locks.
+--   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
+--   bulk enqueues; a collision only serialises a little more) and taken in
+--   one global order, a key wanted in both modes exclusively, so callers that
+--   take all their keys here cannot deadlock on them.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -28,18 +30,20 @@ BEGIN
     FOR r IN
         SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
           FROM (SELECT c_group_class AS cls,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g) AS obj,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023 AS obj,
                        false AS excl
                   FROM pg_catalog.unnest(p_shared_groups) AS g
                 UNION ALL
                 SELECT c_group_class,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g),
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023,
                        true
                   FROM pg_catalog.unnest(p_exclusive_groups) AS g
                 UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j), false FROM pg_catalog.unnest(p_shared_jobs) AS j
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false FROM pg_catalog.unnest(p_shared_jobs) AS j
                 UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j), true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
          WHERE k.obj IS NOT NULL
          GROUP BY k.cls, k.obj
          ORDER BY k.cls, k.obj

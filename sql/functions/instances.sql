@@ -26,7 +26,7 @@ CREATE FUNCTION broker.broker_register_instance(
     p_queue_count    integer DEFAULT 4,
     p_broker_version text    DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -80,7 +80,7 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -110,7 +110,7 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -23,10 +23,15 @@ COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_notify_insert()
 RETURNS trigger
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- broker_add_job sets this while it inserts a job whose dependencies it
+    -- adds next, and notifies itself once they are counted.
+    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN NULL;
+    END IF;
     PERFORM broker._notify_queues(ARRAY(
         SELECT DISTINCT n.job_queue FROM new_jobs AS n
          WHERE n.complete_status OPERATOR(pg_catalog.=) 0

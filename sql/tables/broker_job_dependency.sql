@@ -5,7 +5,7 @@
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_job_dependency (
     dependency_id      bigint GENERATED ALWAYS AS IDENTITY,
-    tenant_id          text   NOT NULL,
+    tenant_id          text   NOT NULL DEFAULT broker.broker_current_tenant(),
     job_id             bigint NOT NULL,
     depends_on_job_id  bigint,
     depends_on_group   text,
@@ -15,9 +15,9 @@ CREATE TABLE broker.broker_job_dependency (
     CONSTRAINT broker_job_dependency_depends_on_job_id_fkey FOREIGN KEY (depends_on_job_id)
         REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
     CONSTRAINT broker_job_dependency_one_target_check
-        CHECK ((depends_on_job_id IS NULL) <> (depends_on_group IS NULL)),
-    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id <> job_id),
-    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) <> '')
+        CHECK ((depends_on_job_id IS NULL) OPERATOR(pg_catalog.<>) (depends_on_group IS NULL)),
+    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id OPERATOR(pg_catalog.<>) job_id),
+    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) OPERATOR(pg_catalog.<>) '')
 );
 
 CREATE UNIQUE INDEX broker_job_dependency_job_idx

@@ -26,6 +26,7 @@ CREATE TABLE broker.broker_jobs (
     pending_deps        integer     NOT NULL DEFAULT 0,
     run_after           timestamptz NOT NULL DEFAULT pg_catalog.now(),
     job_timeout         interval,
+    job_search_path     text        NOT NULL DEFAULT '"$user", public',
     lease_token         uuid,
     lease_instance_id   bigint,
     lease_expires_at    timestamptz,
@@ -39,38 +40,38 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
         REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
     CONSTRAINT broker_jobs_job_name_check
-        CHECK (pg_catalog.btrim(job_name) <> '' AND pg_catalog.length(job_name) <= 200),
+        CHECK (pg_catalog.btrim(job_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_name) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_job_group_check
-        CHECK (pg_catalog.btrim(job_group) <> '' AND pg_catalog.length(job_group) <= 200),
-    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
-    CONSTRAINT broker_jobs_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
-    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue >= 1),
-    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts >= 1),
-    CONSTRAINT broker_jobs_attempts_check CHECK (attempts >= 0),
-    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status BETWEEN 0 AND 4),
-    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps >= 0),
-    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout > interval '0'),
-    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) <> ''),
+        CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
+    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
+    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_jobs_lease_check
-        CHECK ((complete_status = 1) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+        CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
 -- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
     (job_queue, job_priority DESC, run_after, job_id)
-    WHERE complete_status = 0 AND pending_deps = 0;
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
-    WHERE complete_status = 1;
+    WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group.
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
-    WHERE complete_status IN (0, 1);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL AND complete_status IN (0, 1);
+    WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
 -- Retention: finished jobs by age.
 CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
-    WHERE complete_status IN (2, 3, 4);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
 CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
     WHERE schedule_id IS NOT NULL;
 
@@ -90,7 +91,7 @@ COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plp
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
 COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
 COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
-COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job is meant to run as (the enqueuer by default).';
+COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
 COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
 COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
 COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
@@ -100,6 +101,7 @@ COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
 COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
 COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.job_search_path IS 'search_path the job''s SQL runs with (broker_add_job: the enqueuer''s at enqueue).';
 COMMENT ON COLUMN broker.broker_jobs.lease_token IS 'Token of the current claim; broker_run can check it.';
 COMMENT ON COLUMN broker.broker_jobs.lease_instance_id IS 'Runner instance that holds the claim, when it said so.';
 COMMENT ON COLUMN broker.broker_jobs.lease_expires_at IS 'When an idle claim may be recovered (a job still executing never is).';

@@ -17,14 +17,14 @@ CREATE TABLE broker.broker_queueinstance (
     last_ping_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     stopped_at      timestamptz,
     CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
-    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) <> ''),
-    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count >= 1),
-    CONSTRAINT broker_queueinstance_status_check CHECK (status IN ('active', 'stopped', 'dead')),
-    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status = 'active') = (stopped_at IS NULL))
+    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'stopped', 'dead'])),
+    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status OPERATOR(pg_catalog.=) 'active') OPERATOR(pg_catalog.=) (stopped_at IS NULL))
 );
 
 CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
-    ON broker.broker_queueinstance ((true)) WHERE status = 'active';
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) 'active';
 
 COMMENT ON TABLE broker.broker_queueinstance IS
     'Runner instances; at most one active per database (it holds the broker session advisory lock).';

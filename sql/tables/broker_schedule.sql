@@ -23,11 +23,11 @@ CREATE TABLE broker.broker_schedule (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
-    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) <> ''),
-    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) <> ''),
-    CONSTRAINT broker_schedule_job_language_check CHECK (job_language IN ('sql', 'plpgsql')),
-    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue >= 1),
-    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts >= 1)
+    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1)
 );
 
 COMMENT ON TABLE broker.broker_schedule IS

@@ -11,9 +11,9 @@ CREATE TABLE broker.broker_schema_migrations (
     checksum      text,
     CONSTRAINT broker_schema_migrations_pkey PRIMARY KEY (version),
     CONSTRAINT broker_schema_migrations_version_check
-        CHECK (version ~ '^[0-9]+\.[0-9]+\.[0-9]+$'),
+        CHECK (version OPERATOR(pg_catalog.~) '^[0-9]+\.[0-9]+\.[0-9]+$'),
     CONSTRAINT broker_schema_migrations_install_path_check
-        CHECK (install_path IN ('extension', 'migrations'))
+        CHECK (install_path OPERATOR(pg_catalog.=) ANY (ARRAY['extension', 'migrations']))
 );
 
 COMMENT ON TABLE broker.broker_schema_migrations IS

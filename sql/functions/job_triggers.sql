@@ -1,0 +1,207 @@
+-- ---------------------------------------------------------------------------
+-- Triggers that keep dependency bookkeeping exact whoever writes the tables
+-- (broker_add_job, or a role with INSERT privilege writing rows directly).
+-- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
+-- writer may not update itself. Identity and tenant of the writer are
+-- checked by the row-level security policies, as the writer, before these run.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_after_insert()
+--   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
+--   so every pending job that waits on that group waits on it too.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
+          FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+         GROUP BY n.tenant_id
+         ORDER BY n.tenant_id
+    LOOP
+        -- shared: members may join a group together; a new dependent waits
+        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN new_jobs AS m
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_after_insert() IS
+    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+
+CREATE TRIGGER broker_jobs_after_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
+COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
+    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_before_insert()
+--   Row-level BEFORE INSERT on broker_job_dependency: validates the edge, rejects
+--   cycles, and adds the unfinished targets to the job's pending_deps. (BEFORE,
+--   so that its errors come ahead of the foreign-key check's.)
+-- Errors: 55000 the job is not pending, or the target job failed/was
+--   cancelled; 23503 unknown target job (or one of another tenant); 23514
+--   own group or a dependency cycle; 22023 edge tenant differs from the job's.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_before_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_target broker.broker_jobs;
+    v_cycle  record;
+    v_n      integer;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF v_job.tenant_id OPERATOR(pg_catalog.<>) NEW.tenant_id THEN
+        RAISE EXCEPTION 'dependency of job % must be in the job''s tenant %', v_job.job_id, pg_catalog.quote_literal(v_job.tenant_id)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+
+    IF NEW.depends_on_group IS NOT NULL THEN
+        IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
+            RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
+                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
+        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
+           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
+    ELSE
+        SELECT * INTO v_target FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
+        SELECT t.complete_status INTO v_target.complete_status FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
+                CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+        v_n := CASE WHEN v_target.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    END IF;
+
+    -- Cycle check: does anything the new edge makes us wait on already wait,
+    -- transitively, on this job (by id, or by its group)? Only unfinished jobs
+    -- take part, and only pending ones wait.
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+        WITH RECURSIVE reach (job_id, complete_status) AS (
+            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (j.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id
+                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                        AND j.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group))
+            UNION
+            SELECT n.job_id, n.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              JOIN broker.broker_jobs AS n
+                ON n.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name INTO v_cycle
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_job.job_id,
+                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+
+        UPDATE broker.broker_jobs AS j
+           SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
+         WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_before_insert() IS
+    'Internal trigger: validate a new dependency edge, reject cycles, and count its unfinished targets into pending_deps.';
+
+CREATE TRIGGER broker_job_dependency_before_insert_trg
+    BEFORE INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
+COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
+    'Validates each new dependency edge, rejects cycles, maintains pending_deps.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := 4;
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';

@@ -1,0 +1,78 @@
+-- ---------------------------------------------------------------------------
+-- Function: broker._strict_tenancy()
+--   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._strict_tenancy()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+$$;
+COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tenant_allowed(p_tenant_id, p_role)
+--   Policy helper: may p_role act for p_tenant_id? Always true unless strict
+--   tenancy is on; then p_role must belong to a role mapped to the tenant in
+--   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
+--   role, so a caller cannot answer for someone else.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT broker._strict_tenancy()
+        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+$$;
+COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
+    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_run_as(p_run_as, p_role)
+--   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
+--   member of it; a superuser or BYPASSRLS target other than itself needs
+--   p_role to be superuser.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
+                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+$$;
+COMMENT ON FUNCTION broker._may_run_as(name, name) IS
+    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';

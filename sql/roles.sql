@@ -1,0 +1,113 @@
+-- ---------------------------------------------------------------------------
+-- pgsql_broker roles and grants: the one place privileges are given.
+-- Not part of the extension script (roles are cluster-wide): run it as a
+-- superuser after CREATE EXTENSION / every upgrade, in each broker database.
+-- Idempotent. `pgsql-broker install --with-roles` runs it and sets passwords.
+--
+--   broker_admin    owns schemas broker and broker_exec and every object in
+--                   them; BYPASSRLS; runs migrations. The runtime functions
+--                   run with its rights (SECURITY DEFINER).
+--   broker_runtime  what the runner connects as: EXECUTE on the runtime
+--                   functions, SELECT (tenant-scoped by RLS); no BYPASSRLS,
+--                   no direct writes.
+--   broker_enqueue  enqueue, read and cancel jobs of its tenant; may create
+--                   its own job executor. No BYPASSRLS.
+-- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
+-- ---------------------------------------------------------------------------
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
+        CREATE ROLE broker_admin NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
+        CREATE ROLE broker_runtime NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
+        CREATE ROLE broker_enqueue NOLOGIN;
+    END IF;
+END
+$roles$;
+ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS NOCREATEROLE;
+ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
+ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
+COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
+COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
+COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
+
+-- Ownership: everything in broker and broker_exec belongs to broker_admin
+-- (job executors keep their run_as owner).
+ALTER SCHEMA broker OWNER TO broker_admin;
+ALTER SCHEMA broker_exec OWNER TO broker_admin;
+DO $owner$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.oid::regclass AS rel FROM pg_catalog.pg_class AS c
+              WHERE c.relnamespace OPERATOR(pg_catalog.=) 'broker'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO broker_admin', r.rel);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc AS p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'broker'::regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO broker_admin', r.fn);
+    END LOOP;
+END
+$owner$;
+
+-- Nothing for PUBLIC (the extension script revokes too; this covers upgrades).
+REVOKE ALL ON SCHEMA broker, broker_exec FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker_exec FROM PUBLIC;
+
+-- broker_admin calls every executor (broker_run runs as broker_admin).
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA broker_exec TO broker_admin;
+
+-- Functions every broker role may call (policy helpers, tenancy, settings).
+GRANT USAGE ON SCHEMA broker TO broker_runtime, broker_enqueue;
+GRANT EXECUTE ON FUNCTION
+    broker.broker_current_tenant(),
+    broker.broker_set_tenant(text),
+    broker.broker_set(text, text, boolean),
+    broker._tenant_allowed(text, name),
+    broker._strict_tenancy(),
+    broker._setting_int(text, integer, integer)
+    TO broker_runtime, broker_enqueue;
+
+-- broker_runtime: the runtime functions; reads are tenant-scoped by RLS.
+GRANT EXECUTE ON FUNCTION
+    broker.broker_get(integer, bigint, integer, integer),
+    broker.broker_run(bigint, uuid),
+    broker.broker_recover_stale_jobs(integer),
+    broker.broker_purge_jobs(interval, integer),
+    broker.broker_register_instance(text, text, integer, integer, text),
+    broker.broker_ping_instance(bigint),
+    broker.broker_shutdown_instance(bigint)
+    TO broker_runtime;
+GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
+                broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config
+    TO broker_runtime;
+
+-- broker_enqueue: enqueue (functions or, equivalently, column-limited INSERTs
+-- that the policies and triggers check), read and cancel its tenant's jobs,
+-- and create its own executor.
+GRANT EXECUTE ON FUNCTION
+    broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
+                          timestamptz, interval, text),
+    broker.broker_add_job_simple(text, text, integer, text[], text),
+    broker.broker_cancel_job(bigint, text),
+    broker.broker_create_executor(name),
+    broker._executor(name),
+    broker._may_run_as(name, name),
+    broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
+    broker._notify_queues(integer[])
+    TO broker_enqueue;
+GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule TO broker_enqueue;
+GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
+              idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+    ON broker.broker_jobs TO broker_enqueue;
+GRANT UPDATE (cancel_reason) ON broker.broker_jobs TO broker_enqueue;
+GRANT INSERT (job_id, depends_on_job_id, depends_on_group) ON broker.broker_job_dependency TO broker_enqueue;
+GRANT USAGE, CREATE ON SCHEMA broker_exec TO broker_enqueue;
