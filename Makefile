@@ -62,8 +62,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q --disable-pip-version-check '.[test]'
 	@touch $@
 
+# pgspot (PyPI) reads the extension script for search_path and quoting hazards.
+lint-sql: $(VENV)/.installed all
+	@out=$$($(VENV)/bin/pgspot $(GENERATED) 2>&1); echo "$$out" | tail -n 1; \
+	 echo "$$out" | grep -qE 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "$$out"; exit 1; }
+
 test: deps all
 	$(MAKE) check-generated
+	$(MAKE) lint-sql
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
 
@@ -73,7 +79,7 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
 
-.PHONY: all check-generated installcheck pytest deps apt-deps test test-in-cluster bench
+.PHONY: all check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

@@ -89,6 +89,8 @@ GRANT EXECUTE ON FUNCTION
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config
     TO broker_runtime;
+-- each role sees its own tenant mappings (policy broker_tenant_roles_own)
+GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 
 -- broker_enqueue: enqueue (functions or, equivalently, column-limited INSERTs
 -- that the policies and triggers check), read and cancel its tenant's jobs,

@@ -107,6 +107,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     IF p_run_as IS NULL THEN
         v_run_as := CURRENT_USER;

@@ -58,65 +58,100 @@ COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_before_insert()
---   Row-level BEFORE INSERT on broker_job_dependency: validates the edge, rejects
---   cycles, and adds the unfinished targets to the job's pending_deps. (BEFORE,
---   so that its errors come ahead of the foreign-key check's.)
--- Errors: 55000 the job is not pending, or the target job failed/was
---   cancelled; 23503 unknown target job (or one of another tenant); 23514
---   own group or a dependency cycle; 22023 edge tenant differs from the job's.
+--   Row-level BEFORE INSERT on broker_job_dependency, SECURITY INVOKER on
+--   purpose: it validates the edge through the writer's own view of the jobs
+--   (row-level security applies), so its errors reveal nothing the writer may
+--   not see. It runs before the row's policy check and before the
+--   foreign-key check, so these are the errors a caller gets.
+-- Errors: 23503 unknown job or target job (or one the writer cannot see);
+--   55000 the job is not pending, or the target failed/was cancelled;
+--   23514 the job's own group.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_before_insert()
 RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job    broker.broker_jobs;
-    v_target broker.broker_jobs;
-    v_cycle  record;
-    v_n      integer;
+    v_job    record;
+    v_target record;
 BEGIN
-    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+    SELECT j.job_id, j.job_name, j.job_group, j.tenant_id, j.complete_status INTO v_job
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id AND j.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
-    END IF;
-    IF v_job.tenant_id OPERATOR(pg_catalog.<>) NEW.tenant_id THEN
-        RAISE EXCEPTION 'dependency of job % must be in the job''s tenant %', v_job.job_id, pg_catalog.quote_literal(v_job.tenant_id)
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
         RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-
-    IF NEW.depends_on_group IS NOT NULL THEN
-        IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
-            RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
-                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
-                USING ERRCODE = 'check_violation';
-        END IF;
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
-        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
-         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
-           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
-    ELSE
-        SELECT * INTO v_target FROM broker.broker_jobs AS t
-         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id;
+    IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
+        RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
+            pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.depends_on_job_id IS NOT NULL THEN
+        SELECT t.job_id, t.complete_status INTO v_target FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
                 USING ERRCODE = 'foreign_key_violation';
         END IF;
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
-        SELECT t.complete_status INTO v_target.complete_status FROM broker.broker_jobs AS t
-         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
         IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
             RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
                 CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'Enqueue the dependency again and depend on the new job id.';
         END IF;
-        v_n := CASE WHEN v_target.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_before_insert() IS
+    'Internal trigger: validate a new dependency edge with the writer''s own visibility (before the policy and FK checks).';
+
+CREATE TRIGGER broker_job_dependency_before_insert_trg
+    BEFORE INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
+COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
+    'Validates each new dependency edge as the writer sees the jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_after_insert()
+--   Row-level AFTER INSERT on broker_job_dependency (so only edges that passed
+--   the row-level security policy get here): takes the dependency lock,
+--   rejects cycles, and adds the unfinished targets to the job's pending_deps.
+-- Errors: 55000 the target failed meanwhile; 23514 a dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_status smallint;
+    v_cycle  record;
+    v_n      integer;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+    IF NEW.depends_on_group IS NOT NULL THEN
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
+        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
+           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
+    ELSE
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
+        SELECT t.complete_status INTO v_status FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
+        IF v_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
+                NEW.depends_on_job_id
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        v_n := CASE WHEN v_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
     END IF;
 
     -- Cycle check: does anything the new edge makes us wait on already wait,
@@ -158,17 +193,17 @@ BEGIN
            SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
          WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
     END IF;
-    RETURN NEW;
+    RETURN NULL;
 END;
 $$;
-COMMENT ON FUNCTION broker._dependency_before_insert() IS
-    'Internal trigger: validate a new dependency edge, reject cycles, and count its unfinished targets into pending_deps.';
+COMMENT ON FUNCTION broker._dependency_after_insert() IS
+    'Internal trigger: lock, reject cycles, and count a new edge''s unfinished targets into pending_deps.';
 
-CREATE TRIGGER broker_job_dependency_before_insert_trg
-    BEFORE INSERT ON broker.broker_job_dependency
-    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
-COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
-    'Validates each new dependency edge, rejects cycles, maintains pending_deps.';
+CREATE TRIGGER broker_job_dependency_after_insert_trg
+    AFTER INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_after_insert();
+COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
+    'Rejects cycles and maintains pending_deps for each new dependency edge (after its policy check).';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_cancel_request()

@@ -1,0 +1,76 @@
+-- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
+BEGIN;
+SELECT plan(53);
+
+CREATE ROLE broker_test_stranger LOGIN;
+SELECT has_role('broker_admin');
+SELECT has_role('broker_runtime');
+SELECT has_role('broker_enqueue');
+SELECT ok((SELECT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_admin'), 'broker_admin: BYPASSRLS, not superuser');
+SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_runtime'), 'broker_runtime: no BYPASSRLS');
+SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_enqueue'), 'broker_enqueue: no BYPASSRLS');
+SELECT is((SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'broker'), 'broker_admin', 'broker_admin owns schema broker');
+SELECT is(ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'broker'::regnamespace AND c.relkind = 'r'
+                  AND c.relowner <> 'broker_admin'::regrole ORDER BY 1), '{}'::text[], 'broker_admin owns every table');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'broker'::regnamespace
+                  AND p.proowner <> 'broker_admin'::regrole ORDER BY 1), '{}'::text[], 'broker_admin owns every function');
+
+-- tables x roles
+CREATE FUNCTION pg_temp.matrix(p_table text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
+DECLARE v_all text[] := ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'];
+BEGIN
+    RETURN NEXT table_privs_are('broker', p_table, 'broker_admin', v_all, p_table || ': broker_admin owns it');
+    RETURN NEXT table_privs_are('broker', p_table, 'broker_runtime',
+        ARRAY['SELECT'], p_table || ': broker_runtime reads only');
+    RETURN NEXT table_privs_are('broker', p_table, 'broker_enqueue',
+        CASE WHEN p_table = ANY (ARRAY['broker_jobs', 'broker_job_dependency', 'broker_schedule', 'broker_tenant_roles']) THEN ARRAY['SELECT']
+             ELSE '{}'::text[] END,
+        p_table || ': broker_enqueue reads its tenant''s jobs only (writes are column grants)');
+    RETURN NEXT table_privs_are('broker', p_table, 'broker_test_stranger', '{}'::text[], p_table || ': an unrelated login gets nothing');
+END $f$;
+SELECT * FROM pg_temp.matrix('broker_jobs');
+SELECT * FROM pg_temp.matrix('broker_job_dependency');
+SELECT * FROM pg_temp.matrix('broker_queueinstance');
+SELECT * FROM pg_temp.matrix('broker_schedule');
+SELECT * FROM pg_temp.matrix('broker_schema_migrations');
+SELECT * FROM pg_temp.matrix('broker_config');
+SELECT * FROM pg_temp.matrix('broker_tenant_roles');
+
+-- column grants of broker_enqueue: what it may write
+SELECT column_privs_are('broker', 'broker_jobs', 'execute_str', 'broker_enqueue', ARRAY['SELECT', 'INSERT'],
+                        'enqueue may set execute_str when inserting');
+SELECT column_privs_are('broker', 'broker_jobs', 'cancel_reason', 'broker_enqueue', ARRAY['SELECT', 'UPDATE'],
+                        'enqueue may only update cancel_reason');
+SELECT column_privs_are('broker', 'broker_jobs', 'complete_status', 'broker_enqueue', ARRAY['SELECT'],
+                        'enqueue cannot write complete_status');
+SELECT column_privs_are('broker', 'broker_jobs', 'enqueued_by', 'broker_enqueue', ARRAY['SELECT'],
+                        'enqueue cannot forge enqueued_by');
+SELECT column_privs_are('broker', 'broker_jobs', 'tenant_id', 'broker_enqueue', ARRAY['SELECT'],
+                        'enqueue cannot write tenant_id');
+SELECT column_privs_are('broker', 'broker_jobs', 'pending_deps', 'broker_enqueue', ARRAY['SELECT'],
+                        'enqueue cannot write pending_deps');
+
+-- functions x roles
+SELECT function_privs_are('broker', 'broker_add_job',
+    ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
+          'timestamp with time zone', 'interval', 'text'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
+SELECT function_privs_are('broker', 'broker_add_job',
+    ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
+          'timestamp with time zone', 'interval', 'text'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
+SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_runtime',
+                          ARRAY['EXECUTE'], 'runtime claims');
+SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_enqueue',
+                          '{}'::text[], 'enqueue cannot claim');
+SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_runtime', ARRAY['EXECUTE'], 'runtime runs jobs');
+SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_enqueue', '{}'::text[], 'enqueue cannot run jobs');
+SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_test_stranger', '{}'::text[],
+                          'an unrelated login cannot run jobs');
+SELECT function_privs_are('broker', 'broker_cancel_job', ARRAY['bigint', 'text'], 'broker_enqueue', ARRAY['EXECUTE'],
+                          'enqueue may cancel (its tenant''s pending jobs)');
+SELECT function_privs_are('broker', 'broker_set_strict_tenancy', ARRAY['boolean'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot switch strict tenancy');
+SELECT function_privs_are('broker', 'broker_recover_stale_jobs', ARRAY['integer'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot recover jobs');
+
+SELECT * FROM finish();
+ROLLBACK;
