@@ -58,7 +58,7 @@ apt-deps:
 	fi
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check '.[test]'
 	@touch $@
 
