@@ -14,7 +14,7 @@ GENERATED  = extension/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(wildcard extension/$(EXTENSION)--*.sql)
 SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql)
 
-PYTHON ?= python3
+BROKER_PYTHON ?= python3
 VENV   ?= .venv
 APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
 
@@ -58,7 +58,7 @@ apt-deps:
 	fi
 
 $(VENV)/.installed: pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	test -x $(VENV)/bin/python || $(BROKER_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check '.[test]'
 	@touch $@
 
