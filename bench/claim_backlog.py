@@ -55,10 +55,11 @@ def load_backlog(dbname: str) -> None:
               FROM generate_series(1, {FINISHED}) AS i""",
         # one pending blocker in another queue, and jobs waiting on its group
         "SELECT broker.broker_add_job('blocker', 'SELECT 1', 2)",
-        f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority, pending_deps)
-            SELECT 'blocked', 'blocked', 'SELECT 1', 1, 10, 1 FROM generate_series(1, {BLOCKED})""",
-        """INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
-           SELECT 'default', job_id, 'blocker' FROM broker.broker_jobs WHERE job_name = 'blocked'""",
+        # (the dependency triggers count each edge into pending_deps)
+        f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority)
+            SELECT 'blocked', 'blocked', 'SELECT 1', 1, 10 FROM generate_series(1, {BLOCKED})""",
+        """INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
+           SELECT job_id, 'blocker' FROM broker.broker_jobs WHERE job_name = 'blocked'""",
         # scheduled for later
         f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority, run_after)
             SELECT 'future', 'future', 'SELECT 1', 1, 10, now() + interval '1 day' FROM generate_series(1, {FUTURE})""")

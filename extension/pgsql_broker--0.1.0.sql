@@ -1127,8 +1127,15 @@ BEGIN
 
     -- Cycle check: does anything the new edge makes us wait on already wait,
     -- transitively, on this job (by id, or by its group)? Only unfinished jobs
-    -- take part, and only pending ones wait.
-    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+    -- take part, and only pending ones wait; and when no pending job waits on
+    -- this one at all (the common case: two index probes) there is no walk.
+    IF v_n OPERATOR(pg_catalog.>) 0 AND EXISTS (
+        SELECT 1 FROM broker.broker_job_dependency AS e
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
+         WHERE w.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                    AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))) THEN
         WITH RECURSIVE reach (job_id, complete_status) AS (
             SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
@@ -1159,7 +1166,9 @@ BEGIN
                 pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
                 USING ERRCODE = 'check_violation';
         END IF;
+    END IF;
 
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
         UPDATE broker.broker_jobs AS j
            SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
          WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
@@ -2010,6 +2019,30 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
     'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+
+-- pg_dump registration of the data tables (CREATE EXTENSION only)
+-- source: sql/dump.sql
+-- ---------------------------------------------------------------------------
+-- pg_dump: the rows of extension tables are not dumped unless registered as
+-- configuration tables. Register every table that holds user data, and the
+-- identity sequences behind them, so a dump/restore keeps jobs, schedules,
+-- tenant mappings and options. pg_extension_config_dump() only exists inside
+-- CREATE EXTENSION, so `pgsql-broker install --no-extension` leaves this block
+-- out (there, the tables are ordinary tables and pg_dump dumps them anyway).
+-- ---------------------------------------------------------------------------
+-- <extension-only>
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+-- </extension-only>
 
 -- row-level security, then privileges (last: covers every object above;
 -- the grants to the broker roles are in sql/roles.sql, run after install)

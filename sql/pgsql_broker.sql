@@ -36,6 +36,9 @@
 -- runner instances
 \i sql/functions/instances.sql
 
+-- pg_dump registration of the data tables (CREATE EXTENSION only)
+\i sql/dump.sql
+
 -- row-level security, then privileges (last: covers every object above;
 -- the grants to the broker roles are in sql/roles.sql, run after install)
 \i sql/policies.sql

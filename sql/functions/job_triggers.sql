@@ -156,8 +156,15 @@ BEGIN
 
     -- Cycle check: does anything the new edge makes us wait on already wait,
     -- transitively, on this job (by id, or by its group)? Only unfinished jobs
-    -- take part, and only pending ones wait.
-    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+    -- take part, and only pending ones wait; and when no pending job waits on
+    -- this one at all (the common case: two index probes) there is no walk.
+    IF v_n OPERATOR(pg_catalog.>) 0 AND EXISTS (
+        SELECT 1 FROM broker.broker_job_dependency AS e
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
+         WHERE w.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                    AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))) THEN
         WITH RECURSIVE reach (job_id, complete_status) AS (
             SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
@@ -188,7 +195,9 @@ BEGIN
                 pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
                 USING ERRCODE = 'check_violation';
         END IF;
+    END IF;
 
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
         UPDATE broker.broker_jobs AS j
            SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
          WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
