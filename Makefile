@@ -37,6 +37,15 @@ check-generated:
 	@git diff --quiet --exit-code -- $(GENERATED) || \
 	  { echo "$(GENERATED) is stale: run make and commit it"; exit 1; }
 
+# The expected catalog that `pgsql-broker install --verify-only` compares against:
+# a snapshot of a fresh CREATE EXTENSION (tests fail when it is stale).
+CATALOG_JSON = runner/pgsql_broker/catalog.json
+catalog: $(VENV)/.installed all
+	$(MAKE) install >/dev/null
+	.ci/with-cluster sh -c 'createdb catalog_snapshot && psql -X -q -d catalog_snapshot -c "CREATE EXTENSION $(EXTENSION)" \
+	  && $(VENV)/bin/python -m pgsql_broker.catalog catalog_snapshot > $(CATALOG_JSON)'
+	@echo "wrote $(CATALOG_JSON)"
+
 installcheck:
 	@psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'DROP DATABASE IF EXISTS $(TEST_DB)' -c 'CREATE DATABASE $(TEST_DB)'
 	@psql -X -q -v ON_ERROR_STOP=1 -d $(TEST_DB) -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION $(EXTENSION)' -f sql/roles.sql
@@ -59,7 +68,7 @@ apt-deps:
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(BROKER_PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check '.[test]'
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
 # pgspot (PyPI) reads the extension script for search_path and quoting hazards.
@@ -79,7 +88,7 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
 
-.PHONY: all check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
+.PHONY: all catalog check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

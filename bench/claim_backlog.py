@@ -46,21 +46,20 @@ def create(dbname: str) -> None:
 
 
 def load_backlog(dbname: str) -> None:
+    """Bulk-load the backlog like a restore does: triggers off (session_replication_role = replica),
+    so the dependency counters are written directly (one unfinished 'blocker' each)."""
     t0 = time.monotonic()
     sql(dbname,
-        # finished jobs
+        "SELECT broker.broker_add_job('blocker', 'SELECT 1', 2)",  # pending, in another queue
+        "SET session_replication_role = replica",
         f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, complete_status,
                                            attempts, started_at, finished_at)
             SELECT 'done', 'done', 'SELECT 1', 1, 2 + (i % 20 = 0)::int, 1, now(), now()
               FROM generate_series(1, {FINISHED}) AS i""",
-        # one pending blocker in another queue, and jobs waiting on its group
-        "SELECT broker.broker_add_job('blocker', 'SELECT 1', 2)",
-        # (the dependency triggers count each edge into pending_deps)
-        f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority)
-            SELECT 'blocked', 'blocked', 'SELECT 1', 1, 10 FROM generate_series(1, {BLOCKED})""",
-        """INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
-           SELECT job_id, 'blocker' FROM broker.broker_jobs WHERE job_name = 'blocked'""",
-        # scheduled for later
+        f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority, pending_deps)
+            SELECT 'blocked', 'blocked', 'SELECT 1', 1, 10, 1 FROM generate_series(1, {BLOCKED})""",
+        """INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
+           SELECT 'default', job_id, 'blocker' FROM broker.broker_jobs WHERE job_name = 'blocked'""",
         f"""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, job_priority, run_after)
             SELECT 'future', 'future', 'SELECT 1', 1, 10, now() + interval '1 day' FROM generate_series(1, {FUTURE})""")
     print(f"  backlog loaded in {time.monotonic() - t0:.1f} s", flush=True)

@@ -9,48 +9,33 @@
 -- source: sql/functions/settings.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
---   Reads the integer setting broker.<p_name> (set with broker_set or SET),
---   falling back to p_default when unset or empty.
--- Errors: 22023 when the value is not an integer >= p_min.
+--   The integer option p_name from broker_config, or p_default when unset.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
-LANGUAGE plpgsql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_raw text := pg_catalog.current_setting('broker.' OPERATOR(pg_catalog.||) p_name, true);
-    v_val integer;
-BEGIN
-    IF v_raw IS NULL OR pg_catalog.btrim(v_raw) OPERATOR(pg_catalog.=) '' THEN
-        RETURN p_default;
-    END IF;
-    BEGIN
-        v_val := v_raw::integer;
-    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
-        v_val := NULL;
-    END;
-    IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) p_min THEN
-        RAISE EXCEPTION 'setting broker.% is %, expected an integer >= %', p_name, pg_catalog.quote_literal(v_raw), p_min
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = pg_catalog.format('Fix it with SELECT broker.broker_set(%L, ''<value>'').', p_name);
-    END IF;
-    RETURN v_val;
-END;
+    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
 $$;
 COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
-    'Internal: integer value of setting broker.<name>, or the default when unset; 22023 when invalid.';
+    'Internal: integer option from broker_config, or the default when unset.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_set(p_setting, p_value, p_is_local)
---   Sets a broker runtime option for this session (or, with p_is_local, this
---   transaction) and returns the value now in force. Options:
---     lease_seconds       default lease length of broker_get (default 60)
---     retry_base_seconds  first retry delay; doubles per attempt (default 5)
---     retry_max_seconds   upper bound of the retry delay (default 3600)
---     application_name    the session's application_name
+--   Sets a broker option and returns the value now in force.
+--     application_name    the session's application_name (p_is_local: this
+--                         transaction only)
 --     tenant_id           same as broker_set_tenant (always transaction-local)
--- Errors: 22023 unknown option or invalid value; 22004 NULL value.
+--     lease_seconds       default lease of broker_get (default 60)
+--     retry_base_seconds  first retry delay, doubling per attempt (default 5)
+--     retry_max_seconds   upper bound of the retry delay (default 3600)
+--   The last three are database-wide options in broker_config: only roles
+--   that may write it (broker_admin, superusers) can set them, and they take
+--   effect when the transaction commits.
+-- Errors: 22023 unknown option or invalid value; 22004 NULL value;
+--   42501 no right to change database-wide options.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text
@@ -59,7 +44,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_setting text := pg_catalog.lower(pg_catalog.btrim(p_setting));
-    v_min integer;
+    v_min     integer;
+    v_val     integer;
 BEGIN
     IF p_value IS NULL THEN
         RAISE EXCEPTION 'broker_set: value for % must not be NULL', p_setting
@@ -71,8 +57,23 @@ BEGIN
         RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
     ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
         v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
-        PERFORM pg_catalog.set_config('broker.' OPERATOR(pg_catalog.||) v_setting, p_value, COALESCE(p_is_local, false));
-        RETURN broker._setting_int(v_setting, NULL, v_min)::text;
+        BEGIN
+            v_val := p_value::integer;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            v_val := NULL;
+        END;
+        IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) v_min OR v_val OPERATOR(pg_catalog.>) 999999999 THEN
+            RAISE EXCEPTION 'broker_set: % must be an integer from % to 999999999, got %', v_setting, v_min,
+                pg_catalog.quote_literal(p_value)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT pg_catalog.has_table_privilege('broker.broker_config', 'INSERT, UPDATE') THEN
+            RAISE EXCEPTION 'broker_set: % is a database-wide option; only broker_admin may change it', v_setting
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        INSERT INTO broker.broker_config AS c (setting, value) VALUES (v_setting, v_val::text)
+        ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+        RETURN v_val::text;
     END IF;
     RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
         USING ERRCODE = 'invalid_parameter_value',
@@ -80,7 +81,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
-    'Sets a broker runtime option (lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id) for the session or, with p_is_local, the transaction; returns the value in force.';
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';
 -- source: sql/functions/tenant.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_current_tenant()
@@ -176,6 +177,7 @@ CREATE TABLE broker.broker_schedule (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
+    CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
     CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
@@ -241,8 +243,9 @@ CREATE TABLE broker.broker_jobs (
     last_error_message  text,
     cancel_reason       text,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
-    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
-        REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
+    -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
+    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
+        REFERENCES broker.broker_schedule (tenant_id, schedule_id) ON DELETE SET NULL (schedule_id),
     CONSTRAINT broker_jobs_job_name_check
         CHECK (pg_catalog.btrim(job_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_name) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_job_group_check
@@ -403,7 +406,10 @@ COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or 
 --   Strict tenancy: which roles may act for which tenant. Written only by
 --   broker_admin (BYPASSRLS); a role sees the rows of roles it belongs to.
 -- Table: broker.broker_config
---   Database-wide broker options (strict_tenancy), written by broker_admin.
+--   Database-wide broker options (strict_tenancy, lease_seconds,
+--   retry_base_seconds, retry_max_seconds), written by broker_admin. Kept in
+--   a table, not in session settings, so that job SQL (which can SET any
+--   setting of the session it runs in) cannot change them for other jobs.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_tenant_roles (
     tenant_id   text NOT NULL,
@@ -422,11 +428,14 @@ CREATE TABLE broker.broker_config (
     tenant_id  text NOT NULL DEFAULT 'default',
     value      text NOT NULL,
     CONSTRAINT broker_config_pkey PRIMARY KEY (setting),
-    CONSTRAINT broker_config_setting_check CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy'])),
+    CONSTRAINT broker_config_setting_check
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds'])),
     CONSTRAINT broker_config_value_check
-        CHECK (setting OPERATOR(pg_catalog.<>) 'strict_tenancy' OR value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off']))
+        CHECK (CASE WHEN setting OPERATOR(pg_catalog.=) 'strict_tenancy' THEN value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off'])
+                    ELSE value OPERATOR(pg_catalog.~) '^[0-9]{1,9}$' END)
 );
-COMMENT ON TABLE broker.broker_config IS 'Database-wide broker options, written by broker_admin (strict_tenancy: on/off).';
+COMMENT ON TABLE broker.broker_config IS
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds.';
 COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
 COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
 COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
@@ -513,25 +522,23 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
     'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
 -- source: sql/functions/executors.sql
 -- ---------------------------------------------------------------------------
--- Job executors. A job runs inside broker_exec.run_as_<role oid>(sql,
+-- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
 -- language, search_path): a SECURITY DEFINER function owned by the job's
 -- run_as role. Inside it the job has exactly that role's privileges, and
 -- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
 -- set_config('role', ...) in a security-definer context, also in DO blocks
 -- and functions the job calls or creates, so the job cannot get back to the
 -- privileges of the broker that called it.
--- Schema broker_exec holds nothing else. Only its owner and (via the
--- broker_enqueue grant) enqueuers may create functions there; broker_run
--- only calls a function whose name, owner and SECURITY DEFINER flag match.
+-- Each role gets its own schema, owned by the broker's owner, in which only
+-- that role (and its members) may create: nobody else can plant a look-alike
+-- or an overload next to its executor. broker_run only calls a run_job whose
+-- schema, owner, signature and SECURITY DEFINER flag all match.
 -- ---------------------------------------------------------------------------
-CREATE SCHEMA broker_exec;
-COMMENT ON SCHEMA broker_exec IS 'pgsql_broker job executors: one SECURITY DEFINER function per run_as role.';
-REVOKE ALL ON SCHEMA broker_exec FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor(p_role)
---   The executor of role p_role, or NULL when it has none (or the function
---   with that name is not a SECURITY DEFINER function owned by the role).
+--   The executor of role p_role, or NULL when it has none that passes the
+--   checks above.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
@@ -540,24 +547,66 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT p.oid::regprocedure
       FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_namespace AS n
+        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
       JOIN pg_catalog.pg_proc AS p
-        ON p.proname OPERATOR(pg_catalog.=) ('run_as_' OPERATOR(pg_catalog.||) r.oid::text)
-       AND p.pronamespace OPERATOR(pg_catalog.=) 'broker_exec'::regnamespace
-       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::oidvector
+        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
+       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
      WHERE r.rolname OPERATOR(pg_catalog.=) p_role
        AND p.proowner OPERATOR(pg_catalog.=) r.oid
        AND p.prosecdef
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
+               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
-    'Internal: the executor function of a role (SECURITY DEFINER, owned by it), or NULL.';
+    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_schema(p_role)
+--   Creates (if missing) the executor schema of p_role: owned by the broker's
+--   owner, CREATE and USAGE for p_role only. Returns its name.
+-- Errors: 42704 unknown role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_schema(p_role name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
+    v_schema text;
+BEGIN
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    END IF;
+    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
+    IF pg_catalog.to_regnamespace(v_schema) IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
+            NULL;  -- created concurrently
+        END;
+        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
+            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
+        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
+    END IF;
+    RETURN v_schema;
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_schema(name) IS
+    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_create_executor(p_role)
---   Creates the executor of p_role if it has none, and returns it. Runs with
---   the caller's rights: the caller must be p_role, a member of it, or a
---   superuser, and p_role needs CREATE on schema broker_exec (granted to
---   broker_enqueue). EXECUTE goes to the broker's owner only.
--- Errors: 42704 unknown role; 42501 not allowed (the hint says what to grant).
+--   Creates (if missing) and returns the executor of p_role. Runs with the
+--   caller's rights: the caller must be p_role, an (inheriting) member of it,
+--   or a superuser. EXECUTE goes to the broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_create_executor(p_role name)
 RETURNS regprocedure
@@ -565,71 +614,70 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_oid   oid;
-    v_name  text;
-    v_owner name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
-                      WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
-    v_exec  regprocedure := broker._executor(p_role);
+    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec   regprocedure := broker._executor(p_role);
+    v_schema text;
 BEGIN
     IF v_exec IS NOT NULL THEN
         RETURN v_exec;
     END IF;
-    SELECT r.oid INTO v_oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role;
-    IF NOT FOUND THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
         RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'undefined_object';
     END IF;
-    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_oid, 'MEMBER') THEN
-        RAISE EXCEPTION 'broker_create_executor: % is not a member of %', pg_catalog.quote_ident(CURRENT_USER),
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Run it as that role or as a superuser.';
+                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
     END IF;
-    -- (a superuser may give the executor to any role; anyone else needs CREATE
-    -- on broker_exec, and so does the role that will own it)
-    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
-       AND (NOT pg_catalog.has_schema_privilege(v_oid, 'broker_exec', 'CREATE')
-            OR NOT pg_catalog.has_schema_privilege(CURRENT_USER, 'broker_exec', 'CREATE')) THEN
-        RAISE EXCEPTION 'broker_create_executor: role % cannot own an executor', pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('GRANT CREATE ON SCHEMA broker_exec TO %I; (or GRANT broker_enqueue TO %I;)',
-                                           p_role, p_role);
-    END IF;
-    v_name := 'run_as_' OPERATOR(pg_catalog.||) v_oid::text;
+    v_schema := broker._executor_schema(p_role);
     BEGIN
         EXECUTE pg_catalog.format($ddl$
-CREATE FUNCTION broker_exec.%I(p_sql text, p_language text, p_search_path text)
+CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
-    PERFORM pg_catalog.set_config('search_path', p_search_path, true);
+    -- the job's own search_path, with pg_temp explicitly last: temporary
+    -- objects never shadow anything that exists elsewhere
+    PERFORM pg_catalog.set_config('search_path',
+        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
     IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
         EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
     ELSE
         EXECUTE p_sql;
     END IF;
 END;
-$body$$ddl$, v_name);
+$body$$ddl$, v_schema);
     EXCEPTION WHEN duplicate_function OR unique_violation THEN
         v_exec := broker._executor(p_role);
         IF v_exec IS NOT NULL THEN
             RETURN v_exec;  -- created concurrently
         END IF;
-        RAISE EXCEPTION 'broker_create_executor: broker_exec.% exists but is not the executor of %', v_name,
+        RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
             pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('A superuser must drop it: DROP FUNCTION broker_exec.%I(text, text, text);', v_name);
+                  HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                           p_role, v_schema);
     END;
-    EXECUTE pg_catalog.format('COMMENT ON FUNCTION broker_exec.%I(text, text, text) IS %L', v_name,
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.run_job(text, text, text) IS %L', v_schema,
         pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION broker_exec.%I(text, text, text) FROM PUBLIC', v_name);
-    EXECUTE pg_catalog.format('ALTER FUNCTION broker_exec.%I(text, text, text) OWNER TO %I', v_name, p_role);
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.run_job(text, text, text) FROM PUBLIC', v_schema);
+    EXECUTE pg_catalog.format('ALTER FUNCTION %I.run_job(text, text, text) OWNER TO %I', v_schema, p_role);
     IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION broker_exec.%I(text, text, text) TO %I', v_name, v_owner);
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.run_job(text, text, text) TO %I', v_schema, v_owner);
     END IF;
-    RETURN broker._executor(p_role);
+    v_exec := broker._executor(p_role);
+    IF v_exec IS NULL THEN
+        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
+            pg_catalog.quote_ident(p_role), v_schema
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_exec;
 END;
 $fn$;
 COMMENT ON FUNCTION broker.broker_create_executor(name) IS
@@ -929,6 +977,41 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
     'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
+--   Recounts from its edges how many unfinished jobs job p_job_id waits on,
+--   holding the dependency locks exclusively (as an enqueue of it would).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[];
+    v_groups text[];
+BEGIN
+    SELECT pg_catalog.array_agg(e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL),
+           pg_catalog.array_agg(e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL)
+      INTO v_ids, v_groups
+      FROM broker.broker_job_dependency AS e
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF v_ids IS NULL AND v_groups IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
+    RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+         OPERATOR(pg_catalog.+)
+           (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
+             WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+               AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
+    'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
 --   Records a failed attempt of a running job. While attempts < max_attempts
 --   the job returns to pending with run_after = now + backoff; otherwise it
@@ -947,8 +1030,11 @@ BEGIN
         RETURN NULL;
     END IF;
     IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
         UPDATE broker.broker_jobs AS j
            SET complete_status = 0,
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
                last_error_sqlstate = p_sqlstate, last_error_message = p_message
@@ -1685,8 +1771,12 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
 --     executor owned by its run_as role (see executors.sql), with its own
---     search_path and broker.tenant_id set to the job's tenant; sql jobs via
---     EXECUTE, plpgsql jobs as a DO block;
+--     search_path (pg_temp last) and broker.tenant_id set to the job's
+--     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job can change session state (SET, LISTEN, temporary objects,
+--     session advisory locks) that outlives its transaction: whoever runs
+--     jobs must reset the session between jobs (DISCARD ALL), as the runner
+--     does, and must not run jobs on the session holding the instance lock;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -1730,15 +1820,17 @@ BEGIN
     ELSE
         BEGIN
             PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT broker_exec.%I($1, $2, $3)',
-                                      (SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
               USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled THEN
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
         END;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
         IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) ('^permission denied for function ' OPERATOR(pg_catalog.||) 'run_as_')
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
                            THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
                            ELSE broker._grant_hint(v_job.run_as, v_message) END;
             v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
@@ -2152,7 +2244,7 @@ COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A ro
 -- they are granted: sql/roles.sql creates broker_admin, broker_runtime and
 -- broker_enqueue and holds every grant (README, "Security model").
 -- ---------------------------------------------------------------------------
-REVOKE ALL ON SCHEMA broker, broker_exec FROM PUBLIC;
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;

@@ -4,7 +4,7 @@
 -- they are granted: sql/roles.sql creates broker_admin, broker_runtime and
 -- broker_enqueue and holds every grant (README, "Security model").
 -- ---------------------------------------------------------------------------
-REVOKE ALL ON SCHEMA broker, broker_exec FROM PUBLIC;
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;

@@ -4,14 +4,16 @@
 -- superuser after CREATE EXTENSION / every upgrade, in each broker database.
 -- Idempotent. `pgsql-broker install --with-roles` runs it and sets passwords.
 --
---   broker_admin    owns schemas broker and broker_exec and every object in
---                   them; BYPASSRLS; runs migrations. The runtime functions
---                   run with its rights (SECURITY DEFINER).
+--   broker_admin    owns schema broker, every object in it and the per-role
+--                   executor schemas broker_exec_<oid>; BYPASSRLS; runs
+--                   migrations; may create schemas in this database (for the
+--                   executor schemas). The runtime functions run with its
+--                   rights (SECURITY DEFINER).
 --   broker_runtime  what the runner connects as: EXECUTE on the runtime
 --                   functions, SELECT (tenant-scoped by RLS); no BYPASSRLS,
 --                   no direct writes.
 --   broker_enqueue  enqueue, read and cancel jobs of its tenant; may create
---                   its own job executor. No BYPASSRLS.
+--                   its own job executor (in its own schema). No BYPASSRLS.
 -- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
 -- ---------------------------------------------------------------------------
 DO $roles$
@@ -34,14 +36,20 @@ COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRL
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
 
--- Ownership: everything in broker and broker_exec belongs to broker_admin
--- (job executors keep their run_as owner).
+-- Ownership: everything in broker, and the executor schemas, belong to
+-- broker_admin (the executors themselves keep their run_as owner).
 ALTER SCHEMA broker OWNER TO broker_admin;
-ALTER SCHEMA broker_exec OWNER TO broker_admin;
 DO $owner$
 DECLARE
     r record;
 BEGIN
+    EXECUTE pg_catalog.format('GRANT CREATE ON DATABASE %I TO broker_admin', pg_catalog.current_database());
+    FOR r IN SELECT n.nspname FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.~) '^broker_exec_[0-9]+$'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER SCHEMA %I OWNER TO broker_admin', r.nspname);
+        -- broker_admin calls every executor (broker_run runs as broker_admin)
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO broker_admin', r.nspname);
+    END LOOP;
     FOR r IN SELECT c.oid::regclass AS rel FROM pg_catalog.pg_class AS c
               WHERE c.relnamespace OPERATOR(pg_catalog.=) 'broker'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
     LOOP
@@ -56,14 +64,10 @@ END
 $owner$;
 
 -- Nothing for PUBLIC (the extension script revokes too; this covers upgrades).
-REVOKE ALL ON SCHEMA broker, broker_exec FROM PUBLIC;
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker_exec FROM PUBLIC;
-
--- broker_admin calls every executor (broker_run runs as broker_admin).
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA broker_exec TO broker_admin;
 
 -- Functions every broker role may call (policy helpers, tenancy, settings).
 GRANT USAGE ON SCHEMA broker TO broker_runtime, broker_enqueue;
@@ -102,6 +106,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_cancel_job(bigint, text),
     broker.broker_create_executor(name),
     broker._executor(name),
+    broker._executor_schema(name),
     broker._may_run_as(name, name),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
     broker._notify_queues(integer[])
@@ -112,4 +117,3 @@ GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_pri
     ON broker.broker_jobs TO broker_enqueue;
 GRANT UPDATE (cancel_reason) ON broker.broker_jobs TO broker_enqueue;
 GRANT INSERT (job_id, depends_on_job_id, depends_on_group) ON broker.broker_job_dependency TO broker_enqueue;
-GRANT USAGE, CREATE ON SCHEMA broker_exec TO broker_enqueue;

@@ -48,6 +48,8 @@ def db(template_db: str) -> str:
     name = f"t_{uuid.uuid4().hex[:12]}"
     with connect("postgres") as admin:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        # database privileges are not copied from the template (roles.sql grants this per database)
+        admin.execute(f'GRANT CREATE ON DATABASE "{name}" TO broker_admin')
     yield name
     with connect("postgres") as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -41,6 +41,7 @@ def test_clean_shutdown_lets_a_standby_take_over_at_once(db):
 def test_instances_are_per_database(db, template_db):
     with connect("postgres") as admin:
         admin.execute(f'CREATE DATABASE "{db}_2" TEMPLATE "{template_db}"')
+        admin.execute(f'GRANT CREATE ON DATABASE "{db}_2" TO broker_admin')
     try:
         one = connect(db)
         two = connect(f"{db}_2")

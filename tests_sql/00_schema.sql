@@ -23,7 +23,7 @@ SELECT col_has_check('broker', 'broker_jobs', 'max_attempts', 'max_attempts is c
 SELECT col_has_check('broker', 'broker_queueinstance', 'status', 'instance status is a closed domain');
 SELECT col_is_fk('broker', 'broker_job_dependency', 'job_id', 'edges belong to a job');
 SELECT col_is_fk('broker', 'broker_job_dependency', 'depends_on_job_id', 'id edges target a job');
-SELECT col_is_fk('broker', 'broker_jobs', 'schedule_id', 'jobs reference their schedule');
+SELECT col_is_fk('broker', 'broker_jobs', ARRAY['tenant_id', 'schedule_id'], 'jobs reference a schedule of their own tenant');
 SELECT indexes_are('broker', 'broker_jobs', ARRAY[
     'broker_jobs_pkey', 'broker_jobs_claim_idx', 'broker_jobs_lease_idx', 'broker_jobs_group_idx',
     'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx']);
@@ -45,7 +45,8 @@ SELECT functions_are('broker', ARRAY[
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
-    '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint']);
+    '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
+    '_count_pending_deps', '_executor_schema']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

@@ -84,8 +84,12 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
 --     executor owned by its run_as role (see executors.sql), with its own
---     search_path and broker.tenant_id set to the job's tenant; sql jobs via
---     EXECUTE, plpgsql jobs as a DO block;
+--     search_path (pg_temp last) and broker.tenant_id set to the job's
+--     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job can change session state (SET, LISTEN, temporary objects,
+--     session advisory locks) that outlives its transaction: whoever runs
+--     jobs must reset the session between jobs (DISCARD ALL), as the runner
+--     does, and must not run jobs on the session holding the instance lock;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -129,15 +133,17 @@ BEGIN
     ELSE
         BEGIN
             PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT broker_exec.%I($1, $2, $3)',
-                                      (SELECT p.proname FROM pg_catalog.pg_proc AS p WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
               USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled THEN
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
         END;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
         IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) ('^permission denied for function ' OPERATOR(pg_catalog.||) 'run_as_')
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
                            THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
                            ELSE broker._grant_hint(v_job.run_as, v_message) END;
             v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)

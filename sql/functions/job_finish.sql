@@ -148,6 +148,41 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
     'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
+--   Recounts from its edges how many unfinished jobs job p_job_id waits on,
+--   holding the dependency locks exclusively (as an enqueue of it would).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[];
+    v_groups text[];
+BEGIN
+    SELECT pg_catalog.array_agg(e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL),
+           pg_catalog.array_agg(e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL)
+      INTO v_ids, v_groups
+      FROM broker.broker_job_dependency AS e
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF v_ids IS NULL AND v_groups IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
+    RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+         OPERATOR(pg_catalog.+)
+           (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
+             WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+               AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
+    'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
 --   Records a failed attempt of a running job. While attempts < max_attempts
 --   the job returns to pending with run_after = now + backoff; otherwise it
@@ -166,8 +201,11 @@ BEGIN
         RETURN NULL;
     END IF;
     IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
         UPDATE broker.broker_jobs AS j
            SET complete_status = 0,
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
                last_error_sqlstate = p_sqlstate, last_error_message = p_message

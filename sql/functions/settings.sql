@@ -1,47 +1,32 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
---   Reads the integer setting broker.<p_name> (set with broker_set or SET),
---   falling back to p_default when unset or empty.
--- Errors: 22023 when the value is not an integer >= p_min.
+--   The integer option p_name from broker_config, or p_default when unset.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
-LANGUAGE plpgsql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_raw text := pg_catalog.current_setting('broker.' OPERATOR(pg_catalog.||) p_name, true);
-    v_val integer;
-BEGIN
-    IF v_raw IS NULL OR pg_catalog.btrim(v_raw) OPERATOR(pg_catalog.=) '' THEN
-        RETURN p_default;
-    END IF;
-    BEGIN
-        v_val := v_raw::integer;
-    EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
-        v_val := NULL;
-    END;
-    IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) p_min THEN
-        RAISE EXCEPTION 'setting broker.% is %, expected an integer >= %', p_name, pg_catalog.quote_literal(v_raw), p_min
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = pg_catalog.format('Fix it with SELECT broker.broker_set(%L, ''<value>'').', p_name);
-    END IF;
-    RETURN v_val;
-END;
+    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
 $$;
 COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
-    'Internal: integer value of setting broker.<name>, or the default when unset; 22023 when invalid.';
+    'Internal: integer option from broker_config, or the default when unset.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_set(p_setting, p_value, p_is_local)
---   Sets a broker runtime option for this session (or, with p_is_local, this
---   transaction) and returns the value now in force. Options:
---     lease_seconds       default lease length of broker_get (default 60)
---     retry_base_seconds  first retry delay; doubles per attempt (default 5)
---     retry_max_seconds   upper bound of the retry delay (default 3600)
---     application_name    the session's application_name
+--   Sets a broker option and returns the value now in force.
+--     application_name    the session's application_name (p_is_local: this
+--                         transaction only)
 --     tenant_id           same as broker_set_tenant (always transaction-local)
--- Errors: 22023 unknown option or invalid value; 22004 NULL value.
+--     lease_seconds       default lease of broker_get (default 60)
+--     retry_base_seconds  first retry delay, doubling per attempt (default 5)
+--     retry_max_seconds   upper bound of the retry delay (default 3600)
+--   The last three are database-wide options in broker_config: only roles
+--   that may write it (broker_admin, superusers) can set them, and they take
+--   effect when the transaction commits.
+-- Errors: 22023 unknown option or invalid value; 22004 NULL value;
+--   42501 no right to change database-wide options.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text
@@ -50,7 +35,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_setting text := pg_catalog.lower(pg_catalog.btrim(p_setting));
-    v_min integer;
+    v_min     integer;
+    v_val     integer;
 BEGIN
     IF p_value IS NULL THEN
         RAISE EXCEPTION 'broker_set: value for % must not be NULL', p_setting
@@ -62,8 +48,23 @@ BEGIN
         RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
     ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
         v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
-        PERFORM pg_catalog.set_config('broker.' OPERATOR(pg_catalog.||) v_setting, p_value, COALESCE(p_is_local, false));
-        RETURN broker._setting_int(v_setting, NULL, v_min)::text;
+        BEGIN
+            v_val := p_value::integer;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            v_val := NULL;
+        END;
+        IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) v_min OR v_val OPERATOR(pg_catalog.>) 999999999 THEN
+            RAISE EXCEPTION 'broker_set: % must be an integer from % to 999999999, got %', v_setting, v_min,
+                pg_catalog.quote_literal(p_value)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT pg_catalog.has_table_privilege('broker.broker_config', 'INSERT, UPDATE') THEN
+            RAISE EXCEPTION 'broker_set: % is a database-wide option; only broker_admin may change it', v_setting
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        INSERT INTO broker.broker_config AS c (setting, value) VALUES (v_setting, v_val::text)
+        ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+        RETURN v_val::text;
     END IF;
     RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
         USING ERRCODE = 'invalid_parameter_value',
@@ -71,4 +72,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
-    'Sets a broker runtime option (lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id) for the session or, with p_is_local, the transaction; returns the value in force.';
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';

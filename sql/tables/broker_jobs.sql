@@ -37,8 +37,9 @@ CREATE TABLE broker.broker_jobs (
     last_error_message  text,
     cancel_reason       text,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
-    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (schedule_id)
-        REFERENCES broker.broker_schedule (schedule_id) ON DELETE SET NULL,
+    -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
+    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
+        REFERENCES broker.broker_schedule (tenant_id, schedule_id) ON DELETE SET NULL (schedule_id),
     CONSTRAINT broker_jobs_job_name_check
         CHECK (pg_catalog.btrim(job_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_name) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_job_group_check

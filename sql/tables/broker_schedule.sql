@@ -23,6 +23,7 @@ CREATE TABLE broker.broker_schedule (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
+    CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
     CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),

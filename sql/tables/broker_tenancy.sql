@@ -3,7 +3,10 @@
 --   Strict tenancy: which roles may act for which tenant. Written only by
 --   broker_admin (BYPASSRLS); a role sees the rows of roles it belongs to.
 -- Table: broker.broker_config
---   Database-wide broker options (strict_tenancy), written by broker_admin.
+--   Database-wide broker options (strict_tenancy, lease_seconds,
+--   retry_base_seconds, retry_max_seconds), written by broker_admin. Kept in
+--   a table, not in session settings, so that job SQL (which can SET any
+--   setting of the session it runs in) cannot change them for other jobs.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_tenant_roles (
     tenant_id   text NOT NULL,
@@ -22,11 +25,14 @@ CREATE TABLE broker.broker_config (
     tenant_id  text NOT NULL DEFAULT 'default',
     value      text NOT NULL,
     CONSTRAINT broker_config_pkey PRIMARY KEY (setting),
-    CONSTRAINT broker_config_setting_check CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy'])),
+    CONSTRAINT broker_config_setting_check
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds'])),
     CONSTRAINT broker_config_value_check
-        CHECK (setting OPERATOR(pg_catalog.<>) 'strict_tenancy' OR value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off']))
+        CHECK (CASE WHEN setting OPERATOR(pg_catalog.=) 'strict_tenancy' THEN value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off'])
+                    ELSE value OPERATOR(pg_catalog.~) '^[0-9]{1,9}$' END)
 );
-COMMENT ON TABLE broker.broker_config IS 'Database-wide broker options, written by broker_admin (strict_tenancy: on/off).';
+COMMENT ON TABLE broker.broker_config IS
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds.';
 COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
 COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
 COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';

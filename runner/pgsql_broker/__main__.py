@@ -1,0 +1,4 @@
+"""python -m pgsql_broker"""
+from .cli import main
+
+main()
