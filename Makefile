@@ -66,17 +66,24 @@ apt-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 	test -x $(VENV)/bin/python || $(BROKER_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-# pgspot (PyPI) reads the extension script for search_path and quoting hazards.
+# pgspot (PyPI) reads the extension scripts for search_path and quoting hazards.
 lint-sql: $(VENV)/.installed all
-	@out=$$($(VENV)/bin/pgspot $(GENERATED) 2>&1); echo "$$out" | tail -n 1; \
-	 echo "$$out" | grep -qE 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "$$out"; exit 1; }
+	@for f in $(GENERATED) $(wildcard extension/$(EXTENSION)--*--*.sql); do \
+	   out=$$($(VENV)/bin/pgspot $$f 2>&1); echo "pgspot $$f: $$(echo "$$out" | tail -n 1)"; \
+	   echo "$$out" | grep -qE 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "$$out"; exit 1; }; \
+	 done
+
+# Released (frozen) full scripts never change: extension/frozen.sha256 lists them.
+check-frozen:
+	@sha256sum --quiet -c extension/frozen.sha256 || { echo "a frozen extension script changed: add an upgrade script instead"; exit 1; }
 
 test: deps all
+	$(MAKE) check-frozen
 	$(MAKE) check-generated
 	$(MAKE) lint-sql
 	$(MAKE) install >/dev/null
@@ -88,7 +95,7 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
 
-.PHONY: all catalog check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
+.PHONY: all catalog check-frozen check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

@@ -33,8 +33,9 @@
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql
 
--- runner instances
+-- runner instances and monitoring
 \i sql/functions/instances.sql
+\i sql/functions/broker_queue_stats.sql
 
 -- pg_dump registration of the data tables (CREATE EXTENSION only)
 \i sql/dump.sql

@@ -88,7 +88,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_purge_jobs(interval, integer),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
-    broker.broker_shutdown_instance(bigint)
+    broker.broker_shutdown_instance(bigint),
+    broker.broker_queue_stats()
     TO broker_runtime;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config

@@ -64,3 +64,18 @@ def add_job(conn: psycopg.Connection, name: str, sql: str, **params) -> int:
 
 def job_status(conn: psycopg.Connection, job_id: int) -> int:
     return conn.execute("SELECT complete_status FROM broker.broker_jobs WHERE job_id = %s", (job_id,)).fetchone()[0]
+
+
+@pytest.fixture
+def empty_db():
+    """A fresh database without pgsql_broker."""
+    name = f"i_{uuid.uuid4().hex[:12]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with connect("postgres") as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def dsn(db: str) -> str:
+    return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={os.environ['PGUSER']}"

@@ -7,32 +7,17 @@ import pty
 import select
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from conftest import ROLES_SQL, connect
+from conftest import ROLES_SQL, connect, dsn
 from pgsql_broker import catalog
 from pgsql_broker.install import expected_catalog
 
 CLI = [sys.executable, "-m", "pgsql_broker"]
 SECRETS = {"broker_admin": "adm-Secret-7f3a", "broker_runtime": "run-Secret-91bc", "broker_enqueue": "enq-Secret-c2d4"}
-
-
-@pytest.fixture
-def empty_db():
-    name = f"i_{uuid.uuid4().hex[:12]}"
-    with connect("postgres") as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with connect("postgres") as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def dsn(db: str) -> str:
-    return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={os.environ['PGUSER']}"
 
 
 def run_cli(*args: str, env: dict | None = None, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
@@ -86,14 +71,14 @@ def test_migrations_path_is_idempotent_recorded_and_refuses_to_downgrade(empty_d
     assert run_cli("install", "--dsn", dsn(empty_db), "--no-extension").returncode == 0
     with connect(empty_db) as conn:
         rows = conn.execute("SELECT version, install_path, length(checksum) FROM broker.broker_schema_migrations").fetchall()
-        assert rows == [("0.1.0", "migrations", 64)]
+        assert rows == [("0.1.0", "migrations", 64), ("0.2.0", "migrations", 64)]
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgsql_broker'").fetchone() == (0,)
     before = state_of(empty_db)
     again = run_cli("install", "--dsn", dsn(empty_db))  # no flag: follows the path already taken
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert state_of(empty_db) == before
     with connect(empty_db) as conn:
-        conn.execute("UPDATE broker.broker_schema_migrations SET version = '9.0.0'")
+        conn.execute("UPDATE broker.broker_schema_migrations SET version = '9.0.0' WHERE version = '0.2.0'")
     newer = run_cli("install", "--dsn", dsn(empty_db))
     assert newer.returncode == 1 and "refusing to downgrade" in newer.stderr
 
@@ -102,7 +87,7 @@ def test_verify_only_reports_and_changes_nothing(empty_db):
     before = state_of(empty_db)
     empty = run_cli("install", "--verify-only", "--dsn", dsn(empty_db))
     assert empty.returncode == 1
-    assert "installed version: none" in empty.stdout and "pending: pgsql_broker--0.1.0" in empty.stdout
+    assert "installed version: none" in empty.stdout and "pending: pgsql_broker--0.1.0" in empty.stdout and "pending: pgsql_broker--0.1.0--0.2.0" in empty.stdout
     assert state_of(empty_db) == before  # not even the yoyo schema
 
     assert run_cli("install", "--dsn", dsn(empty_db), "--no-extension").returncode == 0

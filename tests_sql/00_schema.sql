@@ -3,7 +3,9 @@ BEGIN;
 SELECT plan(27);
 
 SELECT has_schema('broker');
-SELECT has_extension('pgsql_broker');
+SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
+          OR EXISTS (SELECT 1 FROM broker.broker_schema_migrations WHERE install_path = 'migrations'),
+          'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
@@ -46,7 +48,7 @@ SELECT functions_are('broker', ARRAY[
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
-    '_count_pending_deps', '_executor_schema']);
+    '_count_pending_deps', '_executor_schema', 'broker_queue_stats']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

@@ -94,9 +94,10 @@ def inspect(conn: psycopg.Connection) -> DatabaseState:
                          extension_available=row[2], superuser=row[3])
 
 
-def install(dsn: str, *, no_extension: bool = False, log: Log = print) -> DatabaseState:
-    """Bring the database to the package's version. Idempotent; refuses to mix paths or downgrade."""
-    target = control_version()
+def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: str | None = None) -> DatabaseState:
+    """Bring the database to the package's version (or to an older packaged version: target).
+    Idempotent; refuses to mix paths or downgrade."""
+    target = target or control_version()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s, %s)", _INSTALL_LOCK)
         state = inspect(conn)
@@ -113,7 +114,7 @@ def install(dsn: str, *, no_extension: bool = False, log: Log = print) -> Databa
                 conn.execute(sql.SQL("ALTER EXTENSION pgsql_broker UPDATE TO {}").format(sql.Literal(target)))
                 log(f"updated extension pgsql_broker {state.version} -> {target}")
         elif state.path == "migrations":
-            _apply_migrations(dsn, conn, state, log)
+            _apply_migrations(dsn, conn, state, log, target)
         elif state.schema_exists:
             raise InstallError("schema broker exists but was not installed by pgsql-broker (no extension, no "
                                "recorded migrations); refusing to touch it")
@@ -125,17 +126,17 @@ def install(dsn: str, *, no_extension: bool = False, log: Log = print) -> Databa
                    "extension files not on the server" if not state.extension_available else
                    "CREATE EXTENSION pgsql_broker needs a superuser")
             log(f"installing pgsql_broker {target} as tracked migrations ({why})")
-            _apply_migrations(dsn, conn, state, log)
+            _apply_migrations(dsn, conn, state, log, target)
         return inspect(conn)
 
 
-def _apply_migrations(dsn: str, conn: psycopg.Connection, state: DatabaseState, log: Log) -> None:
+def _apply_migrations(dsn: str, conn: psycopg.Connection, state: DatabaseState, log: Log, target: str) -> None:
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(YOYO_SCHEMA)))
     conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
         sql.Identifier(YOYO_SCHEMA), sql.Literal("yoyo-migrations bookkeeping of pgsql-broker install")))
     backend = get_backend(_yoyo_uri(dsn))
     with tempfile.TemporaryDirectory(prefix="pgsql_broker_migrations_") as tmp:
-        _write_migrations(Path(tmp))
+        _write_migrations(Path(tmp), target)
         migrations = read_migrations(tmp)
         with backend.lock():
             pending = backend.to_apply(migrations)
@@ -145,13 +146,13 @@ def _apply_migrations(dsn: str, conn: psycopg.Connection, state: DatabaseState, 
             for migration in pending:
                 log(f"applying migration {migration.id}")
             backend.apply_migrations(pending)
-    log(f"pgsql_broker {control_version()} installed as migrations")
+    log(f"pgsql_broker {target} installed as migrations")
 
 
-def _write_migrations(directory: Path) -> None:
+def _write_migrations(directory: Path, target: str) -> None:
     """One yoyo migration module per script of the chain, each depending on the previous one."""
     previous = None
-    for script in migration_chain():
+    for script in migration_chain(target):
         lines = ["from yoyo import step", "from pgsql_broker.scripts import Script, migration_sql"]
         if previous:
             lines.append(f"__depends__ = {{{previous!r}}}")

@@ -1,0 +1,2297 @@
+-- pgsql_broker 0.2.0: generated from sql/pgsql_broker.sql by make; do not edit.
+\echo Use "CREATE EXTENSION pgsql_broker" to load this file. \quit
+-- pgsql_broker: the install manifest.
+-- Every file of the extension, in dependency order. `make` resolves the \i lines into
+-- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
+-- repository root runs the same sources directly (schema broker must exist).
+
+-- settings and tenancy (table defaults call these)
+-- source: sql/functions/settings.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._setting_int(p_name, p_default, p_min)
+--   The integer option p_name from broker_config, or p_default when unset.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
+RETURNS integer
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
+$$;
+COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
+    'Internal: integer option from broker_config, or the default when unset.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set(p_setting, p_value, p_is_local)
+--   Sets a broker option and returns the value now in force.
+--     application_name    the session's application_name (p_is_local: this
+--                         transaction only)
+--     tenant_id           same as broker_set_tenant (always transaction-local)
+--     lease_seconds       default lease of broker_get (default 60)
+--     retry_base_seconds  first retry delay, doubling per attempt (default 5)
+--     retry_max_seconds   upper bound of the retry delay (default 3600)
+--   The last three are database-wide options in broker_config: only roles
+--   that may write it (broker_admin, superusers) can set them, and they take
+--   effect when the transaction commits.
+-- Errors: 22023 unknown option or invalid value; 22004 NULL value;
+--   42501 no right to change database-wide options.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_setting text := pg_catalog.lower(pg_catalog.btrim(p_setting));
+    v_min     integer;
+    v_val     integer;
+BEGIN
+    IF p_value IS NULL THEN
+        RAISE EXCEPTION 'broker_set: value for % must not be NULL', p_setting
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF v_setting OPERATOR(pg_catalog.=) 'tenant_id' THEN
+        RETURN broker.broker_set_tenant(p_value);
+    ELSIF v_setting OPERATOR(pg_catalog.=) 'application_name' THEN
+        RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
+    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
+        v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
+        BEGIN
+            v_val := p_value::integer;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            v_val := NULL;
+        END;
+        IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) v_min OR v_val OPERATOR(pg_catalog.>) 999999999 THEN
+            RAISE EXCEPTION 'broker_set: % must be an integer from % to 999999999, got %', v_setting, v_min,
+                pg_catalog.quote_literal(p_value)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT pg_catalog.has_table_privilege('broker.broker_config', 'INSERT, UPDATE') THEN
+            RAISE EXCEPTION 'broker_set: % is a database-wide option; only broker_admin may change it', v_setting
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        INSERT INTO broker.broker_config AS c (setting, value) VALUES (v_setting, v_val::text)
+        ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+        RETURN v_val::text;
+    END IF;
+    RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id.';
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';
+-- source: sql/functions/tenant.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_current_tenant()
+--   The tenant this transaction acts for: the broker.tenant_id setting, or
+--   'default' when it is unset or empty.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_current_tenant()
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE(NULLIF(pg_catalog.current_setting('broker.tenant_id', true), ''), 'default')
+$$;
+COMMENT ON FUNCTION broker.broker_current_tenant() IS
+    'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_tenant(p_tenant_id)
+--   Sets broker.tenant_id for the current transaction only (set_config with
+--   is_local), so a pooled connection never carries a tenant over.
+-- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_tenant(p_tenant_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NULL THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
+    'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
+
+-- tables
+-- source: sql/tables/broker_schema_migrations.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_schema_migrations
+--   One row per schema version applied by `pgsql-broker install` (migrations
+--   path). CREATE EXTENSION installs leave it empty: pg_extension tracks them.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_schema_migrations (
+    version       text        NOT NULL,
+    tenant_id     text        NOT NULL DEFAULT 'default',
+    applied_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    install_path  text        NOT NULL DEFAULT 'migrations',
+    checksum      text,
+    CONSTRAINT broker_schema_migrations_pkey PRIMARY KEY (version),
+    CONSTRAINT broker_schema_migrations_version_check
+        CHECK (version OPERATOR(pg_catalog.~) '^[0-9]+\.[0-9]+\.[0-9]+$'),
+    CONSTRAINT broker_schema_migrations_install_path_check
+        CHECK (install_path OPERATOR(pg_catalog.=) ANY (ARRAY['extension', 'migrations']))
+);
+
+COMMENT ON TABLE broker.broker_schema_migrations IS
+    'Schema versions applied as tracked migrations (pgsql-broker install); empty for CREATE EXTENSION installs.';
+COMMENT ON COLUMN broker.broker_schema_migrations.version IS 'Applied schema version (X.Y.Z).';
+COMMENT ON COLUMN broker.broker_schema_migrations.tenant_id IS 'Always ''default'': migrations are database-wide.';
+COMMENT ON COLUMN broker.broker_schema_migrations.applied_at IS 'When the version was applied.';
+COMMENT ON COLUMN broker.broker_schema_migrations.install_path IS 'How it was applied: extension or migrations.';
+COMMENT ON COLUMN broker.broker_schema_migrations.checksum IS 'Checksum of the applied script, when known.';
+-- source: sql/tables/broker_schedule.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_schedule
+--   Cron-like schedules: a job template fired by a cron expression in a time
+--   zone. The table is defined here so jobs can reference it; parsing, the
+--   tick and the management functions arrive with the schedules feature.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_schedule (
+    schedule_id     bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id       text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    schedule_name   text        NOT NULL,
+    cron_expr       text        NOT NULL,
+    time_zone       text        NOT NULL DEFAULT 'UTC',
+    execute_str     text        NOT NULL,
+    job_language    text        NOT NULL DEFAULT 'sql',
+    job_queue       integer     NOT NULL DEFAULT 1,
+    job_priority    integer     NOT NULL DEFAULT 0,
+    run_as          name        NOT NULL DEFAULT CURRENT_USER,
+    max_attempts    integer     NOT NULL DEFAULT 1,
+    job_group       text,
+    enabled         boolean     NOT NULL DEFAULT true,
+    next_fire_at    timestamptz,
+    last_fire_at    timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
+    CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
+    CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
+    CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1)
+);
+
+COMMENT ON TABLE broker.broker_schedule IS
+    'Cron-like schedules: a job template enqueued at each fire time of a cron expression.';
+COMMENT ON COLUMN broker.broker_schedule.schedule_id IS 'Schedule id; jobs it enqueues carry it in broker_jobs.schedule_id.';
+COMMENT ON COLUMN broker.broker_schedule.tenant_id IS 'Owning tenant (broker.tenant_id at creation).';
+COMMENT ON COLUMN broker.broker_schedule.schedule_name IS 'Name, unique per tenant.';
+COMMENT ON COLUMN broker.broker_schedule.cron_expr IS 'Five-field cron expression or @macro.';
+COMMENT ON COLUMN broker.broker_schedule.time_zone IS 'IANA time zone the cron fields are matched in.';
+COMMENT ON COLUMN broker.broker_schedule.execute_str IS 'SQL (or PL/pgSQL body) of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (>= 1) of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_priority IS 'Priority of the jobs it enqueues (higher runs first).';
+COMMENT ON COLUMN broker.broker_schedule.run_as IS 'Role the jobs run as (the schedule owner by default).';
+COMMENT ON COLUMN broker.broker_schedule.max_attempts IS 'max_attempts of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_group IS 'Job group of the jobs it enqueues (NULL: the schedule name).';
+COMMENT ON COLUMN broker.broker_schedule.enabled IS 'Disabled schedules do not fire.';
+COMMENT ON COLUMN broker.broker_schedule.next_fire_at IS 'Next fire time.';
+COMMENT ON COLUMN broker.broker_schedule.last_fire_at IS 'Last fire time that enqueued a job.';
+COMMENT ON COLUMN broker.broker_schedule.created_at IS 'When the schedule was created.';
+-- source: sql/tables/broker_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_jobs
+--   One row per job. complete_status: 0 pending, 1 running (claimed, under a
+--   lease), 2 completed, 3 failed, 4 cancelled.
+--   pending_deps counts the unfinished jobs this job still waits on (one per
+--   id edge whose target is unfinished, one per unfinished member of each
+--   group it depends on); it is kept exact by broker_add_job and the finish
+--   functions, so that claiming never has to look at blocked jobs.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_jobs (
+    job_id              bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id           text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    job_name            text        NOT NULL,
+    job_group           text        NOT NULL,
+    execute_str         text        NOT NULL,
+    job_language        text        NOT NULL DEFAULT 'sql',
+    job_queue           integer     NOT NULL DEFAULT 1,
+    job_priority        integer     NOT NULL DEFAULT 0,
+    run_as              name        NOT NULL DEFAULT CURRENT_USER,
+    enqueued_by         name        NOT NULL DEFAULT CURRENT_USER,
+    schedule_id         bigint,
+    idempotency_key     text,
+    max_attempts        integer     NOT NULL DEFAULT 1,
+    attempts            integer     NOT NULL DEFAULT 0,
+    complete_status     smallint    NOT NULL DEFAULT 0,
+    pending_deps        integer     NOT NULL DEFAULT 0,
+    run_after           timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    job_timeout         interval,
+    job_search_path     text        NOT NULL DEFAULT '"$user", public',
+    lease_token         uuid,
+    lease_instance_id   bigint,
+    lease_expires_at    timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    started_at          timestamptz,
+    finished_at         timestamptz,
+    last_error_sqlstate text,
+    last_error_message  text,
+    cancel_reason       text,
+    CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
+    -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
+    CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
+        REFERENCES broker.broker_schedule (tenant_id, schedule_id) ON DELETE SET NULL (schedule_id),
+    CONSTRAINT broker_jobs_job_name_check
+        CHECK (pg_catalog.btrim(job_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_name) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_job_group_check
+        CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
+    CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
+    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_jobs_lease_check
+        CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+
+-- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
+CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
+    (job_queue, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
+-- Recovery path: running jobs by lease expiry.
+CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
+    WHERE complete_status OPERATOR(pg_catalog.=) 1;
+-- Group fan-in: unfinished members of a group.
+CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+-- Idempotency: one unfinished job per key and tenant.
+CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+-- Retention: finished jobs by age.
+CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
+CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
+    WHERE schedule_id IS NOT NULL;
+
+-- A queue table: vacuum it early so dead claim-index entries do not pile up.
+ALTER TABLE broker.broker_jobs SET (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_analyze_scale_factor = 0.02
+);
+
+COMMENT ON TABLE broker.broker_jobs IS
+    'Jobs: SQL executed inside the database, claimed with expiring leases. complete_status 0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.job_id IS 'Job id.';
+COMMENT ON COLUMN broker.broker_jobs.tenant_id IS 'Owning tenant (broker.tenant_id at enqueue, default ''default'').';
+COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 characters).';
+COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
+COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
+COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
+COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.max_attempts IS 'Attempts allowed before the job fails (>= 1).';
+COMMENT ON COLUMN broker.broker_jobs.attempts IS 'Attempts started so far (counted at claim).';
+COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
+COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
+COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.job_search_path IS 'search_path the job''s SQL runs with (broker_add_job: the enqueuer''s at enqueue).';
+COMMENT ON COLUMN broker.broker_jobs.lease_token IS 'Token of the current claim; broker_run can check it.';
+COMMENT ON COLUMN broker.broker_jobs.lease_instance_id IS 'Runner instance that holds the claim, when it said so.';
+COMMENT ON COLUMN broker.broker_jobs.lease_expires_at IS 'When an idle claim may be recovered (a job still executing never is).';
+COMMENT ON COLUMN broker.broker_jobs.created_at IS 'When the job was enqueued.';
+COMMENT ON COLUMN broker.broker_jobs.started_at IS 'When the latest attempt was claimed.';
+COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status 2, 3 or 4.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
+-- source: sql/tables/broker_job_dependency.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_job_dependency
+--   Dependency edges: job_id waits for depends_on_job_id (one job) or for
+--   every unfinished member of depends_on_group (fan-in). Exactly one target.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_job_dependency (
+    dependency_id      bigint GENERATED ALWAYS AS IDENTITY,
+    tenant_id          text   NOT NULL DEFAULT broker.broker_current_tenant(),
+    job_id             bigint NOT NULL,
+    depends_on_job_id  bigint,
+    depends_on_group   text,
+    CONSTRAINT broker_job_dependency_pkey PRIMARY KEY (dependency_id),
+    CONSTRAINT broker_job_dependency_job_id_fkey FOREIGN KEY (job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_dependency_depends_on_job_id_fkey FOREIGN KEY (depends_on_job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_dependency_one_target_check
+        CHECK ((depends_on_job_id IS NULL) OPERATOR(pg_catalog.<>) (depends_on_group IS NULL)),
+    CONSTRAINT broker_job_dependency_not_self_check CHECK (depends_on_job_id OPERATOR(pg_catalog.<>) job_id),
+    CONSTRAINT broker_job_dependency_group_check CHECK (pg_catalog.btrim(depends_on_group) OPERATOR(pg_catalog.<>) '')
+);
+
+CREATE UNIQUE INDEX broker_job_dependency_job_idx
+    ON broker.broker_job_dependency (job_id, depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
+CREATE UNIQUE INDEX broker_job_dependency_job_group_idx
+    ON broker.broker_job_dependency (job_id, depends_on_group) WHERE depends_on_group IS NOT NULL;
+CREATE INDEX broker_job_dependency_target_job_idx
+    ON broker.broker_job_dependency (depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
+CREATE INDEX broker_job_dependency_target_group_idx
+    ON broker.broker_job_dependency (tenant_id, depends_on_group) WHERE depends_on_group IS NOT NULL;
+
+COMMENT ON TABLE broker.broker_job_dependency IS
+    'Dependency edges: a job waits for one job (depends_on_job_id) or for every unfinished job of a group (depends_on_group).';
+COMMENT ON COLUMN broker.broker_job_dependency.dependency_id IS 'Edge id.';
+COMMENT ON COLUMN broker.broker_job_dependency.tenant_id IS 'Tenant of both ends (dependencies never cross tenants).';
+COMMENT ON COLUMN broker.broker_job_dependency.job_id IS 'The waiting job.';
+COMMENT ON COLUMN broker.broker_job_dependency.depends_on_job_id IS 'Target job, for an id dependency.';
+COMMENT ON COLUMN broker.broker_job_dependency.depends_on_group IS 'Target group, for a group (fan-in) dependency.';
+-- source: sql/tables/broker_queueinstance.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_queueinstance
+--   Runner instances. At most one is active per database: the active one
+--   holds a session advisory lock taken by broker_register_instance.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_queueinstance (
+    instance_id     bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id       text        NOT NULL DEFAULT 'default',
+    instance_name   text        NOT NULL,
+    hostname        text,
+    os_pid          integer,
+    backend_pid     integer     NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+    queue_count     integer     NOT NULL,
+    broker_version  text,
+    status          text        NOT NULL DEFAULT 'active',
+    started_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_ping_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    stopped_at      timestamptz,
+    CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
+    CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'stopped', 'dead'])),
+    CONSTRAINT broker_queueinstance_stopped_check CHECK ((status OPERATOR(pg_catalog.=) 'active') OPERATOR(pg_catalog.=) (stopped_at IS NULL))
+);
+
+CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) 'active';
+
+COMMENT ON TABLE broker.broker_queueinstance IS
+    'Runner instances; at most one active per database (it holds the broker session advisory lock).';
+COMMENT ON COLUMN broker.broker_queueinstance.instance_id IS 'Instance id.';
+COMMENT ON COLUMN broker.broker_queueinstance.tenant_id IS 'Always ''default'': instances serve the whole database.';
+COMMENT ON COLUMN broker.broker_queueinstance.instance_name IS 'Broker name from its configuration.';
+COMMENT ON COLUMN broker.broker_queueinstance.hostname IS 'Host the runner process runs on.';
+COMMENT ON COLUMN broker.broker_queueinstance.os_pid IS 'Operating-system pid of the runner process.';
+COMMENT ON COLUMN broker.broker_queueinstance.backend_pid IS 'Backend pid of the session that registered (holds the lock).';
+COMMENT ON COLUMN broker.broker_queueinstance.queue_count IS 'Number of queues the instance serves.';
+COMMENT ON COLUMN broker.broker_queueinstance.broker_version IS 'Runner version.';
+COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean shutdown) or dead (replaced after its session died).';
+COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
+COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
+COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+-- source: sql/tables/broker_tenancy.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_tenant_roles
+--   Strict tenancy: which roles may act for which tenant. Written only by
+--   broker_admin (BYPASSRLS); a role sees the rows of roles it belongs to.
+-- Table: broker.broker_config
+--   Database-wide broker options (strict_tenancy, lease_seconds,
+--   retry_base_seconds, retry_max_seconds), written by broker_admin. Kept in
+--   a table, not in session settings, so that job SQL (which can SET any
+--   setting of the session it runs in) cannot change them for other jobs.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_tenant_roles (
+    tenant_id   text NOT NULL,
+    role_name   name NOT NULL,
+    CONSTRAINT broker_tenant_roles_pkey PRIMARY KEY (tenant_id, role_name),
+    CONSTRAINT broker_tenant_roles_tenant_check
+        CHECK (pg_catalog.btrim(tenant_id) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(tenant_id) OPERATOR(pg_catalog.<=) 200)
+);
+COMMENT ON TABLE broker.broker_tenant_roles IS
+    'Strict tenancy mapping: members of role_name may act for tenant_id (only enforced while strict_tenancy is on).';
+COMMENT ON COLUMN broker.broker_tenant_roles.tenant_id IS 'Tenant the role may act for.';
+COMMENT ON COLUMN broker.broker_tenant_roles.role_name IS 'Role (and its members) allowed to act for the tenant.';
+
+CREATE TABLE broker.broker_config (
+    setting    text NOT NULL,
+    tenant_id  text NOT NULL DEFAULT 'default',
+    value      text NOT NULL,
+    CONSTRAINT broker_config_pkey PRIMARY KEY (setting),
+    CONSTRAINT broker_config_setting_check
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds'])),
+    CONSTRAINT broker_config_value_check
+        CHECK (CASE WHEN setting OPERATOR(pg_catalog.=) 'strict_tenancy' THEN value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off'])
+                    ELSE value OPERATOR(pg_catalog.~) '^[0-9]{1,9}$' END)
+);
+COMMENT ON TABLE broker.broker_config IS
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds.';
+COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
+COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
+COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
+
+-- tenancy and run_as checks, job executors
+-- source: sql/functions/security.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._strict_tenancy()
+--   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._strict_tenancy()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+$$;
+COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tenant_allowed(p_tenant_id, p_role)
+--   Policy helper: may p_role act for p_tenant_id? Always true unless strict
+--   tenancy is on; then p_role must belong to a role mapped to the tenant in
+--   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
+--   role, so a caller cannot answer for someone else.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT broker._strict_tenancy()
+        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+$$;
+COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
+    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_run_as(p_run_as, p_role)
+--   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
+--   member of it; a superuser or BYPASSRLS target other than itself needs
+--   p_role to be superuser.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
+                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+$$;
+COMMENT ON FUNCTION broker._may_run_as(name, name) IS
+    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
+-- source: sql/functions/executors.sql
+-- ---------------------------------------------------------------------------
+-- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
+-- language, search_path): a SECURITY DEFINER function owned by the job's
+-- run_as role. Inside it the job has exactly that role's privileges, and
+-- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
+-- set_config('role', ...) in a security-definer context, also in DO blocks
+-- and functions the job calls or creates, so the job cannot get back to the
+-- privileges of the broker that called it.
+-- Each role gets its own schema, owned by the broker's owner, in which only
+-- that role (and its members) may create: nobody else can plant a look-alike
+-- or an overload next to its executor. broker_run only calls a run_job whose
+-- schema, owner, signature and SECURITY DEFINER flag all match.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor(p_role)
+--   The executor of role p_role, or NULL when it has none that passes the
+--   checks above.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor(p_role name)
+RETURNS regprocedure
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.oid::regprocedure
+      FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_namespace AS n
+        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
+       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
+     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
+       AND p.proowner OPERATOR(pg_catalog.=) r.oid
+       AND p.prosecdef
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
+               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+$$;
+COMMENT ON FUNCTION broker._executor(name) IS
+    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_schema(p_role)
+--   Creates (if missing) the executor schema of p_role: owned by the broker's
+--   owner, CREATE and USAGE for p_role only. Returns its name.
+-- Errors: 42704 unknown role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_schema(p_role name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
+    v_schema text;
+BEGIN
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    END IF;
+    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
+    IF pg_catalog.to_regnamespace(v_schema) IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
+            NULL;  -- created concurrently
+        END;
+        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
+            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
+        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
+    END IF;
+    RETURN v_schema;
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_schema(name) IS
+    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_create_executor(p_role)
+--   Creates (if missing) and returns the executor of p_role. Runs with the
+--   caller's rights: the caller must be p_role, an (inheriting) member of it,
+--   or a superuser. EXECUTE goes to the broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_create_executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec   regprocedure := broker._executor(p_role);
+    v_schema text;
+BEGIN
+    IF v_exec IS NOT NULL THEN
+        RETURN v_exec;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
+        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
+    END IF;
+    v_schema := broker._executor_schema(p_role);
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    -- the job's own search_path, with pg_temp explicitly last: temporary
+    -- objects never shadow anything that exists elsewhere
+    PERFORM pg_catalog.set_config('search_path',
+        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
+    ELSE
+        EXECUTE p_sql;
+    END IF;
+END;
+$body$$ddl$, v_schema);
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        v_exec := broker._executor(p_role);
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- created concurrently
+        END IF;
+        RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                           p_role, v_schema);
+    END;
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.run_job(text, text, text) IS %L', v_schema,
+        pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.run_job(text, text, text) FROM PUBLIC', v_schema);
+    EXECUTE pg_catalog.format('ALTER FUNCTION %I.run_job(text, text, text) OWNER TO %I', v_schema, p_role);
+    IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.run_job(text, text, text) TO %I', v_schema, v_owner);
+    END IF;
+    v_exec := broker._executor(p_role);
+    IF v_exec IS NULL THEN
+        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
+            pg_catalog.quote_ident(p_role), v_schema
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_exec;
+END;
+$fn$;
+COMMENT ON FUNCTION broker.broker_create_executor(name) IS
+    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
+
+-- dependency locking
+-- source: sql/functions/dependency_locks.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
+--     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
+--   Takes transaction advisory locks that keep pending_deps exact:
+--   * enqueueing a job that depends on group G (or job J) locks G (J) exclusively
+--     while it counts G's unfinished members;
+--   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
+--     lock G (J) shared before they change the counters of G's dependents.
+--   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
+--   bulk enqueues; a collision only serialises a little more) and taken in
+--   one global order, a key wanted in both modes exclusively, so callers that
+--   take all their keys here cannot deadlock on them.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_dependency_keys(
+    p_tenant_id text,
+    p_shared_groups text[],
+    p_exclusive_groups text[],
+    p_shared_jobs bigint[],
+    p_exclusive_jobs bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- 'brk' in ASCII, then 1 for group keys and 2 for job keys.
+    c_group_class CONSTANT integer := 1651665665;
+    c_job_class   CONSTANT integer := 1651665666;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
+          FROM (SELECT c_group_class AS cls,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023 AS obj,
+                       false AS excl
+                  FROM pg_catalog.unnest(p_shared_groups) AS g
+                UNION ALL
+                SELECT c_group_class,
+                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                           OPERATOR(pg_catalog.&) 1023,
+                       true
+                  FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false FROM pg_catalog.unnest(p_shared_jobs) AS j
+                UNION ALL
+                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
+         WHERE k.obj IS NOT NULL
+         GROUP BY k.cls, k.obj
+         ORDER BY k.cls, k.obj
+    LOOP
+        IF r.excl THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock(r.cls, r.obj);
+        ELSE
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(r.cls, r.obj);
+        END IF;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
+    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
+--   Row-locks, in job_id order, the pending jobs that wait on any of the
+--   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
+--   Returns how many rows it locked. Every pending_deps update goes through
+--   this first, so concurrent
+--   enqueues and finishes touching the same dependents queue up instead of
+--   deadlocking.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
+RETURNS integer
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.count(*)::integer FROM (
+        SELECT d.job_id FROM broker.broker_jobs AS d
+         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups)))
+         ORDER BY d.job_id
+           FOR NO KEY UPDATE OF d) AS locked
+$$;
+COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
+    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
+
+-- job lifecycle
+-- source: sql/functions/job_notify.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q::text)
+      FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_notify_insert()
+--   Statement-level AFTER INSERT on broker_jobs: one notification per queue
+--   that received a job claimable now.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_notify_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- broker_add_job sets this while it inserts a job whose dependencies it
+    -- adds next, and notifies itself once they are counted.
+    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._notify_queues(ARRAY(
+        SELECT DISTINCT n.job_queue FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+           AND n.pending_deps OPERATOR(pg_catalog.=) 0
+           AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_notify_insert() IS
+    'Internal trigger: after an INSERT statement on broker_jobs, notify each queue that got a claimable job.';
+
+CREATE TRIGGER broker_jobs_notify_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_notify_insert();
+COMMENT ON TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs IS
+    'One NOTIFY per INSERT statement and queue with claimable jobs.';
+-- source: sql/functions/job_finish.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   Called when job p_job_id (of group p_job_group) completed: every pending
+--   job waiting on it, by id or by its group, has pending_deps lowered by the
+--   number of such edges. Queues that got a ready job are notified.
+--   Returns the number of jobs that became ready.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+
+    PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
+
+    WITH edges AS (
+        SELECT e.job_id, pg_catalog.count(*)::integer AS n
+          FROM broker.broker_job_dependency AS e
+         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
+            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
+         GROUP BY e.job_id
+    ), released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
+          FROM edges
+         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
+    'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.job_id IN (
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 2,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
+--   Recounts from its edges how many unfinished jobs job p_job_id waits on,
+--   holding the dependency locks exclusively (as an enqueue of it would).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[];
+    v_groups text[];
+BEGIN
+    SELECT pg_catalog.array_agg(e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL),
+           pg_catalog.array_agg(e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL)
+      INTO v_ids, v_groups
+      FROM broker.broker_job_dependency AS e
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF v_ids IS NULL AND v_groups IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
+    RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+         OPERATOR(pg_catalog.+)
+           (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
+             WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+               AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
+    'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled. Returns the new status.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN 0;
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/functions/job_triggers.sql
+-- ---------------------------------------------------------------------------
+-- Triggers that keep dependency bookkeeping exact whoever writes the tables
+-- (broker_add_job, or a role with INSERT privilege writing rows directly).
+-- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
+-- writer may not update itself. Identity and tenant of the writer are
+-- checked by the row-level security policies, as the writer, before these run.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_after_insert()
+--   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
+--   so every pending job that waits on that group waits on it too.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
+          FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+         GROUP BY n.tenant_id
+         ORDER BY n.tenant_id
+    LOOP
+        -- shared: members may join a group together; a new dependent waits
+        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN new_jobs AS m
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_after_insert() IS
+    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+
+CREATE TRIGGER broker_jobs_after_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
+COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
+    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_before_insert()
+--   Row-level BEFORE INSERT on broker_job_dependency, SECURITY INVOKER on
+--   purpose: it validates the edge through the writer's own view of the jobs
+--   (row-level security applies), so its errors reveal nothing the writer may
+--   not see. It runs before the row's policy check and before the
+--   foreign-key check, so these are the errors a caller gets.
+-- Errors: 23503 unknown job or target job (or one the writer cannot see);
+--   55000 the job is not pending, or the target failed/was cancelled;
+--   23514 the job's own group.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_before_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    record;
+    v_target record;
+BEGIN
+    SELECT j.job_id, j.job_name, j.job_group, j.tenant_id, j.complete_status INTO v_job
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id AND j.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
+        RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
+            pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.depends_on_job_id IS NOT NULL THEN
+        SELECT t.job_id, t.complete_status INTO v_target FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
+                CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_before_insert() IS
+    'Internal trigger: validate a new dependency edge with the writer''s own visibility (before the policy and FK checks).';
+
+CREATE TRIGGER broker_job_dependency_before_insert_trg
+    BEFORE INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
+COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
+    'Validates each new dependency edge as the writer sees the jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_after_insert()
+--   Row-level AFTER INSERT on broker_job_dependency (so only edges that passed
+--   the row-level security policy get here): takes the dependency lock,
+--   rejects cycles, and adds the unfinished targets to the job's pending_deps.
+-- Errors: 55000 the target failed meanwhile; 23514 a dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_status smallint;
+    v_cycle  record;
+    v_n      integer;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+    IF NEW.depends_on_group IS NOT NULL THEN
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
+        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
+         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
+           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
+    ELSE
+        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
+        SELECT t.complete_status INTO v_status FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
+        IF v_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
+                NEW.depends_on_job_id
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        v_n := CASE WHEN v_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    END IF;
+
+    -- Cycle check: does anything the new edge makes us wait on already wait,
+    -- transitively, on this job (by id, or by its group)? Only unfinished jobs
+    -- take part, and only pending ones wait; and when no pending job waits on
+    -- this one at all (the common case: two index probes) there is no walk.
+    IF v_n OPERATOR(pg_catalog.>) 0 AND EXISTS (
+        SELECT 1 FROM broker.broker_job_dependency AS e
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
+         WHERE w.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                    AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))) THEN
+        WITH RECURSIVE reach (job_id, complete_status) AS (
+            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (j.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id
+                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
+                        AND j.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group))
+            UNION
+            SELECT n.job_id, n.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              JOIN broker.broker_jobs AS n
+                ON n.complete_status OPERATOR(pg_catalog.<=) 1
+               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name INTO v_cycle
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
+                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_job.job_id,
+                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+        UPDATE broker.broker_jobs AS j
+           SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
+         WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_after_insert() IS
+    'Internal trigger: lock, reject cycles, and count a new edge''s unfinished targets into pending_deps.';
+
+CREATE TRIGGER broker_job_dependency_after_insert_trg
+    AFTER INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_after_insert();
+COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
+    'Rejects cycles and maintains pending_deps for each new dependency edge (after its policy check).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := 4;
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';
+-- source: sql/functions/broker_add_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
+-- Errors: 22004 NULL where a value is required; 22023 invalid value;
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_id       bigint;
+    v_has_deps boolean;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- Each edge is validated, cycle-checked and counted by its trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
+        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
+        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
+-- source: sql/functions/broker_get.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   claimer are skipped. Returns one row per claimed job, none when idle.
+--
+--   The claim index holds only pending, unblocked jobs. The probe walks it
+--   one priority level at a time (a loose index scan) and checks each level
+--   with a range scan bounded by run_after, so the cost does not depend on
+--   how many jobs are finished, blocked or scheduled for later.
+-- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_lease_seconds must be >= 1, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    LOOP
+        -- <priority-probe> Highest priority level below v_bound that has a job ready
+        -- now: a loose index scan over the claim index, one probe per level, each
+        -- level checked with a bounded range scan on run_after.
+        WITH RECURSIVE levels (p) AS (
+            (SELECT j.job_priority FROM broker.broker_jobs AS j
+              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+              ORDER BY j.job_queue, j.job_priority DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
+                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
+                     ORDER BY j.job_queue, j.job_priority DESC
+                     LIMIT 1)
+              FROM levels AS l
+             WHERE l.p IS NOT NULL
+        )
+        SELECT l.p INTO v_priority
+          FROM levels AS l
+         WHERE l.p IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        EXIT WHEN v_priority IS NULL;
+
+        RETURN QUERY
+        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
+        WITH picked AS (
+            SELECT j.job_id
+              FROM broker.broker_jobs AS j
+             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND j.job_priority OPERATOR(pg_catalog.=) v_priority
+               AND j.run_after OPERATOR(pg_catalog.<=) v_now
+             ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+             LIMIT v_left
+               FOR NO KEY UPDATE SKIP LOCKED
+        )
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 1,
+               attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+               started_at = v_now,
+               lease_token = pg_catalog.gen_random_uuid(),
+               lease_instance_id = p_instance_id,
+               lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+          FROM picked
+         WHERE j.job_id OPERATOR(pg_catalog.=) picked.job_id
+        RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at
+        -- </claim-query>
+        ;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/functions/broker_run.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._run_begin(p_job_id, p_lease_token)
+--   Locks a claimed job for execution (FOR NO KEY UPDATE, held until the
+--   caller's transaction ends: this lock is what marks the job as executing,
+--   and broker_recover_stale_jobs never takes a locked job) and returns it.
+-- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
+RETURNS broker.broker_jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+        RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
+            CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
+                                       WHEN 3 THEN 'failed' ELSE 'cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim jobs with broker.broker_get() and run the ones it returns.';
+    END IF;
+    IF p_lease_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
+        RAISE EXCEPTION 'broker_run: the lease on job % is no longer yours', p_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The lease expired, the job was recovered and claimed again.';
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
+    'Internal: lock a running job for execution and check its lease token.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._grant_hint(p_role, p_message)
+--   For a permission error raised while a job ran as p_role: the GRANT that
+--   would let it through (for tables and sequences: the privileges the role
+--   lacks there), or NULL when the message names no object.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._grant_hint(p_role name, p_message text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_m    text[] := pg_catalog.regexp_match(p_message, '^permission denied for (table|sequence|view|materialized view|schema|function|procedure) (.+)$');
+    v_kind text := v_m[1];
+    v_obj  text := v_m[2];
+    v_privs text;
+BEGIN
+    IF v_m IS NULL THEN
+        RETURN NULL;
+    ELSIF v_kind OPERATOR(pg_catalog.=) 'schema' THEN
+        RETURN pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', v_obj, p_role);
+    ELSIF v_kind OPERATOR(pg_catalog.=) ANY (ARRAY['function', 'procedure']) THEN
+        RETURN pg_catalog.format('GRANT EXECUTE ON %s %s TO %I', pg_catalog.upper(v_kind), v_obj, p_role);
+    END IF;
+    -- the message names the relation without its schema: list what the role lacks on each match
+    SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s ON %s %s TO %I',
+               (SELECT pg_catalog.string_agg(x.p, ', ')
+                  FROM pg_catalog.unnest(CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN ARRAY['USAGE', 'SELECT', 'UPDATE']
+                                              ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS x(p)
+                 WHERE NOT pg_catalog.has_table_privilege(p_role, c.oid, x.p)),
+               CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+               c.oid::regclass, p_role), '; ')
+      INTO v_privs
+      FROM pg_catalog.pg_class AS c
+     WHERE c.relname OPERATOR(pg_catalog.=) v_obj;
+    RETURN v_privs;
+END;
+$$;
+COMMENT ON FUNCTION broker._grant_hint(name, text) IS
+    'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_run(p_job_id, p_lease_token)
+--   Executes a claimed (running) job inside the caller's transaction:
+--   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
+--     executor owned by its run_as role (see executors.sql), with its own
+--     search_path (pg_temp last) and broker.tenant_id set to the job's
+--     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job can change session state (SET, LISTEN, temporary objects,
+--     session advisory locks) that outlives its transaction: whoever runs
+--     jobs must reset the session between jobs (DISCARD ALL), as the runner
+--     does, and must not run jobs on the session holding the instance lock;
+--   * success: the job's effects and its completion (status 2) commit
+--     together, and its dependents are released;
+--   * failure (any error, including a statement_timeout cancel): the job's
+--     effects roll back, SQLSTATE and message are kept (a permission error
+--     gets the GRANT it needs appended), and the job is retried after a
+--     backoff or, with no attempts left, failed with its dependents cancelled.
+--   Returns the outcome. Without p_lease_token any running job may be run.
+--   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
+--   call (the runner does this); a timeout inside the job fails the attempt.
+-- Errors: P0002 unknown job; 55000 job not running or lease lost.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job      broker.broker_jobs;
+    v_exec     regprocedure;
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_hint     text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_job := broker._run_begin(p_job_id, p_lease_token);
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    v_exec := broker._executor(v_job.run_as);
+    IF v_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       v_job.run_as, v_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
+              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
+        END IF;
+    END IF;
+
+    IF v_state IS NULL THEN
+        PERFORM broker._complete_job(p_job_id);
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job_id, v_state, v_message);
+    END IF;
+    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_state, v_message,
+                        pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
+    'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+-- source: sql/functions/broker_cancel_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_job(p_job_id, p_reason)
+--   Cancels a pending job of the caller's tenant and, transitively, every
+--   pending job waiting on it. Returns the number of jobs cancelled.
+--   SECURITY INVOKER: it sets cancel_reason on the job with the caller's
+--   rights (policies: own tenant, pending jobs only); the trigger
+--   broker_jobs_cancel_request_trg does the cancelling.
+-- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
+--   running or already finished.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status smallint;
+    v_tenant text := broker.broker_current_tenant();
+    v_reason text := COALESCE(NULLIF(pg_catalog.btrim(p_reason), ''), 'cancelled by ' OPERATOR(pg_catalog.||) CURRENT_USER);
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'broker_cancel_job: p_job_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET cancel_reason = v_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+    IF FOUND THEN
+        RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
+    END IF;
+    SELECT j.complete_status INTO v_status FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
+        CASE v_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
+    'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
+-- source: sql/functions/broker_recover_stale_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_recover_stale_jobs(p_limit)
+--   Recovers running jobs whose lease has expired AND that nobody is
+--   executing: a job under execution is row-locked by broker_run until its
+--   transaction ends, and locked rows are skipped, however long they run.
+--   A recovered job counts the lost attempt: it returns to pending (after the
+--   retry backoff) while attempts < max_attempts, else it fails and its
+--   dependents are cancelled. Returns (job_id, complete_status) per job.
+-- Errors: 22023 p_limit < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
+RETURNS TABLE (job_id bigint, complete_status smallint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR r IN
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
+          FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+           AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+         ORDER BY j.lease_expires_at
+         LIMIT p_limit
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        job_id := r.job_id;
+        complete_status := broker._fail_attempt(r.job_id, NULL,
+            pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
+                              r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
+    'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
+-- source: sql/functions/broker_purge_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_purge_jobs(p_older_than, p_batch_size)
+--   Retention: deletes at most p_batch_size finished jobs (completed, failed
+--   or cancelled) whose finished_at is older than p_older_than, with their
+--   dependency edges. Returns the number deleted; call it until it returns 0
+--   (each call is one short transaction in autocommit mode).
+-- Errors: 22004 NULL age; 22023 negative age or batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than OPERATOR(pg_catalog.<) interval '0' OR p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH doomed AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
+           AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than)
+         ORDER BY j.finished_at
+         LIMIT p_batch_size
+           FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id OPERATOR(pg_catalog.=) doomed.job_id;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer) IS
+    'Retention: deletes up to p_batch_size finished jobs older than p_older_than (and their edges); returns how many. Call until 0.';
+
+-- runner instances and monitoring
+-- source: sql/functions/instances.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_register_instance(p_instance_name, p_hostname,
+--     p_os_pid, p_queue_count, p_broker_version)
+--   Makes the calling session the one active broker instance of this database:
+--   takes the broker's session advisory lock (kept until broker_shutdown_instance
+--   or the session ends), marks any earlier active row dead (its session is
+--   gone, or it could not have released the lock) and returns the new id.
+-- Errors: 55P03 another live session is the active instance (a standby keeps
+--   retrying); 55000 this session is already registered; 22023 bad arguments.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_register_instance(
+    p_instance_name  text,
+    p_hostname       text    DEFAULT NULL,
+    p_os_pid         integer DEFAULT NULL,
+    p_queue_count    integer DEFAULT 4,
+    p_broker_version text    DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key    record := broker._instance_lock_key();
+    v_active broker.broker_queueinstance;
+    v_id     bigint;
+BEGIN
+    IF p_instance_name IS NULL OR pg_catalog.btrim(p_instance_name) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_register_instance: p_instance_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_queue_count IS NULL OR p_queue_count OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_register_instance: p_queue_count must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
+                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
+        RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NOT pg_catalog.pg_try_advisory_lock(v_key.classid, v_key.objid) THEN
+        RAISE EXCEPTION 'broker_register_instance: database % already has an active broker instance', pg_catalog.current_database()
+            USING ERRCODE = 'lock_not_available',
+                  DETAIL = CASE WHEN v_active.instance_id IS NULL THEN 'Its registration is in progress.'
+                           ELSE pg_catalog.format('Instance %s (%s on %s, pid %s), last ping %s.', v_active.instance_id,
+                                v_active.instance_name, COALESCE(v_active.hostname, '?'),
+                                COALESCE(v_active.os_pid::text, '?'), v_active.last_ping_at) END,
+                  HINT = 'Run this one as a standby: retry until the active instance stops.';
+    END IF;
+    -- We hold the lock, so any row still marked active belongs to a dead session.
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'dead', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    INSERT INTO broker.broker_queueinstance (instance_name, hostname, os_pid, queue_count, broker_version)
+    VALUES (p_instance_name, p_hostname, p_os_pid, p_queue_count, p_broker_version)
+    RETURNING instance_id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer, text) IS
+    'Registers the calling session as the single active broker instance of the database (session advisory lock); 55P03 while another is alive.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_ping_instance(p_instance_id)
+--   Heartbeat of the active instance; returns the ping time.
+-- Errors: 55000 the instance is not active or this session does not own it.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    UPDATE broker.broker_queueinstance AS i
+       SET last_ping_at = v_now
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id
+       AND i.status OPERATOR(pg_catalog.=) 'active'
+       AND i.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_ping_instance: instance % is not the active instance of this session', p_instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Register again with broker_register_instance.';
+    END IF;
+    RETURN v_now;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
+    'Heartbeat of the active instance (must be called from the session that registered it); returns the ping time.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_shutdown_instance(p_instance_id)
+--   Clean shutdown: marks the instance stopped and, when called from its own
+--   session, releases the advisory lock so a standby can take over at once.
+--   Returns true when the instance was active.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
+    v_pid integer;
+BEGIN
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active'
+    RETURNING i.backend_pid INTO v_pid;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
+        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
+    'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+-- source: sql/functions/broker_queue_stats.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_queue_stats()
+--   Queue depth for monitoring, across every tenant (the runner's metrics and
+--   status run as broker_runtime, which sees one tenant through row-level
+--   security). One row per queue and tenant with unfinished or recently
+--   finished jobs: ready, blocked (waiting on dependencies), delayed (future
+--   run_after), running, and completed/failed/cancelled in the last hour.
+--   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_queue_stats()
+RETURNS TABLE (
+    job_queue          integer,
+    tenant_id          text,
+    ready              bigint,
+    blocked            bigint,
+    delayed            bigint,
+    running            bigint,
+    completed_last_hour bigint,
+    failed_last_hour   bigint,
+    cancelled_last_hour bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.job_queue, s.tenant_id,
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
+      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+              FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+            UNION ALL
+            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+              FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
+     GROUP BY s.job_queue, s.tenant_id
+     ORDER BY s.job_queue, s.tenant_id
+$$;
+COMMENT ON FUNCTION broker.broker_queue_stats() IS
+    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
+
+-- pg_dump registration of the data tables (CREATE EXTENSION only)
+-- source: sql/dump.sql
+-- ---------------------------------------------------------------------------
+-- pg_dump: the rows of extension tables are not dumped unless registered as
+-- configuration tables. Register every table that holds user data, and the
+-- identity sequences behind them, so a dump/restore keeps jobs, schedules,
+-- tenant mappings and options. pg_extension_config_dump() only exists inside
+-- CREATE EXTENSION, so `pgsql-broker install --no-extension` leaves this block
+-- out (there, the tables are ordinary tables and pg_dump dumps them anyway).
+-- ---------------------------------------------------------------------------
+-- <extension-only>
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+-- </extension-only>
+
+-- row-level security, then privileges (last: covers every object above;
+-- the grants to the broker roles are in sql/roles.sql, run after install)
+-- source: sql/policies.sql
+-- ---------------------------------------------------------------------------
+-- Row-level security. Every broker table has ENABLE + FORCE ROW LEVEL
+-- SECURITY. A role without BYPASSRLS sees and writes only rows of the tenant
+-- in broker.tenant_id (default 'default'), and under strict tenancy only of
+-- tenants mapped to it in broker_tenant_roles. The owner (broker_admin, or the
+-- superuser that created the extension) bypasses them, and so do the
+-- SECURITY DEFINER runtime functions, which is how one runner serves every
+-- tenant without BYPASSRLS itself. Predicates use OPERATOR(pg_catalog.=) and
+-- schema-qualified calls; CURRENT_USER is evaluated as the querying role.
+-- ---------------------------------------------------------------------------
+
+-- broker_jobs ---------------------------------------------------------------
+ALTER TABLE broker.broker_jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_jobs_select ON broker.broker_jobs FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_select ON broker.broker_jobs IS 'Read the jobs of the current tenant (if the role may act for it).';
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state.';
+CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND complete_status OPERATOR(pg_catalog.=) 0)
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_update ON broker.broker_jobs IS
+    'Updates (enqueuers: cancel_reason only, by column privilege) touch pending jobs of the current tenant.';
+CREATE POLICY broker_jobs_delete ON broker.broker_jobs FOR DELETE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_delete ON broker.broker_jobs IS 'Deletes (for roles granted DELETE) stay in the current tenant.';
+
+-- broker_job_dependency -----------------------------------------------------
+ALTER TABLE broker.broker_job_dependency ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_job_dependency FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_job_dependency_select ON broker.broker_job_dependency FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_job_dependency_select ON broker.broker_job_dependency IS 'Read the edges of the current tenant.';
+CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                             WHERE j.job_id OPERATOR(pg_catalog.=) broker_job_dependency.job_id
+                               AND j.enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                               AND j.complete_status OPERATOR(pg_catalog.=) 0));
+COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
+    'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
+
+-- broker_schedule -----------------------------------------------------------
+ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_schedule_tenant ON broker.broker_schedule FOR ALL
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_tenant ON broker.broker_schedule IS 'Schedules of the current tenant only.';
+
+-- database-wide tables (tenant 'default') -----------------------------------
+ALTER TABLE broker.broker_queueinstance ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_queueinstance FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_queueinstance_tenant ON broker.broker_queueinstance FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_queueinstance_tenant ON broker.broker_queueinstance IS
+    'Instances are database-wide (tenant default); written only through the instance functions.';
+
+ALTER TABLE broker.broker_schema_migrations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schema_migrations FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations IS
+    'Migrations are database-wide (tenant default); written only by broker_admin.';
+
+ALTER TABLE broker.broker_config ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_config FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_config_tenant ON broker.broker_config FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_config_tenant ON broker.broker_config IS 'Options are database-wide (tenant default); written only by broker_admin.';
+
+-- broker_tenant_roles: keyed on the role, since it defines who may act for a tenant.
+ALTER TABLE broker.broker_tenant_roles ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
+    USING (pg_catalog.pg_has_role(CURRENT_USER, role_name, 'MEMBER'));
+COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
+-- source: sql/grants.sql
+-- ---------------------------------------------------------------------------
+-- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
+-- owner (a superuser) uses it directly, and other roles get exactly what
+-- they are granted: sql/roles.sql creates broker_admin, broker_runtime and
+-- broker_enqueue and holds every grant (README, "Security model").
+-- ---------------------------------------------------------------------------
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;
