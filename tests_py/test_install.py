@@ -197,3 +197,31 @@ def test_credentials_from_flags_env_and_prompt_never_leak(empty_db):
     for secret in SECRETS.values():
         for text in (result.stdout, result.stderr, transcript, server_log.read_text()):
             assert secret not in text
+
+
+def test_install_from_a_config_file_and_config_errors_name_the_field(empty_db, tmp_path):
+    config = tmp_path / "broker.yaml"
+    config.write_text(f"""
+databases:
+  - name: main
+    host: {os.environ['PGHOST']}
+    port: {os.environ['PGPORT']}
+    database: {empty_db}
+    user: {os.environ['PGUSER']}
+    queue_count: 2
+broker:
+  name: pgsql-broker
+""")
+    result = run_cli("install", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("main: created extension pgsql_broker")
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("databases:\n  - name: main\n    database: x\n    user: u\n    port: '5432'\n")
+    result = run_cli("install", "--config", str(bad))
+    assert result.returncode == 2
+    assert f"{bad}: databases[0].port must be int" in result.stderr
+    missing = tmp_path / "missing.json"
+    missing.write_text('{"databases": [{"name": "a", "user": "u"}]}')
+    result = run_cli("install", "--config", str(missing))
+    assert result.returncode == 2 and f"{missing}: databases[0].database is required" in result.stderr

@@ -3,6 +3,7 @@ keeps its jobs, and then passes the whole pgTAP suite."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,20 @@ def test_upgrade(version, no_extension, empty_db, template_db):
                            capture_output=True, text=True, cwd=ROOT)
     assert prove.returncode == 0, prove.stdout[-3000:] + prove.stderr[-2000:]
     assert "All tests successful" in prove.stdout
+
+
+@pytest.mark.parametrize("version", FROZEN)
+def test_verify_only_flags_an_outdated_database_and_changes_nothing(version, empty_db):
+    install(dsn(empty_db), no_extension=True, target=version, log=lambda msg: None)
+    with connect(empty_db) as conn:
+        before = catalog.snapshot(conn, privileges=True), conn.execute(
+            "SELECT version, checksum, applied_at FROM broker.broker_schema_migrations ORDER BY 1").fetchall()
+    result = subprocess.run([sys.executable, "-m", "pgsql_broker", "install", "--verify-only", "--dsn", dsn(empty_db)],
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    assert f"installed version: {version} (via migrations)" in result.stdout
+    assert f"pending: pgsql_broker--{version}--" in result.stdout
+    with connect(empty_db) as conn:
+        after = catalog.snapshot(conn, privileges=True), conn.execute(
+            "SELECT version, checksum, applied_at FROM broker.broker_schema_migrations ORDER BY 1").fetchall()
+    assert after == before
