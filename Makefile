@@ -5,6 +5,7 @@
 #   make installcheck  run the pgTAP suite against the server named by PG* variables
 #   make test       everything from a fresh machine: packages, build, install,
 #                   a throwaway cluster, pgTAP and pytest
+#   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
 #   make bench      claim-cost benchmark on a throwaway cluster (not a test)
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
@@ -16,7 +17,7 @@ SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql)
 
 BROKER_PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl
+APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl chromium
 
 TEST_DB ?= pgsql_broker_test
 
@@ -91,11 +92,15 @@ test: deps all
 
 test-in-cluster: installcheck pytest
 
+demo: deps all
+	$(MAKE) install >/dev/null
+	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
+
 bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
 
-.PHONY: all catalog check-frozen check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
+.PHONY: all demo catalog check-frozen check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

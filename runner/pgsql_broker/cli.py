@@ -1,16 +1,21 @@
 """The pgsql-broker command line. Exit codes: 0 ok, 1 runtime failure, 2 usage or config error."""
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import sys
 
 import click
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from . import __version__
+from . import __version__, logs, queries
+from .broker import Broker
 from .config import ConfigError, load_databases
 from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install import InstallError, apply_roles, install, verify
+from .settings import BrokerSettings
+from .settings import load as load_settings
 
 
 def _describe(dsn: str) -> str:
@@ -91,5 +96,106 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, ad
                 apply_roles(dsn, passwords, log=lambda msg, label=label: click.echo(f"{label}: {msg}"))
         except (InstallError, psycopg.Error) as exc:
             click.echo(f"{label}: error: {exc}", err=True)
+            failed = True
+    sys.exit(1 if failed else 0)
+
+
+# -- running the broker ---------------------------------------------------------
+_FLAG_HELP = {
+    "queue_timer_sec": "Seconds between polls of an idle queue (NOTIFY wakes it earlier).",
+    "lease_seconds": "Lease of a claimed job before recovery may take it back.",
+    "stale_job_recovery_sec": "How often expired leases are recovered.",
+    "worker_idle_timeout_sec": "Close an idle queue worker's connection after this many seconds.",
+    "queue_depth_poll_sec": "How often queue depth is read for metrics and the dashboard.",
+    "shutdown_timeout_sec": "On SIGTERM/SIGINT, how long running jobs may take to finish.",
+    "metrics_host": "Address of /metrics, /healthz and the dashboard.",
+    "metrics_port": "Port of /metrics, /healthz and the dashboard (0: any free port).",
+}
+
+
+def runner_options(command):
+    """Every broker setting as a flag (flags beat environment beat config file)."""
+    for f in reversed(dataclasses.fields(BrokerSettings)):
+        if f.name in ("metrics_enabled", "enable_debug"):
+            continue
+        kind = {"int": int, "float": float, "str": str}[f.type]
+        command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=kind, default=None,
+                               help=_FLAG_HELP.get(f.name, f"broker.{f.name} (default {f.default})."))(command)
+    for decorator in (
+        click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database to serve (repeatable)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML or JSON config file."),
+        click.option("--queue-count", type=click.IntRange(min=1), help="Queues per --dsn database (default 4)."),
+        click.option("--no-metrics", is_flag=True, default=None, help="Do not serve /metrics and the dashboard."),
+        click.option("--enable-debug", is_flag=True, default=None, help="Debug logging."),
+        click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."),
+        click.option("--log-format", type=click.Choice(["json", "text"]), help="Log line format."),
+    ):
+        command = decorator(command)
+    return command
+
+
+def _run(dsns, config_path, queue_count, no_metrics, enable_debug, log_level, log_format, **broker_flags) -> None:
+    flags = dict(broker_flags, level=log_level, format=log_format,
+                 metrics_enabled=False if no_metrics else None, enable_debug=True if enable_debug else None)
+    try:
+        settings = load_settings(config_path, flags=flags, dsns=list(dsns))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if queue_count:
+        settings.databases = [dataclasses.replace(db, queue_count=queue_count) if db.raw_dsn is not None else db
+                              for db in settings.databases]
+    logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
+    try:
+        asyncio.run(Broker(settings).run(handle_signals=True))
+    except OSError as exc:  # e.g. the metrics port is taken
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+@main.command("start")
+@runner_options
+def start_command(**options) -> None:
+    """Run the broker: serve every configured database until SIGTERM/SIGINT."""
+    _run(**options)
+
+
+@click.command("pgbroker-runner", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pgbroker-runner")
+@runner_options
+def runner_main(**options) -> None:
+    """Run the broker over the databases given with --dsn (or --config, PGBROKER_DSN)."""
+    _run(**options)
+
+
+@main.command("status")
+@click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
+def status_command(dsns, config_path) -> None:
+    """Print, per database, the active and standby instances and the jobs per queue and state."""
+    failed = False
+    for label, dsn in _targets(dsns, config_path):
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                click.echo(f"database {label}")
+                rows = conn.execute(queries.INSTANCES).fetchall()
+                active = [r for r in rows if r[4] == "active"]
+                for r in active:
+                    click.echo(f"  active instance {r[0]}: {r[1]} on {r[2]} pid {r[3]}, last ping {r[6]:%Y-%m-%d %H:%M:%S}")
+                if not active:
+                    click.echo("  no active instance")
+                standby = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND application_name LIKE '%:listen' AND pid NOT IN (SELECT backend_pid FROM "
+                    "broker.broker_queueinstance WHERE status = 'active')").fetchone()[0]
+                click.echo(f"  standby runners: {standby}")
+                stats = conn.execute(queries.QUEUE_STATS).fetchall()
+                click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
+                for q in stats:
+                    click.echo(f"  {q[0]:5d} {q[1]:20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
+                if not stats:
+                    click.echo("  (no jobs)")
+        except psycopg.Error as exc:
+            click.echo(f"database {label}: error: {exc}", err=True)
             failed = True
     sys.exit(1 if failed else 0)

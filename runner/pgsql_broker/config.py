@@ -1,6 +1,7 @@
-"""Configuration files (YAML or JSON) with the original broker's field names.
+"""Database entries of configuration files (YAML or JSON), with the original broker's field names.
 
-Only what the install command needs is read here: the ``databases`` list.
+settings.py reads the whole file (broker and logging sections too); the install
+command only needs the databases.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class ConfigError(Exception):
@@ -27,16 +28,30 @@ class DatabaseConfig:
     sslmode: str = "disable"
     queue_count: int = 4
     tenant_id: str = "default"
+    max_open_conns: int = 25
+    max_idle_conns: int = 5
+    conn_max_lifetime: str = "5m"
+    conn_max_idle_time: str = "10m"
+    raw_dsn: str | None = None  # when given as a connection string (--dsn)
+
+    @classmethod
+    def from_dsn(cls, dsn: str, index: int) -> "DatabaseConfig":
+        params = conninfo_to_dict(dsn)
+        return cls(name=params.get("dbname") or f"db{index}", database=params.get("dbname") or "",
+                   user=params.get("user") or "", raw_dsn=dsn)
 
     def dsn(self, user: str | None = None, password: str | None = None) -> str:
+        if self.raw_dsn is not None:
+            return make_conninfo(self.raw_dsn, **({"user": user, "password": password} if user else {}))
         return make_conninfo(host=self.host, port=self.port, dbname=self.database, user=user or self.user,
                              password=password if user else (password or self.password), sslmode=self.sslmode)
 
 
 _REQUIRED = ("name", "database", "user")
 _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "password": str, "sslmode": str,
-          "queue_count": int, "tenant_id": str}
-_IGNORED_HERE = {"max_open_conns", "max_idle_conns", "conn_max_lifetime", "conn_max_idle_time"}
+          "queue_count": int, "tenant_id": str, "max_open_conns": int, "max_idle_conns": int,
+          "conn_max_lifetime": str, "conn_max_idle_time": str}
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
 def load_databases(path: str | Path) -> list[DatabaseConfig]:
@@ -49,27 +64,37 @@ def load_databases(path: str | Path) -> list[DatabaseConfig]:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("databases"), list) or not data["databases"]:
+    if not isinstance(data, dict):
         raise ConfigError(f"{path}: field 'databases' must be a non-empty list")
+    return parse_databases(data.get("databases"), str(path))
+
+
+def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{where}: field 'databases' must be a non-empty list")
     result, names = [], set()
-    for i, entry in enumerate(data["databases"]):
-        where = f"{path}: databases[{i}]"
+    for i, entry in enumerate(entries):
+        label = f"{where}: databases[{i}]"
         if not isinstance(entry, dict):
-            raise ConfigError(f"{where} must be a mapping")
+            raise ConfigError(f"{label} must be a mapping")
         for key in _REQUIRED:
             if not entry.get(key):
-                raise ConfigError(f"{where}.{key} is required")
+                raise ConfigError(f"{label}.{key} is required")
         fields = {}
         for key, value in entry.items():
-            if key in _IGNORED_HERE:
-                continue
             if key not in _TYPES:
-                raise ConfigError(f"{where}.{key} is not a known field")
-            if value is not None and not isinstance(value, _TYPES[key]) or isinstance(value, bool):
-                raise ConfigError(f"{where}.{key} must be {_TYPES[key].__name__}, got {value!r}")
+                raise ConfigError(f"{label}.{key} is not a known field")
+            if value is not None and (not isinstance(value, _TYPES[key]) or isinstance(value, bool)):
+                raise ConfigError(f"{label}.{key} must be {_TYPES[key].__name__}, got {value!r}")
             fields[key] = value
+        if fields.get("queue_count", 1) < 1:
+            raise ConfigError(f"{label}.queue_count must be >= 1, got {fields['queue_count']!r}")
+        if not 0 < fields.get("port", 5432) < 65536:
+            raise ConfigError(f"{label}.port must be a TCP port, got {fields['port']!r}")
+        if fields.get("sslmode", "disable") not in _SSLMODES:
+            raise ConfigError(f"{label}.sslmode must be one of {', '.join(_SSLMODES)}, got {fields['sslmode']!r}")
         if fields["name"] in names:
-            raise ConfigError(f"{where}.name {fields['name']!r} is used twice")
+            raise ConfigError(f"{label}.name {fields['name']!r} is used twice")
         names.add(fields["name"])
-        result.append(DatabaseConfig(**fields))
+        result.append(DatabaseConfig(**{k: v for k, v in fields.items() if v is not None}))
     return result

@@ -1,0 +1,81 @@
+"""The runner as a library: Broker(settings).run() serves every configured database until
+stop() or SIGTERM/SIGINT; enqueue() adds a job through broker_add_job."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+
+import psycopg
+from psycopg import sql
+
+from . import __version__, queries
+from .engine import DatabaseRunner
+from .metrics import Metrics
+from .settings import Settings
+from .web import serve
+
+log = logging.getLogger("pgsql_broker")
+
+
+class Broker:
+    """One process, many databases: a DatabaseRunner per database, metrics and dashboard on one port."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.metrics = Metrics()
+        self._stopping: asyncio.Event | None = None
+        self._runners: list[DatabaseRunner] = []
+        self._http = None
+
+    def state(self) -> dict:
+        return {"name": self.settings.broker.name, "version": __version__, "host": socket.gethostname(),
+                "pid": os.getpid(), "running": self._stopping is not None and not self._stopping.is_set(),
+                "databases": [r.state() for r in self._runners]}
+
+    def stop(self) -> None:
+        """Stop claiming; running jobs may finish until shutdown_timeout_sec. Safe from any thread."""
+        if self._stopping is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+
+    async def run(self, handle_signals: bool = False) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        broker = self.settings.broker
+        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping) for db in self.settings.databases]
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(sig, self._on_signal, sig)
+        if broker.metrics_enabled:
+            self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state)
+            log.info("metrics and dashboard listening", extra={"address": f"{broker.metrics_host}:"
+                                                                          f"{self._http.server_address[1]}"})
+        try:
+            await asyncio.gather(*(r.run() for r in self._runners))
+        finally:
+            if self._http is not None:
+                self._http.shutdown()
+                self._http.server_close()
+            log.info("stopped")
+
+    @property
+    def http_port(self) -> int | None:
+        return self._http.server_address[1] if self._http else None
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._stopping.is_set():
+            log.warning("second signal: exiting now; running jobs will be recovered by their leases")
+            os._exit(1)
+        log.info("signal received: finishing running jobs, then stopping", extra={"signal": sig.name})
+        self._stopping.set()
+
+
+def enqueue(conn: psycopg.Connection, name: str, sql_text: str, **params) -> int:
+    """Enqueue through broker.broker_add_job with any of its named parameters (without the p_ prefix);
+    returns the job id. Every rule is the extension's."""
+    extra = sql.SQL("").join(sql.SQL(", {} => {}").format(sql.Identifier(f"p_{k}"), sql.Placeholder(k))
+                             for k in params)
+    query = sql.SQL(queries.ENQUEUE.replace("{params}", "{}")).format(extra)
+    return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]

@@ -1,0 +1,265 @@
+"""The runner engine: per database one LISTEN connection (which also holds the
+instance lock), one worker per queue, and a maintenance task. It decides
+nothing about jobs: broker_get says what runs, broker_run runs it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import errors
+
+from . import __version__, queries
+from .config import DatabaseConfig
+from .metrics import Metrics
+from .settings import BrokerSettings
+
+log = logging.getLogger("pgsql_broker")
+SUPPORTED_SCHEMA = ("0.2.0",)
+PING_SEC = 5.0
+STANDBY_RETRY_SEC = 2.0
+
+
+class SchemaError(Exception):
+    """The database has no pgsql_broker schema this runner can work with."""
+
+
+@dataclass
+class JobView:
+    job_id: int
+    name: str
+    queue: int
+    tenant: str
+    started: float = field(default_factory=time.time)
+
+
+class DatabaseRunner:
+    """Serves one database: active while it holds the instance lock, standby otherwise."""
+
+    def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event):
+        self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
+        self.role = "starting"
+        self.listening = False
+        self.instance_id: int | None = None
+        self.error: str | None = None
+        self.running: dict[int, JobView] = {}
+        self.failures: deque[dict] = deque(maxlen=20)
+        self.finished_at: deque[float] = deque(maxlen=100_000)
+        self.queue_stats: list[dict] = []
+        self.instances: list[dict] = []
+        self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
+        self._draining = asyncio.Event()
+
+    # -- supervision ---------------------------------------------------------
+    async def run(self) -> None:
+        """Keep a session to the database until shutdown; reconnect with backoff, log each outage once."""
+        delay, logged = 1.0, False
+        while not self.stopping.is_set():
+            try:
+                await self._session()
+                delay, logged = 1.0, False
+            except (psycopg.OperationalError, SchemaError) as exc:
+                self.error = str(exc).strip().splitlines()[0]
+                if not logged:
+                    log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
+                                                                                      "error": self.error})
+                    logged = True
+            except Exception as exc:  # never let one database stop the others
+                self.error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+                log.exception("unexpected error, restarting this database's session",
+                              extra={"database": self.db.name})
+            finally:
+                self.role, self.listening, self.instance_id = "disconnected", False, None
+                self.metrics.set_role(self.db.name, active=False, listening=False)
+            if not self.stopping.is_set():
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+                delay = min(delay * 2, 30.0)
+
+    async def _connect(self, purpose: str) -> psycopg.AsyncConnection:
+        conn = await psycopg.AsyncConnection.connect(self.db.dsn(), autocommit=True,
+                                                     application_name=f"{self.settings.name}:{purpose}")
+        conn.prepare_threshold = None  # workers DISCARD ALL after every job, which drops prepared statements
+        return conn
+
+    async def _session(self) -> None:
+        async with await self._connect("listen") as conn:
+            has_schema = (await (await conn.execute("SELECT to_regnamespace('broker') IS NOT NULL")).fetchone())[0]
+            version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
+            if version not in SUPPORTED_SCHEMA:
+                raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
+                                  f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
+            await conn.execute(queries.LISTEN)
+            self.listening, self.error = True, None
+            if not await self._become_active(conn):
+                return
+            log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
+            self._draining.clear()
+            tasks = [asyncio.create_task(self._worker(q)) for q in self._wake]
+            tasks.append(asyncio.create_task(self._maintenance()))
+            try:
+                await self._listen(conn, tasks)
+            finally:
+                await self._drain(tasks)
+                if not conn.closed and self.instance_id is not None:
+                    try:
+                        await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
+                    except psycopg.Error:
+                        pass
+
+    async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
+        while not self.stopping.is_set():
+            try:
+                cur = await conn.execute(queries.REGISTER, {"name": self.settings.name, "host": socket.gethostname(),
+                                                            "pid": os.getpid(), "queues": self.db.queue_count,
+                                                            "version": __version__})
+                self.instance_id = (await cur.fetchone())[0]
+                self.role = "active"
+                self.metrics.set_role(self.db.name, active=True, listening=True)
+                return True
+            except errors.LockNotAvailable:
+                if self.role != "standby":
+                    log.info("another instance is active: standing by", extra={"database": self.db.name})
+                self.role = "standby"
+                self.metrics.set_role(self.db.name, active=False, listening=True)
+                async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
+                    pass
+        return False
+
+    async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
+        """Dispatch wake-ups, ping the instance row; return on shutdown, raise when the connection is lost."""
+        prefix = f"{conn.info.dbname}/"
+        while not self.stopping.is_set():
+            if any(t.done() and t.exception() for t in tasks):
+                raise next(t.exception() for t in tasks if t.done() and t.exception())
+            async for note in conn.notifies(timeout=min(PING_SEC, 1.0)):
+                if note.payload.startswith(prefix):
+                    event = self._wake.get(int(note.payload[len(prefix):] or 0))
+                    if event:
+                        event.set()
+                if self.stopping.is_set():
+                    break
+            await conn.execute(queries.PING, {"instance": self.instance_id})
+
+    async def _drain(self, tasks: list[asyncio.Task]) -> None:
+        """Stop claiming, let running jobs finish up to the deadline."""
+        self._draining.set()
+        for event in self._wake.values():
+            event.set()
+        _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_timeout_sec)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning("shutdown deadline passed with jobs running; their leases will recover them",
+                        extra={"database": self.db.name})
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- workers -------------------------------------------------------------
+    async def _worker(self, queue: int) -> None:
+        """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when idle."""
+        conn: psycopg.AsyncConnection | None = None
+        idle_since = time.monotonic()
+        wake = self._wake[queue]
+        try:
+            while not self._draining.is_set():
+                if conn is None:
+                    conn = await self._connect(f"queue{queue}")
+                wake.clear()
+                if await self._claim_and_run(conn, queue):
+                    idle_since = time.monotonic()
+                    continue
+                if time.monotonic() - idle_since >= self.settings.worker_idle_timeout_sec:
+                    await conn.close()
+                    conn = None
+                try:
+                    await asyncio.wait_for(wake.wait(), self.settings.queue_timer_sec)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            if conn is not None:
+                await conn.close()
+
+    async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int) -> bool:
+        started = time.perf_counter()
+        cur = await conn.execute(queries.CLAIM, {"queue": queue, "instance": self.instance_id,
+                                                 "lease": self.settings.lease_seconds})
+        row = await cur.fetchone()
+        self.metrics.claim_seconds.labels(self.db.name, str(queue)).observe(time.perf_counter() - started)
+        if row is None:
+            return False
+        job_id, name, _, tenant, attempt, max_attempts, timeout_ms, token = row
+        view = JobView(job_id, name, queue, tenant)
+        self.running[job_id] = view
+        fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
+        log.debug("job claimed", extra=fields)
+        try:
+            async with conn.transaction():
+                if timeout_ms:
+                    await conn.execute(queries.JOB_TIMEOUT, {"ms": str(timeout_ms)})
+                outcome = await (await conn.execute(queries.RUN, {"job": job_id, "token": token})).fetchone()
+        except psycopg.errors.ObjectNotInPrerequisiteState as exc:  # lease lost meanwhile
+            log.warning("job not run: %s", exc.diag.message_primary, extra=fields)
+            return True
+        finally:
+            self.running.pop(job_id, None)
+            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                await conn.execute(queries.RESET_SESSION)  # whatever the job SET, LISTENed or created
+        status, attempts, sqlstate, message, seconds = outcome
+        labels = (self.db.name, str(queue))
+        self.metrics.duration.labels(*labels).observe(seconds)
+        if status == 2:
+            self.metrics.completed.labels(*labels).inc()
+            self.finished_at.append(time.time())
+            log.info("job completed", extra=fields | {"seconds": round(seconds, 6)})
+        else:
+            (self.metrics.retried if status == 0 else self.metrics.failed).labels(*labels).inc()
+            self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": tenant,
+                                      "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
+                                      "error": message, "final": status == 3, "at": time.time()})
+            log.warning("job failed" + (", will retry" if status == 0 else ""),
+                        extra=fields | {"sqlstate": sqlstate, "error": message, "attempt": attempts})
+        return True
+
+    # -- maintenance ---------------------------------------------------------
+    async def _maintenance(self) -> None:
+        next_recover = next_stats = 0.0
+        async with await self._connect("maintenance") as conn:
+            while not self._draining.is_set():
+                now = time.monotonic()
+                if now >= next_recover:
+                    recovered = await (await conn.execute(queries.RECOVER)).fetchall()
+                    for job_id, status in recovered:
+                        log.warning("recovered a job whose lease expired", extra={"database": self.db.name,
+                                                                                  "job_id": job_id, "status": status})
+                    next_recover = now + self.settings.stale_job_recovery_sec
+                if now >= next_stats:
+                    cur = await conn.execute(queries.QUEUE_STATS)
+                    cols = [c.name for c in cur.description]
+                    self.queue_stats = [dict(zip(cols, r)) for r in await cur.fetchall()]
+                    self.metrics.set_depth(self.db.name, self.queue_stats)
+                    cur = await conn.execute(queries.INSTANCES)
+                    cols = [c.name for c in cur.description]
+                    self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
+                    next_stats = now + self.settings.queue_depth_poll_sec
+                try:
+                    await asyncio.wait_for(self._draining.wait(), min(next_recover, next_stats) - time.monotonic())
+                except asyncio.TimeoutError:
+                    pass
+
+    def state(self) -> dict:
+        now = time.time()
+        return {"database": self.db.name, "role": self.role, "listening": self.listening,
+                "instance_id": self.instance_id, "error": self.error,
+                "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": v.tenant,
+                             "age_seconds": round(now - v.started, 1)} for v in self.running.values()],
+                "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,
+                "completed_per_minute": [sum(1 for t in self.finished_at if now - 60 * (m + 1) < t <= now - 60 * m)
+                                         for m in range(10)]}

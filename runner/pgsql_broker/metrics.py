@@ -1,0 +1,46 @@
+"""Prometheus metrics of the runner (names prefixed broker_)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_DEPTH_STATES = ("ready", "blocked", "delayed", "running", "completed_last_hour", "failed_last_hour",
+                 "cancelled_last_hour")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["database", "queue"]
+        self.completed = Counter("broker_jobs_completed", "Jobs completed", labels, registry=self.registry)
+        self.failed = Counter("broker_jobs_failed", "Jobs failed for good (no attempts left)", labels,
+                              registry=self.registry)
+        self.retried = Counter("broker_jobs_retried", "Failed attempts that will be retried", labels,
+                               registry=self.registry)
+        self.duration = Histogram("broker_job_duration_seconds", "Job run time inside broker_run", labels,
+                                  registry=self.registry,
+                                  buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+        self.claim_seconds = Histogram("broker_claim_duration_seconds", "Round trip of broker_get", labels,
+                                       registry=self.registry,
+                                       buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1))
+        self.depth = Gauge("broker_queue_depth", "Jobs per queue, tenant and state (from broker_queue_stats)",
+                           ["database", "queue", "tenant", "state"], registry=self.registry)
+        self.instance_active = Gauge("broker_instance_active", "1 when this runner is the active instance, 0 standby",
+                                     ["database"], registry=self.registry)
+        self._depth_labels: dict[str, set[tuple[str, ...]]] = {}
+        self.listen_connected = Gauge("broker_listen_connected", "1 when the LISTEN connection is up", ["database"],
+                                      registry=self.registry)
+
+    def set_role(self, database: str, active: bool, listening: bool) -> None:
+        self.instance_active.labels(database).set(1 if active else 0)
+        self.listen_connected.labels(database).set(1 if listening else 0)
+
+    def set_depth(self, database: str, stats: list[dict]) -> None:
+        current = set()
+        for row in stats:
+            for state in _DEPTH_STATES:
+                labels = (database, str(row["job_queue"]), row["tenant_id"], state)
+                self.depth.labels(*labels).set(row[state])
+                current.add(labels)
+        for labels in self._depth_labels.get(database, set()) - current:
+            self.depth.remove(*labels)
+        self._depth_labels[database] = current

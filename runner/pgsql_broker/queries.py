@@ -1,0 +1,21 @@
+"""Every SQL statement the runner sends, by name. The decisions are all in the extension."""
+
+LISTEN = "LISTEN pgsql_broker"
+REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
+PING = "SELECT broker.broker_ping_instance(%(instance)s)"
+SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
+CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
+                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token
+             FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, 1)"""
+JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
+RUN = """SELECT complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
+           FROM broker.broker_run(%(job)s, %(token)s)"""
+RESET_SESSION = "DISCARD ALL"
+RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
+QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
+INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
+                 FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
+SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),
+                                    (SELECT version FROM broker.broker_schema_migrations
+                                     ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1))"""
+ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"

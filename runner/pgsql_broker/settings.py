@@ -1,0 +1,154 @@
+"""Runner settings with the original broker's names and defaults.
+
+Sources, later ones winning: the config file (YAML or JSON), environment
+variables, command-line flags. Every error names the field and where it came from.
+
+Environment variables: PGBROKER_<FIELD> for the ``broker`` section (for example
+PGBROKER_LEASE_SECONDS, PGBROKER_METRICS_PORT), PGBROKER_LOG_LEVEL and
+PGBROKER_LOG_FORMAT for ``logging``, and PGBROKER_DSN (one or more libpq
+connection strings separated by ';') for databases.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from psycopg.conninfo import conninfo_to_dict
+
+from .config import ConfigError, DatabaseConfig, parse_databases
+
+
+@dataclass
+class BrokerSettings:
+    name: str = "pgsql-broker"
+    fetch_query_que_size: int = 100
+    queue_timer_sec: float = 10
+    queue_buffer_size: int = 50
+    worker_idle_timeout_sec: float = 10
+    notify_retry_seconds: float = 30
+    enable_debug: bool = False
+    lease_seconds: int = 60
+    stale_job_recovery_sec: float = 30
+    metrics_enabled: bool = True
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9469
+    queue_depth_poll_sec: float = 15
+    shutdown_timeout_sec: float = 30
+
+
+@dataclass
+class LoggingSettings:
+    level: str = "info"
+    format: str = "json"
+
+
+@dataclass
+class Settings:
+    databases: list[DatabaseConfig] = field(default_factory=list)
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+
+
+_MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
+            "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
+            "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0}
+_LEVELS = ("debug", "info", "warning", "error")
+_FORMATS = ("json", "text")
+
+
+def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
+    label = f"{where}: {section}.{name}"
+    if isinstance(value, str) and kind is not str:
+        text = value.strip().lower()
+        try:
+            if kind is bool:
+                if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value = text in ("1", "true", "yes", "on")
+            else:
+                value = kind(text)
+        except ValueError:
+            raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}") from None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}")
+    if name in _MINIMUM and value < _MINIMUM[name]:
+        raise ConfigError(f"{label} must be >= {_MINIMUM[name]}, got {value!r}")
+    if name == "metrics_port" and value > 65535:
+        raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
+    if section == "logging" and name == "level" and value.lower() not in _LEVELS:
+        raise ConfigError(f"{label} must be one of {', '.join(_LEVELS)}, got {value!r}")
+    if section == "logging" and name == "format" and value.lower() not in _FORMATS:
+        raise ConfigError(f"{label} must be json or text, got {value!r}")
+    return value.lower() if section == "logging" else value
+
+
+def _apply(target: Any, section: str, values: Mapping[str, Any], where: str) -> None:
+    kinds = {f.name: f.type for f in dataclasses.fields(target)}
+    types = {"str": str, "int": int, "float": float, "bool": bool}
+    for name, value in values.items():
+        if name not in kinds:
+            raise ConfigError(f"{where}: {section}.{name} is not a known field")
+        if value is None:
+            continue
+        setattr(target, name, _coerce(section, name, value, types[kinds[name]], where))
+
+
+def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = None,
+         flags: Mapping[str, Any] | None = None, dsns: list[str] | None = None) -> Settings:
+    """Build the settings: file, then environment, then flags (None values are 'not given')."""
+    env = os.environ if env is None else env
+    settings = Settings()
+    if config_path:
+        path = Path(config_path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        try:
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the file must hold a mapping with databases, broker and logging")
+        unknown = set(data) - {"databases", "broker", "logging"}
+        if unknown:
+            raise ConfigError(f"{path}: {sorted(unknown)[0]} is not a known section")
+        for section in ("broker", "logging"):
+            if data.get(section) is not None:
+                if not isinstance(data[section], dict):
+                    raise ConfigError(f"{path}: {section} must be a mapping")
+                _apply(getattr(settings, section), section, data[section], str(path))
+        if data.get("databases") is not None:
+            settings.databases = parse_databases(data["databases"], str(path))
+
+    prefix = "PGBROKER_"
+    broker_env = {f.name: env[prefix + f.name.upper()] for f in dataclasses.fields(BrokerSettings)
+                  if prefix + f.name.upper() in env}
+    _apply(settings.broker, "broker", broker_env, "environment (PGBROKER_*)")
+    log_env = {k: env[prefix + "LOG_" + k.upper()] for k in ("level", "format") if prefix + "LOG_" + k.upper() in env}
+    _apply(settings.logging, "logging", log_env, "environment (PGBROKER_LOG_*)")
+
+    flags = dict(flags or {})
+    _apply(settings.logging, "logging", {k: flags.pop(k, None) for k in ("level", "format")}, "command line")
+    _apply(settings.broker, "broker", flags, "command line")
+
+    env_dsns = [d.strip() for d in env.get(prefix + "DSN", "").split(";") if d.strip()]
+    for index, dsn in enumerate(list(dsns or []) or env_dsns):
+        db = DatabaseConfig.from_dsn(dsn, index)
+        if db.name in {d.name for d in settings.databases}:  # same database name on another server
+            params = conninfo_to_dict(dsn)
+            db = dataclasses.replace(db, name=f"{db.name}@{params.get('host', '')}:{params.get('port', '')}")
+        settings.databases.append(db)
+    if not settings.databases:
+        raise ConfigError("no database to serve: give --dsn, --config with databases, or PGBROKER_DSN")
+    names = [db.name for db in settings.databases]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"databases: name {next(n for n in names if names.count(n) > 1)!r} is used twice")
+    return settings

@@ -1,0 +1,82 @@
+"""Start and stop real pgbroker-runner processes for the tests."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def db_dsn(db: str) -> str:
+    return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={os.environ['PGUSER']}"
+
+
+class Runner:
+    """A pgbroker-runner subprocess on loopback, with its log in a file."""
+
+    def __init__(self, *databases: str, log_dir: Path, extra: tuple[str, ...] = (), name: str = "runner"):
+        self.port = free_port()
+        self.log_path = log_dir / f"{name}-{self.port}.log"
+        args = [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()"]
+        for db in databases:
+            args += ["--dsn", db_dsn(db)]
+        args += ["--metrics-host", "127.0.0.1", "--metrics-port", str(self.port), "--log-format", "json",
+                 "--name", name, *extra]
+        self.log_file = self.log_path.open("w")
+        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def state(self) -> dict:
+        return json.loads(self.get("/api/state")[1])
+
+    def wait_for(self, predicate, timeout: float = 30, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"runner exited ({self.proc.returncode}) waiting for {what}:\n{self.log()}")
+            try:
+                if predicate(self):
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.log()[-4000:]}")
+
+    def role(self, database: str) -> str | None:
+        return next((d["role"] for d in self.state()["databases"] if d["database"] == database), None)
+
+    def log(self) -> str:
+        self.log_file.flush()
+        return self.log_path.read_text()
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.log_file.close()
