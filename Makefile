@@ -98,7 +98,7 @@ demo: deps all
 
 bench: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster $(VENV)/bin/python bench/claim_backlog.py
+	.ci/with-cluster sh -c '$(VENV)/bin/python bench/claim_backlog.py && $(VENV)/bin/python bench/latency.py'
 
 .PHONY: all demo catalog check-frozen check-generated lint-sql installcheck pytest deps apt-deps test test-in-cluster bench
 

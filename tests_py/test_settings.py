@@ -87,6 +87,10 @@ def test_dsns_from_flags_or_environment():
     ("databases:\n  - {name: a, database: d, user: u}\n  - {name: a, database: e, user: u}\n",
      "databases[1].name 'a' is used twice"),
     ("databases: [\n", "not valid YAML"),
+    ("databases:\n  - {name: a, database: d, user: u, conn_max_lifetime: forever}\n",
+     "databases[0].conn_max_lifetime must be a duration like 90s, 5m or 1h, got 'forever'"),
+    ("databases:\n  - {name: a, database: d, user: u, queue_count: 8, max_open_conns: 5}\n",
+     "databases[0].max_open_conns must be at least queue_count + 2"),
 ])
 def test_every_invalid_field_is_named_with_its_file(tmp_path, text, message):
     path = tmp_path / "bad.yaml"

@@ -17,6 +17,18 @@ class ConfigError(Exception):
     """A configuration problem; the message names the file and the field."""
 
 
+def parse_duration(text: str) -> float:
+    """'90s', '5m', '2h', '250ms' or a plain number of seconds -> seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    text = text.strip().lower()
+    for unit in ("ms", "s", "m", "h"):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(text[: -len(unit)]) * units[unit]
+    if text.replace(".", "", 1).isdigit():
+        return float(text)
+    raise ValueError(text)
+
+
 @dataclass(frozen=True)
 class DatabaseConfig:
     name: str
@@ -91,6 +103,15 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
             raise ConfigError(f"{label}.queue_count must be >= 1, got {fields['queue_count']!r}")
         if not 0 < fields.get("port", 5432) < 65536:
             raise ConfigError(f"{label}.port must be a TCP port, got {fields['port']!r}")
+        for key in ("conn_max_lifetime", "conn_max_idle_time"):
+            if key in fields:
+                try:
+                    parse_duration(fields[key])
+                except ValueError:
+                    raise ConfigError(f"{label}.{key} must be a duration like 90s, 5m or 1h, got {fields[key]!r}") from None
+        if fields.get("max_open_conns", 25) < fields.get("queue_count", 4) + 2:
+            raise ConfigError(f"{label}.max_open_conns must be at least queue_count + 2 (LISTEN and maintenance "
+                              f"connections plus one per queue), got {fields.get('max_open_conns')!r}")
         if fields.get("sslmode", "disable") not in _SSLMODES:
             raise ConfigError(f"{label}.sslmode must be one of {', '.join(_SSLMODES)}, got {fields['sslmode']!r}")
         if fields["name"] in names:

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import errors
 
 from . import __version__, queries
-from .config import DatabaseConfig
+from .config import DatabaseConfig, parse_duration
 from .metrics import Metrics
 from .settings import BrokerSettings
 
@@ -55,6 +55,9 @@ class DatabaseRunner:
         self.instances: list[dict] = []
         self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
         self._draining = asyncio.Event()
+        self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
+        self._max_lifetime = parse_duration(db.conn_max_lifetime)
+        self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
 
     # -- supervision ---------------------------------------------------------
     async def run(self) -> None:
@@ -82,7 +85,7 @@ class DatabaseRunner:
                     await asyncio.wait_for(self.stopping.wait(), delay)
                 except asyncio.TimeoutError:
                     pass
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, self.settings.notify_retry_seconds)
 
     async def _connect(self, purpose: str) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self.db.dsn(), autocommit=True,
@@ -164,19 +167,24 @@ class DatabaseRunner:
 
     # -- workers -------------------------------------------------------------
     async def _worker(self, queue: int) -> None:
-        """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when idle."""
+        """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when
+        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime."""
         conn: psycopg.AsyncConnection | None = None
-        idle_since = time.monotonic()
+        opened = idle_since = time.monotonic()
         wake = self._wake[queue]
         try:
             while not self._draining.is_set():
+                if conn is not None and time.monotonic() - opened >= self._max_lifetime:
+                    await conn.close()
+                    conn = None
                 if conn is None:
                     conn = await self._connect(f"queue{queue}")
+                    opened = time.monotonic()
                 wake.clear()
                 if await self._claim_and_run(conn, queue):
                     idle_since = time.monotonic()
                     continue
-                if time.monotonic() - idle_since >= self.settings.worker_idle_timeout_sec:
+                if time.monotonic() - idle_since >= self._max_idle:
                     await conn.close()
                     conn = None
                 try:
@@ -188,13 +196,18 @@ class DatabaseRunner:
                 await conn.close()
 
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int) -> bool:
+        """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them
+        one by one. A job whose lease ran out meanwhile and was claimed elsewhere is skipped (its token)."""
         started = time.perf_counter()
         cur = await conn.execute(queries.CLAIM, {"queue": queue, "instance": self.instance_id,
-                                                 "lease": self.settings.lease_seconds})
-        row = await cur.fetchone()
+                                                 "lease": self.settings.lease_seconds, "batch": self._batch})
+        rows = await cur.fetchall()
         self.metrics.claim_seconds.labels(self.db.name, str(queue)).observe(time.perf_counter() - started)
-        if row is None:
-            return False
+        for row in rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
+            await self._run_one(conn, queue, row)
+        return bool(rows)
+
+    async def _run_one(self, conn: psycopg.AsyncConnection, queue: int, row: tuple) -> None:
         job_id, name, _, tenant, attempt, max_attempts, timeout_ms, token = row
         view = JobView(job_id, name, queue, tenant)
         self.running[job_id] = view
@@ -207,7 +220,7 @@ class DatabaseRunner:
                 outcome = await (await conn.execute(queries.RUN, {"job": job_id, "token": token})).fetchone()
         except psycopg.errors.ObjectNotInPrerequisiteState as exc:  # lease lost meanwhile
             log.warning("job not run: %s", exc.diag.message_primary, extra=fields)
-            return True
+            return
         finally:
             self.running.pop(job_id, None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
@@ -226,7 +239,6 @@ class DatabaseRunner:
                                       "error": message, "final": status == 3, "at": time.time()})
             log.warning("job failed" + (", will retry" if status == 0 else ""),
                         extra=fields | {"sqlstate": sqlstate, "error": message, "attempt": attempts})
-        return True
 
     # -- maintenance ---------------------------------------------------------
     async def _maintenance(self) -> None:

@@ -6,7 +6,7 @@ PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token
-             FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, 1)"""
+             FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN = """SELECT complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
            FROM broker.broker_run(%(job)s, %(token)s)"""
