@@ -234,3 +234,10 @@ def test_the_library_api_runs_a_broker_inside_another_application(db):
     broker.stop()
     thread.join(30)
     assert not thread.is_alive()
+
+
+def test_a_database_without_the_schema_is_reported_with_what_to_run(empty_db, start):
+    runner = start(empty_db)
+    runner.wait_for(lambda r: "run `pgsql-broker install`" in r.log(), what="the schema check")
+    assert runner.role(empty_db) == "disconnected"
+    assert "has pgsql_broker schema none" in runner.state()["databases"][0]["error"]

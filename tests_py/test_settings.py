@@ -116,3 +116,14 @@ def test_cli_config_errors_exit_2_and_name_the_field(tmp_path):
     result = subprocess.run([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
                              "--lease-seconds", "x"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--lease-seconds" in result.stderr
+
+
+def test_database_fields_from_environment_and_flags_for_dsn_databases():
+    s = load(env={"PGBROKER_DSN": "dbname=a", "PGBROKER_QUEUE_COUNT": "2", "PGBROKER_TENANT_ID": "acme"},
+             flags={"queue_count": 6, "conn_max_lifetime": "1h"})
+    db = s.databases[0]
+    assert (db.queue_count, db.tenant_id, db.conn_max_lifetime) == (6, "acme", "1h")
+    with pytest.raises(ConfigError, match="command line / environment: databases\\[0\\].max_open_conns must be at least"):
+        load(env={}, dsns=["dbname=a"], flags={"queue_count": 30})
+    with pytest.raises(ConfigError, match=r"environment \(PGBROKER_\*\): databases.queue_count must be int"):
+        load(env={"PGBROKER_QUEUE_COUNT": "many"}, dsns=["dbname=a"])

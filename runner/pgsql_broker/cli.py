@@ -125,6 +125,11 @@ def runner_options(command):
         click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database to serve (repeatable)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML or JSON config file."),
         click.option("--queue-count", type=click.IntRange(min=1), help="Queues per --dsn database (default 4)."),
+        click.option("--tenant-id", help="databases.tenant_id for --dsn databases (default 'default')."),
+        click.option("--max-open-conns", type=int, help="databases.max_open_conns for --dsn databases (default 25)."),
+        click.option("--max-idle-conns", type=int, help="databases.max_idle_conns for --dsn databases (default 5)."),
+        click.option("--conn-max-lifetime", help="databases.conn_max_lifetime for --dsn databases (default 5m)."),
+        click.option("--conn-max-idle-time", help="databases.conn_max_idle_time for --dsn databases (default 10m)."),
         click.option("--no-metrics", is_flag=True, default=None, help="Do not serve /metrics and the dashboard."),
         click.option("--enable-debug", is_flag=True, default=None, help="Debug logging."),
         click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."),
@@ -134,16 +139,13 @@ def runner_options(command):
     return command
 
 
-def _run(dsns, config_path, queue_count, no_metrics, enable_debug, log_level, log_format, **broker_flags) -> None:
-    flags = dict(broker_flags, level=log_level, format=log_format,
+def _run(dsns, config_path, no_metrics, enable_debug, log_level, log_format, **other_flags) -> None:
+    flags = dict(other_flags, level=log_level, format=log_format,
                  metrics_enabled=False if no_metrics else None, enable_debug=True if enable_debug else None)
     try:
         settings = load_settings(config_path, flags=flags, dsns=list(dsns))
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    if queue_count:
-        settings.databases = [dataclasses.replace(db, queue_count=queue_count) if db.raw_dsn is not None else db
-                              for db in settings.databases]
     logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
     try:
         asyncio.run(Broker(settings).run(handle_signals=True))

@@ -5,8 +5,11 @@ variables, command-line flags. Every error names the field and where it came fro
 
 Environment variables: PGBROKER_<FIELD> for the ``broker`` section (for example
 PGBROKER_LEASE_SECONDS, PGBROKER_METRICS_PORT), PGBROKER_LOG_LEVEL and
-PGBROKER_LOG_FORMAT for ``logging``, and PGBROKER_DSN (one or more libpq
-connection strings separated by ';') for databases.
+PGBROKER_LOG_FORMAT for ``logging``, PGBROKER_DSN (one or more libpq
+connection strings separated by ';') for databases, and PGBROKER_<FIELD> of the
+per-database fields (PGBROKER_QUEUE_COUNT, PGBROKER_TENANT_ID, PGBROKER_MAX_OPEN_CONNS,
+...) for the databases given as connection strings. A connection string carries
+host, port, database, user, password and sslmode itself.
 """
 from __future__ import annotations
 
@@ -58,6 +61,7 @@ _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_si
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0}
 _LEVELS = ("debug", "info", "warning", "error")
+_BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
 
 
@@ -137,15 +141,32 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
 
     flags = dict(flags or {})
     _apply(settings.logging, "logging", {k: flags.pop(k, None) for k in ("level", "format")}, "command line")
-    _apply(settings.broker, "broker", flags, "command line")
+    _apply(settings.broker, "broker", {k: flags.pop(k) for k in list(flags) if k in _BROKER_FIELDS}, "command line")
 
+    db_fields = {"queue_count": int, "tenant_id": str, "max_open_conns": int, "max_idle_conns": int,
+                 "conn_max_lifetime": str, "conn_max_idle_time": str}
+    db_values: dict[str, Any] = {}
+    for name, kind in db_fields.items():
+        for where, value in (("environment (PGBROKER_*)", env.get(prefix + name.upper())),
+                             ("command line", flags.pop(name, None))):
+            if value is not None:
+                try:
+                    db_values[name] = kind(value)
+                except ValueError:
+                    raise ConfigError(f"{where}: databases.{name} must be {kind.__name__}, got {value!r}") from None
     env_dsns = [d.strip() for d in env.get(prefix + "DSN", "").split(";") if d.strip()]
     for index, dsn in enumerate(list(dsns or []) or env_dsns):
         db = DatabaseConfig.from_dsn(dsn, index)
+        if db_values:  # checked like a config file entry (user and database come from the DSN or libpq)
+            checked = parse_databases([{"name": db.name, "database": db.database or "-", "user": db.user or "-",
+                                        **db_values}], "command line / environment")[0]
+            db = dataclasses.replace(db, **{k: getattr(checked, k) for k in db_values})
         if db.name in {d.name for d in settings.databases}:  # same database name on another server
             params = conninfo_to_dict(dsn)
             db = dataclasses.replace(db, name=f"{db.name}@{params.get('host', '')}:{params.get('port', '')}")
         settings.databases.append(db)
+    if flags:
+        raise ConfigError(f"command line: {sorted(flags)[0]} is not a known setting")
     if not settings.databases:
         raise ConfigError("no database to serve: give --dsn, --config with databases, or PGBROKER_DSN")
     names = [db.name for db in settings.databases]
