@@ -113,6 +113,9 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
         path = Path(config_path)
         try:
             text = path.read_text()
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file: create it (see broker.example.yaml) or, in a container, "
+                              f"mount it there (-v ./broker.yaml:{path}:ro)") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
         try:
