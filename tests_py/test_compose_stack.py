@@ -76,7 +76,10 @@ def test_migrate_then_broker_as_broker_runtime_processes_a_job(empty_db, tmp_pat
     mounted.write_text(yaml.safe_dump(config))
     command = [str(mounted) if arg == target else arg for arg in broker["command"]]
     log = (tmp_path / "broker.log").open("w")
-    proc = subprocess.Popen([*cli, *command], env=base_env, stdout=log, stderr=subprocess.STDOUT)
+    assert "password" not in db  # passwords come only from .env
+    broker_env = compose_env(broker["environment"], dotenv)
+    assert broker_env == {"PGPASSWORD": dotenv["BROKER_RUNTIME_PASSWORD"]}
+    proc = subprocess.Popen([*cli, *command], env=base_env | broker_env, stdout=log, stderr=subprocess.STDOUT)
     try:
         with connect(empty_db) as conn:
             conn.execute("CREATE TABLE public.done (who text)")
