@@ -107,6 +107,11 @@ test: deps all
 
 test-in-cluster: installcheck pytest
 
+# Retakes docs/dashboard.png through the dashboard test.
+screenshot: deps all
+	$(MAKE) install >/dev/null
+	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/test_runner.py -k dashboard'
+
 demo: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
@@ -115,7 +120,7 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster sh -c '$(VENV)/bin/python bench/claim_backlog.py && $(VENV)/bin/python bench/latency.py'
 
-.PHONY: all demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench
+.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

@@ -112,7 +112,7 @@ def main() -> None:
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / "claim_backlog.json").write_text(json.dumps(
-        {"server_version": version, "settings": settings, "ready": READY, "rounds": ROUNDS, "runs": runs,
+        {"server_version": version, "settings": settings, "cpu_count": os.cpu_count(), "ready": READY, "rounds": ROUNDS, "runs": runs,
          "median_latency_ms": med, "ratio": ratio}, indent=2))
     for name in ("bench_empty", "bench_backlog"):
         sql("postgres", f'DROP DATABASE "{name}"')

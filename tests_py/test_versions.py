@@ -15,6 +15,9 @@ def test_control_package_scripts_and_changelog_agree():
     control = re.search(r"^default_version\s*=\s*'([^']+)'", (ROOT / "pgsql_broker.control").read_text(), re.M).group(1)
     newest_script = max((s.to_version for s in scripts() if s.from_version is None), key=version_key)
     changelog = re.search(r"^## \[(\d+\.\d+\.\d+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
+    dockerfile = re.search(r"^ARG VERSION=(\S+)", (ROOT / "Dockerfile").read_text(), re.M).group(1)
+    from pgsql_broker.engine import SUPPORTED_SCHEMA
+    assert control in SUPPORTED_SCHEMA, "the runner must support the schema it ships"
     assert {
         "control file": control,
         "packaged control file": control_version(),
@@ -22,8 +25,10 @@ def test_control_package_scripts_and_changelog_agree():
         "pgsql_broker.__version__": pgsql_broker.__version__,
         "installed distribution": dist_version("pgsql-broker"),
         "CHANGELOG (latest entry)": changelog,
+        "Dockerfile ARG VERSION": dockerfile,
     } == dict.fromkeys(["control file", "packaged control file", "newest full extension script",
-                        "pgsql_broker.__version__", "installed distribution", "CHANGELOG (latest entry)"], control)
+                        "pgsql_broker.__version__", "installed distribution", "CHANGELOG (latest entry)",
+                        "Dockerfile ARG VERSION"], control)
 
 
 def test_every_upgrade_step_exists():
