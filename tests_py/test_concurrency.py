@@ -6,7 +6,6 @@ import threading
 import time
 
 import psycopg
-import pytest
 
 from conftest import add_job, connect
 

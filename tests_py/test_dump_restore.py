@@ -24,8 +24,8 @@ def test_dump_restore_round_trip(db, restored_name, tmp_path):
     with connect(db) as conn:
         conn.execute("CREATE TABLE public.out (v text)")
         first = add_job(conn, "first", "INSERT INTO public.out VALUES ('first')")
-        second = add_job(conn, "second", "INSERT INTO public.out VALUES ('second')", depends_on_job_ids=[first])
-        done = add_job(conn, "done", "SELECT 1", job_queue=3)
+        add_job(conn, "second", "INSERT INTO public.out VALUES ('second')", depends_on_job_ids=[first])
+        add_job(conn, "done", "SELECT 1", job_queue=3)
         assert conn.execute("SELECT r.complete_status FROM broker.broker_get(3) g, "
                             "LATERAL broker.broker_run(g.job_id) r").fetchall() == [(2,)]
         with conn.transaction():

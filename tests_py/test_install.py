@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psycopg
-import pytest
 
 from conftest import ROLES_SQL, connect, dsn
 from pgsql_broker import catalog

@@ -66,10 +66,14 @@ _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
-def load_databases(path: str | Path) -> list[DatabaseConfig]:
+def read_config_file(path: str | Path) -> dict:
+    """The parsed YAML or JSON mapping of a config file; every problem is a ConfigError naming the file."""
     path = Path(path)
     try:
         text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file: create it (see broker.example.yaml) or, in a container, "
+                          f"mount it there (-v ./broker.yaml:{path}:ro)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
@@ -77,8 +81,12 @@ def load_databases(path: str | Path) -> list[DatabaseConfig]:
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: field 'databases' must be a non-empty list")
-    return parse_databases(data.get("databases"), str(path))
+        raise ConfigError(f"{path}: the file must hold a mapping with databases, broker and logging")
+    return data
+
+
+def load_databases(path: str | Path) -> list[DatabaseConfig]:
+    return parse_databases(read_config_file(path).get("databases"), str(path))
 
 
 def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:

@@ -14,16 +14,14 @@ host, port, database, user, password and sslmode itself.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import ConfigError, DatabaseConfig, parse_databases
+from .config import ConfigError, DatabaseConfig, parse_databases, read_config_file
 
 
 @dataclass
@@ -111,19 +109,7 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     settings = Settings()
     if config_path:
         path = Path(config_path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file: create it (see broker.example.yaml) or, in a container, "
-                              f"mount it there (-v ./broker.yaml:{path}:ro)") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        try:
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: the file must hold a mapping with databases, broker and logging")
+        data = read_config_file(path)
         unknown = set(data) - {"databases", "broker", "logging"}
         if unknown:
             raise ConfigError(f"{path}: {sorted(unknown)[0]} is not a known section")
