@@ -9,24 +9,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import add_job, connect
-from runner_process import Runner, db_dsn
-
-
-@pytest.fixture
-def start(tmp_path):
-    started: list[Runner] = []
-
-    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner") -> Runner:
-        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name)
-        started.append(runner)
-        return runner
-    yield _start
-    for runner in started:
-        runner.kill()
+from runner_process import db_dsn
 
 
 def finished(db: str, job_id: int) -> bool:

@@ -1,6 +1,7 @@
 """Every SQL statement the runner sends, by name. The decisions are all in the extension."""
 
 LISTEN = "LISTEN pgsql_broker"
+LISTEN_SCHEDULES = "LISTEN pgsql_broker_schedule"
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
@@ -12,6 +13,7 @@ RUN = """SELECT complete_status, attempts, error_sqlstate, error_message, extrac
            FROM broker.broker_run(%(job)s, %(token)s)"""
 RESET_SESSION = "DISCARD ALL"
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
+SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
