@@ -79,6 +79,7 @@ def test_one_runner_serves_two_databases_and_a_standby_takes_over(db, template_d
         second.wait_for(lambda r: r.role(db) == "standby", what="standby")
         with connect(db) as a, connect(other) as b:
             ja, jb = add_job(a, "in a", "SELECT 1"), add_job(b, "in b", "SELECT 1")
+            a.execute("SELECT broker.broker_add_schedule('nightly', '30 2 * * *', 'SELECT 1', 'Europe/Berlin')")
         wait_until(lambda: finished(db, ja) and finished(other, jb), what="jobs in both databases")
         assert second.role(db) == "standby"
         status = subprocess.run([sys.executable, "-m", "pgsql_broker", "status", "--dsn", db_dsn(db)],
@@ -86,6 +87,7 @@ def test_one_runner_serves_two_databases_and_a_standby_takes_over(db, template_d
         assert status.returncode == 0, status.stderr
         assert "active instance" in status.stdout and "first on" in status.stdout
         assert "standby runners: 1" in status.stdout
+        assert "schedule 'nightly' '30 2 * * *' (Europe/Berlin): next " in status.stdout, status.stdout
 
         first.kill()  # SIGKILL: no clean shutdown, the session (and its lock) just goes away
         second.wait_for(lambda r: r.role(db) == "active", timeout=15, what="the standby to take over")

@@ -14,6 +14,8 @@ RUN = """SELECT complete_status, attempts, error_sqlstate, error_message, extrac
 RESET_SESSION = "DISCARD ALL"
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
+SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires, last_error
+                 FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
