@@ -58,7 +58,8 @@ ALTER TABLE broker.broker_schedule
     ADD CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     ADD CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     ADD CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
-    ADD CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow']));
+    ADD CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
+    ADD CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256);
 -- Schedule rows from 0.1.0 (which had no schedule functions) were never
 -- checked for run_as: they stay disabled until their run_as role (their
 -- owner from now on), or a member of it, reviews and enables them.
@@ -107,15 +108,288 @@ CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
            AND broker._may_run_as(created_by, CURRENT_USER));
 COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
 
+
+DROP POLICY broker_jobs_insert ON broker.broker_jobs;
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+-- source: sql/functions/broker_add_job.sql (reserved key prefix)
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
+--   idempotency key starting with 'broker_schedule:', reserved for the tick);
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_id       bigint;
+    v_has_deps boolean;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
+        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- Each edge is validated, cycle-checked and counted by its trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
+        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
+        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
+
 -- source: sql/functions/cron_parse.sql
 -- ---------------------------------------------------------------------------
 -- Cron expressions: parsing.
 --   Five fields (minute hour day-of-month month day-of-week) or an @macro.
 --   A parsed field is a bigint bit mask (bit n set = value n allowed), so the
 --   search in broker._cron_next_wall needs only integer arithmetic.
---   The cron functions are not SECURITY DEFINER and qualify every function and
---   operator, so they carry no SET search_path: a SET clause makes each call
---   save and restore the setting, which doubled the cost of broker_cron_next.
+--   The cron functions are not SECURITY DEFINER and qualify every function,
+--   operator and type that is not a keyword (pg_catalog.text, not text: a
+--   variable's type is looked up once per session, so a pg_temp.text domain
+--   created before the first call would otherwise run its CHECK inside every
+--   later call, as whoever calls), so they carry no SET search_path: a SET
+--   clause makes each call save and restore the setting, which doubled the
+--   cost of broker_cron_next. tests_sql/32 guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -133,12 +407,12 @@ LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
     v_mask  bigint := 0;
-    v_item  text;
-    v_parts text[];
+    v_item  pg_catalog.text;
+    v_parts pg_catalog.text[];
     v_lo    integer;
     v_hi    integer;
     v_step  integer;
-    v_bound text[];
+    v_bound pg_catalog.text[];
     v_i     integer;
 BEGIN
     FOREACH v_item IN ARRAY pg_catalog.string_to_array(p_field, ',') LOOP
@@ -164,7 +438,7 @@ BEGIN
                 END IF;
             ELSIF pg_catalog.array_position(p_names, v_bound[v_i]) IS NOT NULL THEN
                 v_bound[v_i] := (pg_catalog.array_position(p_names, v_bound[v_i]) OPERATOR(pg_catalog.+) p_min
-                                 OPERATOR(pg_catalog.-) 1)::text;
+                                 OPERATOR(pg_catalog.-) 1)::pg_catalog.text;
             ELSE
                 RAISE EXCEPTION 'cron expression %: % field: unknown value %', pg_catalog.quote_literal(p_expr),
                     p_label, pg_catalog.quote_literal(v_bound[v_i])
@@ -218,8 +492,9 @@ COMMENT ON FUNCTION broker._cron_field(text, text, integer, integer, text[], tex
 --                 with '*' (ISC cron's daylight-saving rule, see
 --                 broker_cron_next).
 --   Macros: @yearly @annually @monthly @weekly @daily @midnight @hourly.
--- Errors: 22004 NULL expression; 22023 wrong field count, unknown macro,
---   bad value, range or step (the message names the field).
+-- Errors: 22004 NULL expression; 22023 longer than 256 characters, wrong
+--   field count, unknown macro, bad value, range or step (the message names
+--   the field).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_parse(p_expr text,
     OUT minutes bigint, OUT hours bigint, OUT days bigint, OUT months bigint, OUT dows bigint,
@@ -228,11 +503,15 @@ RETURNS record
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
-    v_text   text := pg_catalog.lower(pg_catalog.btrim(p_expr));
-    v_fields text[];
+    v_text   pg_catalog.text := pg_catalog.lower(pg_catalog.btrim(p_expr));
+    v_fields pg_catalog.text[];
 BEGIN
     IF p_expr IS NULL THEN
         RAISE EXCEPTION 'cron expression must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.length(p_expr) OPERATOR(pg_catalog.>) 256 THEN
+        RAISE EXCEPTION 'cron expression is % characters long; at most 256 are accepted', pg_catalog.length(p_expr)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.left(v_text, 1) OPERATOR(pg_catalog.=) '@' THEN
         v_text := (ARRAY['0 0 1 1 *', '0 0 1 1 *', '0 0 1 * *', '0 0 * * 0', '0 0 * * *', '0 0 * * *', '0 * * * *'])
@@ -856,6 +1135,37 @@ $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
 
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._schedule_before_write()
+--   Row-level BEFORE INSERT OR UPDATE on broker_schedule, SECURITY INVOKER:
+--   for writers without BYPASSRLS (enqueuers, through the functions or
+--   directly) a next_fire_at in the past becomes now, so nobody can make the
+--   tick walk years of missed fires; the tick itself (the owner) is exempt.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_before_write()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
+       AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls)) THEN
+        NEW.next_fire_at := pg_catalog.now();
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._schedule_before_write() IS
+    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
+
+CREATE TRIGGER broker_schedule_before_write_trg
+    BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
+    FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
+COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
+    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
+
 -- source: sql/functions/schedule_tick.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
@@ -866,7 +1176,7 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
 --   still has an unfinished job a no-op. Called only by the tick.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
-RETURNS TABLE (jobs integer, last_job_id bigint)
+RETURNS TABLE (jobs integer, last_job_id bigint, last_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -890,6 +1200,7 @@ BEGIN
         IF v_id IS NOT NULL THEN
             jobs := jobs OPERATOR(pg_catalog.+) 1;
             last_job_id := v_id;
+            last_fire_at := v_fire;
         END IF;
     END LOOP;
     RETURN NEXT;
@@ -899,21 +1210,85 @@ COMMENT ON FUNCTION broker._schedule_fire(broker.broker_schedule, timestamptz[])
     'Internal: the tick''s enqueue of one job per fire time for a schedule, idempotent per (schedule, fire time).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._schedule_due(s, p_now)
+--   The due fires of schedule row s (fire times <= p_now) that its catch-up
+--   policy may still enqueue, oldest first, the number of due fires it
+--   looked at, and the next fire after p_now. Bounded work whatever
+--   next_fire_at says: it needs only the latest fire (catch_up none/one) or
+--   the latest catch_up_max fires (all), so it scans back from p_now over a
+--   window that grows fourfold until it holds that many fires, or reaches
+--   next_fire_at; fires older than the window are dropped without being
+--   enumerated (and not counted). At most 100,000 fires are evaluated.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_due(s broker.broker_schedule, p_now timestamptz,
+    OUT fires timestamptz[], OUT seen integer, OUT next_fire timestamptz)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_need   integer := CASE WHEN s.catch_up OPERATOR(pg_catalog.=) 'all' THEN s.catch_up_max ELSE 1 END;
+    v_window interval := pg_catalog.make_interval(mins => v_need OPERATOR(pg_catalog.+) 1);
+    v_from   timestamptz;
+    v_fire   timestamptz;
+    v_budget integer := 100000;
+BEGIN
+    LOOP
+        fires := ARRAY[]::timestamptz[];
+        IF s.next_fire_at OPERATOR(pg_catalog.>=) (p_now OPERATOR(pg_catalog.-) v_window) THEN
+            v_fire := s.next_fire_at;                      -- the whole backlog fits the window
+            v_from := NULL;
+        ELSE
+            v_from := p_now OPERATOR(pg_catalog.-) v_window;
+            v_fire := broker.broker_cron_next(s.cron_expr, v_from, s.time_zone);
+        END IF;
+        WHILE v_fire OPERATOR(pg_catalog.<=) p_now LOOP
+            fires := fires OPERATOR(pg_catalog.||) v_fire;
+            v_budget := v_budget OPERATOR(pg_catalog.-) 1;
+            IF v_budget OPERATOR(pg_catalog.<) 0 THEN
+                RAISE EXCEPTION 'catch-up of schedule % evaluated 100000 fires without reaching now', s.schedule_id
+                    USING ERRCODE = 'program_limit_exceeded';
+            END IF;
+            v_fire := broker.broker_cron_next(s.cron_expr, v_fire, s.time_zone);
+        END LOOP;
+        EXIT WHEN v_from IS NULL OR pg_catalog.cardinality(fires) OPERATOR(pg_catalog.>=) v_need;
+        v_window := v_window OPERATOR(pg_catalog.*) 4;
+    END LOOP;
+    seen := pg_catalog.cardinality(fires);
+    next_fire := v_fire;
+    -- keep what the policy may enqueue
+    fires := CASE
+        WHEN seen OPERATOR(pg_catalog.=) 0 THEN fires
+        WHEN fires[seen] OPERATOR(pg_catalog.>=) (p_now OPERATOR(pg_catalog.-) interval '60 seconds')
+             AND s.catch_up OPERATOR(pg_catalog.<>) 'all'
+            THEN fires[seen:]                                        -- on time
+        WHEN s.catch_up OPERATOR(pg_catalog.=) 'none' THEN ARRAY[]::timestamptz[]
+        WHEN s.catch_up OPERATOR(pg_catalog.=) 'one' THEN fires[seen:]
+        ELSE fires[GREATEST(1, seen OPERATOR(pg_catalog.-) s.catch_up_max OPERATOR(pg_catalog.+) 1):]
+    END;
+END;
+$$;
+COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
+    'Internal: a schedule''s due fires its catch-up policy keeps, how many due fires were seen, and the next fire (bounded work).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_schedule_tick()
 --   Enqueues the jobs of every due fire of every enabled schedule (all
 --   tenants) and plans each schedule's next fire. Returns how many jobs it
 --   enqueued, the earliest next fire time of all enabled schedules, and the
 --   seconds from now until then (server clock), so a runner can sleep
---   exactly that long.
---   * Exactly once: each due schedule row is locked (FOR UPDATE SKIP LOCKED)
+--   exactly that long: NULL when no schedule is enabled, 1 when a due
+--   schedule was locked by someone else and must be tried again.
+--   * Exactly once: each due schedule row is locked (FOR NO KEY UPDATE SKIP LOCKED)
 --     and its next_fire_at moves past now in the same transaction, so two
 --     runners or two transactions ticking at the same moment enqueue each
 --     fire once; the idempotency key per (schedule, fire time) backs it up.
 --   * Missed fires (the runner was down): a fire more than 60 seconds late
 --     is missed. catch_up = none drops them, one (default) enqueues one job
 --     for the latest missed fire, all enqueues one per missed fire (the
---     latest catch_up_max). A fire on time always enqueues its job.
---     Dropped fires are counted in skipped_fires.
+--     latest catch_up_max). A fire on time always enqueues its job. Fires
+--     that enqueue nothing are counted in skipped_fires (after a long outage
+--     only those in the window broker._schedule_due looks at).
 --   * Overlap: with overlap = skip (default), nothing is enqueued while the
 --     previous job of the schedule (last_job_id) is pending or running;
 --     those fires are counted in skipped_fires.
@@ -930,22 +1305,30 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s        broker.broker_schedule;
-    v_now    timestamptz := pg_catalog.now();
-    v_grace  constant interval := interval '60 seconds';
-    v_due    timestamptz[];
-    v_fire   timestamptz;
-    v_fires  timestamptz[];
-    v_result record;
-    v_error  text;
+    s       broker.broker_schedule;
+    v_now   timestamptz := pg_catalog.now();
+    v_fires     timestamptz[];
+    v_next      timestamptz;
+    v_seen      integer;
+    v_jobs      integer;
+    v_last_job  bigint;
+    v_last_fire timestamptz;
+    v_error     text;
 BEGIN
     jobs_enqueued := 0;
     FOR s IN
+        -- NO KEY UPDATE: does not wait for, nor skip on, the key-share locks that inserting a job of the
+        -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it
         SELECT * FROM broker.broker_schedule AS x
          WHERE x.enabled AND (x.next_fire_at IS NULL OR x.next_fire_at OPERATOR(pg_catalog.<=) v_now)
          ORDER BY x.next_fire_at NULLS FIRST
-           FOR UPDATE SKIP LOCKED
+           FOR NO KEY UPDATE SKIP LOCKED
     LOOP
+        v_next := NULL;
+        v_seen := 0;
+        v_jobs := 0;
+        v_last_job := NULL;
+        v_last_fire := NULL;
         BEGIN
             v_error := CASE
                 WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) s.created_by)
@@ -956,39 +1339,20 @@ BEGIN
                     THEN pg_catalog.format('owner %I may no longer run jobs as %I', s.created_by, s.run_as) END;
             IF v_error IS NULL AND s.next_fire_at IS NULL THEN
                 -- written directly without a plan: plan it, fire nothing now
-                s.next_fire_at := broker.broker_cron_next(s.cron_expr, v_now, s.time_zone);
-                v_error := CASE WHEN s.next_fire_at IS NULL THEN 'the cron expression never fires' END;
+                v_next := broker.broker_cron_next(s.cron_expr, v_now, s.time_zone);
+                v_error := CASE WHEN v_next IS NULL THEN 'the cron expression never fires' END;
             ELSIF v_error IS NULL THEN
-                v_due := ARRAY[]::timestamptz[];
-                v_fire := s.next_fire_at;
-                WHILE v_fire OPERATOR(pg_catalog.<=) v_now LOOP
-                    v_due := v_due OPERATOR(pg_catalog.||) v_fire;
-                    v_fire := broker.broker_cron_next(s.cron_expr, v_fire, s.time_zone);
-                END LOOP;
-                s.next_fire_at := v_fire;   -- NULL if it never fires again
-                v_fires := CASE
-                    WHEN v_due[pg_catalog.cardinality(v_due)] OPERATOR(pg_catalog.>=) (v_now OPERATOR(pg_catalog.-) v_grace)
-                         AND s.catch_up OPERATOR(pg_catalog.<>) 'all'
-                        THEN v_due[pg_catalog.cardinality(v_due):]              -- on time
-                    WHEN s.catch_up OPERATOR(pg_catalog.=) 'none'
-                        THEN ARRAY[]::timestamptz[]
-                    WHEN s.catch_up OPERATOR(pg_catalog.=) 'one'
-                        THEN v_due[pg_catalog.cardinality(v_due):]
-                    ELSE v_due[GREATEST(1, pg_catalog.cardinality(v_due) OPERATOR(pg_catalog.-) s.catch_up_max OPERATOR(pg_catalog.+) 1):]
-                END;
+                SELECT d.fires, d.seen, d.next_fire INTO v_fires, v_seen, v_next   -- v_next NULL: never again
+                  FROM broker._schedule_due(s, v_now) AS d;
                 IF s.overlap OPERATOR(pg_catalog.=) 'skip' AND EXISTS (
                     SELECT 1 FROM broker.broker_jobs AS j
                      WHERE j.job_id OPERATOR(pg_catalog.=) s.last_job_id
                        AND j.complete_status OPERATOR(pg_catalog.<=) 1) THEN
                     v_fires := ARRAY[]::timestamptz[];
                 END IF;
-                s.skipped_fires := s.skipped_fires OPERATOR(pg_catalog.+) pg_catalog.cardinality(v_due)
-                                   OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_fires);
                 IF pg_catalog.cardinality(v_fires) OPERATOR(pg_catalog.>) 0 THEN
-                    SELECT * INTO v_result FROM broker._schedule_fire(s, v_fires);
-                    jobs_enqueued := jobs_enqueued OPERATOR(pg_catalog.+) v_result.jobs;
-                    s.last_job_id := COALESCE(v_result.last_job_id, s.last_job_id);
-                    s.last_fire_at := v_fires[pg_catalog.cardinality(v_fires)];
+                    SELECT f.jobs, f.last_job_id, f.last_fire_at INTO v_jobs, v_last_job, v_last_fire
+                      FROM broker._schedule_fire(s, v_fires) AS f;
                 END IF;
             END IF;
         EXCEPTION WHEN OTHERS THEN
@@ -1001,14 +1365,22 @@ BEGIN
                SET enabled = false, next_fire_at = NULL, last_error = v_error
              WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
         ELSE
+            jobs_enqueued := jobs_enqueued OPERATOR(pg_catalog.+) v_jobs;
+            -- fires that enqueued nothing (policy, overlap, or a key still taken) count as skipped
             UPDATE broker.broker_schedule AS t
-               SET next_fire_at = s.next_fire_at, last_fire_at = s.last_fire_at, last_job_id = s.last_job_id,
-                   skipped_fires = s.skipped_fires
+               SET next_fire_at = v_next,
+                   last_fire_at = COALESCE(v_last_fire, t.last_fire_at),
+                   last_job_id = COALESCE(v_last_job, t.last_job_id),
+                   skipped_fires = t.skipped_fires OPERATOR(pg_catalog.+) v_seen OPERATOR(pg_catalog.-) v_jobs
              WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
         END IF;
     END LOOP;
     next_fire_at := (SELECT pg_catalog.min(x.next_fire_at) FROM broker.broker_schedule AS x WHERE x.enabled);
-    seconds_until_next := GREATEST(0, pg_catalog.date_part('epoch', next_fire_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()));
+    -- a fire still due here belongs to a schedule that was locked: come back in a second
+    seconds_until_next := CASE
+        WHEN next_fire_at IS NULL THEN NULL
+        WHEN next_fire_at OPERATOR(pg_catalog.<=) v_now THEN 1
+        ELSE GREATEST(0, pg_catalog.date_part('epoch', next_fire_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())) END;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_schedule_tick() IS

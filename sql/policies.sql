@@ -21,11 +21,12 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
                 AND broker._may_run_as(run_as, CURRENT_USER)
+                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
                 AND attempts OPERATOR(pg_catalog.=) 0
                 AND pending_deps OPERATOR(pg_catalog.=) 0);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
 CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)

@@ -84,3 +84,21 @@ def test_the_runner_fires_a_schedule_when_due_and_sleeps_in_between(db, start):
     assert 1 <= ticks <= 3, f"{ticks} ticks in ~5 s: the runner should sleep until the fire time, not poll"
     assert _metric(runner, "broker_schedule_jobs_total") == 1
     assert 0 <= fired_late < 5, "the job ran soon after its fire time"
+
+
+def test_a_locked_due_schedule_is_retried_in_a_second_and_job_inserts_do_not_block_the_tick(db):
+    with connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_schedule('s', '* * * * *', 'SELECT 1', p_overlap => 'allow')")
+        sid = conn.execute("SELECT schedule_id FROM broker.broker_schedule").fetchone()[0]
+        conn.execute("UPDATE broker.broker_schedule SET next_fire_at = date_trunc('minute', now())")
+        with connect(db, autocommit=False) as holder:
+            # its owner holds the row: the tick skips it and asks to be called again soon, not at once
+            holder.execute("SELECT 1 FROM broker.broker_schedule FOR UPDATE")
+            jobs, _, seconds = conn.execute("SELECT * FROM broker.broker_schedule_tick()").fetchone()
+            assert (jobs, seconds) == (0, 1)
+            holder.rollback()
+            # a job of the schedule being inserted (its foreign key locks the row FOR KEY SHARE) does not stop it
+            holder.execute("SELECT broker.broker_add_job('linked', 'SELECT 1', p_schedule_id => %s)", (sid,))
+            jobs, _, seconds = conn.execute("SELECT * FROM broker.broker_schedule_tick()").fetchone()
+            assert jobs == 1 and seconds > 0
+            holder.rollback()

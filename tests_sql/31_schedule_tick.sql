@@ -1,7 +1,7 @@
 -- broker_schedule_tick: due fires enqueue once, catch-up none/one/all with a cap, overlap skip/allow,
 -- owners that lose their rights, tenants, and who may tick. (Two concurrent ticks: tests_py/test_schedules.py.)
 BEGIN;
-SELECT plan(34);
+SELECT plan(37);
 SET LOCAL TimeZone = 'UTC';
 
 CREATE ROLE broker_test_alice NOLOGIN IN ROLE broker_enqueue;
@@ -61,12 +61,14 @@ RESET ROLE;
 UPDATE broker.broker_schedule SET next_fire_at = date_trunc('month', now()) - interval '12 months'
  WHERE schedule_name LIKE 'monthly-%';
 SELECT is(pg_temp.tick(), 1 + 0 + 5 + 13, 'one + none + all (cap 5) + all (no cap reached)');
-SELECT results_eq($$SELECT s.schedule_name, count(j.job_id), s.skipped_fires FROM broker.broker_schedule s
-                      LEFT JOIN broker.broker_jobs j ON j.schedule_id = s.schedule_id
-                     WHERE s.schedule_name LIKE 'monthly-%' GROUP BY 1, 3 ORDER BY 1$$,
-    $$VALUES ('monthly-all', 5::bigint, 8::bigint), ('monthly-all-uncapped', 13, 0), ('monthly-none', 0, 13),
-             ('monthly-one', 1, 12)$$,
-    '13 missed fires: jobs enqueued and fires skipped per policy');
+-- (how many of the dropped fires are counted depends on how far back the tick had to look)
+SELECT results_eq($$SELECT s.schedule_name, count(j.job_id), s.skipped_fires BETWEEN 1 AND 13 - count(j.job_id)
+                     FROM broker.broker_schedule s LEFT JOIN broker.broker_jobs j ON j.schedule_id = s.schedule_id
+                     WHERE s.schedule_name LIKE 'monthly-%' GROUP BY 1, s.skipped_fires ORDER BY 1$$,
+    $$VALUES ('monthly-all', 5::bigint, true), ('monthly-all-uncapped', 13, false), ('monthly-none', 0, true),
+             ('monthly-one', 1, true)$$,
+    '13 missed fires: jobs enqueued per policy, the dropped ones counted as skipped');
+SELECT is((pg_temp.sched('monthly-all-uncapped')).skipped_fires, 0::bigint, 'nothing skipped when all fit the cap');
 SELECT is((SELECT max(last_fire_at) FROM broker.broker_schedule WHERE schedule_name = 'monthly-one'),
           date_trunc('month', now()), 'catch-up one: the job is for the latest missed fire');
 SELECT is(ARRAY(SELECT j.idempotency_key FROM broker.broker_jobs j JOIN broker.broker_schedule s USING (schedule_id)
@@ -78,6 +80,17 @@ SELECT is(ARRAY(SELECT j.idempotency_key FROM broker.broker_jobs j JOIN broker.b
 SELECT is((SELECT count(DISTINCT next_fire_at) FROM broker.broker_schedule WHERE schedule_name LIKE 'monthly-%'), 1::bigint,
           'all four plan the same next fire');
 SELECT is((pg_temp.sched('monthly-none')).next_fire_at, broker.broker_cron_next('0 0 1 * *', now()), '... the next one after now');
+
+-- bounded work: a schedule a century behind costs the tick a couple of fires, not millions
+UPDATE broker.broker_schedule SET enabled = false WHERE schedule_name LIKE 'monthly-%';
+SET LOCAL ROLE broker_test_alice;
+SELECT broker.broker_add_schedule('century', '* * * * *', 'SELECT 1');
+RESET ROLE;
+UPDATE broker.broker_schedule SET next_fire_at = '1926-01-01' WHERE schedule_name = 'century';
+SELECT is(pg_temp.tick(), 1, 'a minutely schedule 100 years behind: one catch-up job');
+SELECT is((pg_temp.sched('century')).skipped_fires, 1::bigint,
+          'only the fires in the last two minutes were looked at (one dropped)');
+UPDATE broker.broker_schedule SET enabled = true WHERE schedule_name LIKE 'monthly-%';
 
 -- the tick's answer: when to come back
 SELECT results_eq($$SELECT next_fire_at, seconds_until_next > 0 FROM broker.broker_schedule_tick()$$,

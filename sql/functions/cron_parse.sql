@@ -3,9 +3,13 @@
 --   Five fields (minute hour day-of-month month day-of-week) or an @macro.
 --   A parsed field is a bigint bit mask (bit n set = value n allowed), so the
 --   search in broker._cron_next_wall needs only integer arithmetic.
---   The cron functions are not SECURITY DEFINER and qualify every function and
---   operator, so they carry no SET search_path: a SET clause makes each call
---   save and restore the setting, which doubled the cost of broker_cron_next.
+--   The cron functions are not SECURITY DEFINER and qualify every function,
+--   operator and type that is not a keyword (pg_catalog.text, not text: a
+--   variable's type is looked up once per session, so a pg_temp.text domain
+--   created before the first call would otherwise run its CHECK inside every
+--   later call, as whoever calls), so they carry no SET search_path: a SET
+--   clause makes each call save and restore the setting, which doubled the
+--   cost of broker_cron_next. tests_sql/32 guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -23,12 +27,12 @@ LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
     v_mask  bigint := 0;
-    v_item  text;
-    v_parts text[];
+    v_item  pg_catalog.text;
+    v_parts pg_catalog.text[];
     v_lo    integer;
     v_hi    integer;
     v_step  integer;
-    v_bound text[];
+    v_bound pg_catalog.text[];
     v_i     integer;
 BEGIN
     FOREACH v_item IN ARRAY pg_catalog.string_to_array(p_field, ',') LOOP
@@ -54,7 +58,7 @@ BEGIN
                 END IF;
             ELSIF pg_catalog.array_position(p_names, v_bound[v_i]) IS NOT NULL THEN
                 v_bound[v_i] := (pg_catalog.array_position(p_names, v_bound[v_i]) OPERATOR(pg_catalog.+) p_min
-                                 OPERATOR(pg_catalog.-) 1)::text;
+                                 OPERATOR(pg_catalog.-) 1)::pg_catalog.text;
             ELSE
                 RAISE EXCEPTION 'cron expression %: % field: unknown value %', pg_catalog.quote_literal(p_expr),
                     p_label, pg_catalog.quote_literal(v_bound[v_i])
@@ -108,8 +112,9 @@ COMMENT ON FUNCTION broker._cron_field(text, text, integer, integer, text[], tex
 --                 with '*' (ISC cron's daylight-saving rule, see
 --                 broker_cron_next).
 --   Macros: @yearly @annually @monthly @weekly @daily @midnight @hourly.
--- Errors: 22004 NULL expression; 22023 wrong field count, unknown macro,
---   bad value, range or step (the message names the field).
+-- Errors: 22004 NULL expression; 22023 longer than 256 characters, wrong
+--   field count, unknown macro, bad value, range or step (the message names
+--   the field).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_parse(p_expr text,
     OUT minutes bigint, OUT hours bigint, OUT days bigint, OUT months bigint, OUT dows bigint,
@@ -118,11 +123,15 @@ RETURNS record
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
-    v_text   text := pg_catalog.lower(pg_catalog.btrim(p_expr));
-    v_fields text[];
+    v_text   pg_catalog.text := pg_catalog.lower(pg_catalog.btrim(p_expr));
+    v_fields pg_catalog.text[];
 BEGIN
     IF p_expr IS NULL THEN
         RAISE EXCEPTION 'cron expression must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.length(p_expr) OPERATOR(pg_catalog.>) 256 THEN
+        RAISE EXCEPTION 'cron expression is % characters long; at most 256 are accepted', pg_catalog.length(p_expr)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.left(v_text, 1) OPERATOR(pg_catalog.=) '@' THEN
         v_text := (ARRAY['0 0 1 1 *', '0 0 1 1 *', '0 0 1 * *', '0 0 * * 0', '0 0 * * *', '0 0 * * *', '0 * * * *'])

@@ -367,3 +367,34 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._schedule_before_write()
+--   Row-level BEFORE INSERT OR UPDATE on broker_schedule, SECURITY INVOKER:
+--   for writers without BYPASSRLS (enqueuers, through the functions or
+--   directly) a next_fire_at in the past becomes now, so nobody can make the
+--   tick walk years of missed fires; the tick itself (the owner) is exempt.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_before_write()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
+       AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls)) THEN
+        NEW.next_fire_at := pg_catalog.now();
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._schedule_before_write() IS
+    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
+
+CREATE TRIGGER broker_schedule_before_write_trg
+    BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
+    FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
+COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
+    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
