@@ -6,7 +6,8 @@
 #   make test       everything from a fresh machine: packages, build, install,
 #                   a throwaway cluster, pgTAP and pytest
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
-#   make bench      claim-cost benchmark on a throwaway cluster (not a test)
+#   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
+#   make bench-peers  the same plus PgQueuer and Procrastinate, and docs/bench.png
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -116,9 +117,11 @@ demo: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
 
+# Benchmarks (never part of make test): a throwaway cluster, a table, bench/results/*.json.
+# BENCH_ARGS passes flags to bench/run.py (e.g. --only drain,latency --runs 1); sizes: BENCH_* (README).
 bench: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c '$(VENV)/bin/python bench/claim_backlog.py && $(VENV)/bin/python bench/latency.py'
+	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
 .PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench
 
