@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or ROOT / "bench" / "results")
 
 
 def env_int(name: str, default: int) -> int:
@@ -95,6 +95,7 @@ class Worker:
 
     def __init__(self, argv: list[str], cwd: Path | None = None):
         RESULTS.mkdir(exist_ok=True)
+        self.started = time.monotonic()
         self.proc = subprocess.Popen(argv, cwd=cwd)
 
     def stop(self, timeout: float = 60) -> None:
@@ -108,21 +109,25 @@ class Worker:
 
 
 async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float, what: str,
-                     interval: float = 0.05) -> float:
-    """Poll an async predicate until it is true; returns the time.monotonic() it became true."""
+                     interval: float = 0.05, worker: Worker | None = None) -> float:
+    """Poll an async predicate until it is true; returns the time.monotonic() it became true.
+    Fails at once when the worker process has exited."""
     deadline = time.monotonic() + timeout
     while not await predicate():
+        if worker is not None and worker.proc.poll() is not None:
+            raise RuntimeError(f"the worker exited with code {worker.proc.returncode} while waiting for {what}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         await asyncio.sleep(interval)
     return time.monotonic()
 
 
-async def timed_drain(remaining: Callable[[], Awaitable[int]], n: int, started: float, timeout: float) -> dict:
+async def timed_drain(remaining: Callable[[], Awaitable[int]], n: int, worker: Worker, timeout: float) -> dict:
     """After a worker started (monotonic `started`) on n pre-enqueued jobs: poll the number of
     unfinished jobs; the drain time runs from the first completion seen to the last."""
-    first = await wait_until(lambda: _below(remaining, n), timeout, "the first completion", 0.02)
-    last = await wait_until(lambda: _below(remaining, 1), timeout, f"{n} jobs to complete", 0.05)
+    started = worker.started
+    first = await wait_until(lambda: _below(remaining, n), timeout, "the first completion", 0.02, worker)
+    last = await wait_until(lambda: _below(remaining, 1), timeout, f"{n} jobs to complete", 0.05, worker)
     return {"jobs": n, "seconds": last - first, "jobs_per_s": n / (last - first),
             "worker_start_to_first_s": first - started}
 

@@ -22,9 +22,9 @@ ALL = ("drain", "enqueue", "latency", "backlog", "deps")
 def systems(with_peers: bool) -> list:
     out = [Broker()]
     if with_peers:
-        from .peers.pgqueuer_workloads import PgQueuer
-        from .peers.procrastinate_workloads import Procrastinate
-        out += [PgQueuer(), Procrastinate()]
+        from .peers.pgqueuer_workloads import PgQueuerSystem
+        from .peers.procrastinate_workloads import ProcrastinateSystem
+        out += [PgQueuerSystem(), ProcrastinateSystem()]
     return out
 
 

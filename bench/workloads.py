@@ -13,7 +13,9 @@ A system is an adapter (bench/broker_workloads.py, bench/peers/*.py) with:
 """
 from __future__ import annotations
 
-import time
+import json
+import os
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -51,8 +53,7 @@ async def drain(system) -> dict:
         outfile = common.RESULTS / f".{db}.starts.json"
         worker = common.Worker(system.worker_argv(db, outfile), cwd=common.ROOT)
         try:
-            started = time.monotonic()
-            return await common.timed_drain(system.remaining, N_DRAIN, started, TIMEOUT)
+            return await common.timed_drain(system.remaining, N_DRAIN, worker, TIMEOUT)
         finally:
             worker.stop()
             outfile.unlink(missing_ok=True)
@@ -80,9 +81,9 @@ async def latency(system) -> dict:
         try:
             # warm-up: the worker is up and idle once it has run one job
             await system.enqueue_one()
-            await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} worker to start")
+            await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} worker to start", 0.05, worker)
             t0s = await common.latency_loop(system.enqueue_one, N_LATENCY)
-            await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} latency jobs")
+            await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} latency jobs", 0.05, worker)
         finally:
             worker.stop()
         try:
@@ -125,3 +126,20 @@ class PgSystem:
 
     async def enqueue_batch(self, size: int) -> None:
         raise NotImplementedError
+
+    def install_argv(self) -> list[str]:
+        """The peer's own schema installer, run with PGDATABASE = the template."""
+        raise NotImplementedError
+
+    def make_template(self) -> None:
+        common.create_db(self.template)
+        subprocess.run(self.install_argv(), check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "PGDATABASE": self.template})
+
+    async def preload(self, n: int) -> None:
+        for start in range(0, n, BATCH):
+            await self.enqueue_batch(min(BATCH, n - start))
+
+    async def start_times(self, outfile) -> dict:
+        """The peers' workers write {job id: time.time() at the job's start} to outfile on exit."""
+        return {int(k): v for k, v in json.loads(Path(outfile).read_text()).items()}
