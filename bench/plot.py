@@ -23,27 +23,25 @@ LATENCY = ("latency p50, ms", "latency p99, ms")
 
 
 def _bars(ax, rows: dict, labels: tuple, names: list, fallback: dict) -> None:
+    """Grouped bars; where pgsql_broker has no value but a fallback, the fallback is drawn and named."""
     width = 0.8 / len(names)
+    ticks = [lbl.rsplit(",", 1)[0].replace(" (", "\n(") for lbl in labels]
     for i, name in enumerate(names):
-        xs, ys, notes = [], [], []
+        xs, ys = [], []
         for j, label in enumerate(labels):
             v = rows.get(label, {}).get(name)
-            if not isinstance(v, (int, float)) and label in fallback and name == BROKER:
-                v, note = fallback[label], "generate_series fallback"  # broker_add_jobs missing: the generate_series path
-            else:
-                note = ""
+            if not isinstance(v, (int, float)) and name == BROKER and label in fallback:
+                v = fallback[label]  # broker_add_jobs missing: the generate_series path
+                ticks[j] += "\npgsql_broker: generate_series fallback"
             if isinstance(v, (int, float)):
                 xs.append(j + i * width)
                 ys.append(v)
-                notes.append(note)
         bars = ax.bar(xs, ys, width, label=name)
-        for b, y, note in zip(bars, ys, notes):
+        for b, y in zip(bars, ys):
             ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.1f}", (b.get_x() + b.get_width() / 2, y),
                         ha="center", va="bottom", fontsize=7)
-            if note:
-                ax.annotate(note, (b.get_x() + b.get_width() / 2, y / 2), ha="center", rotation=90, fontsize=6)
     ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(labels))])
-    ax.set_xticklabels([lbl.rsplit(",", 1)[0].replace(" (", "\n(") for lbl in labels], fontsize=8)
+    ax.set_xticklabels(ticks, fontsize=8)
 
 
 def plot(results: dict, out: Path) -> None:
@@ -61,7 +59,8 @@ def plot(results: dict, out: Path) -> None:
     b.set_title("enqueue-to-start latency, idle worker")
     a.legend(fontsize=8)
     m = results["machine"]
-    fig.suptitle(f"median of {results['runs']} runs, {m['date'][:10]}, {m['nproc']} cores (shared), PostgreSQL "
+    fig.suptitle(f"median of {results['runs']} runs (drain: {results['sizes']['drain_jobs']:,} jobs), {m['date'][:10]}, "
+                 f"{m['nproc']} cores (shared), PostgreSQL "
                  f"{m['server_version'].split()[0]}, fsync={m['settings'].get('fsync')}, "
                  f"synchronous_commit={m['settings'].get('synchronous_commit')}", fontsize=9)
     fig.tight_layout()

@@ -56,7 +56,8 @@ def print_report(results: dict) -> None:
             row.append(f"{b / v:.2f}" if isinstance(b, (int, float)) and isinstance(v, (int, float)) and v else "-")
         rows.append(row)
     if rows:
-        print(f"median of {runs} run(s); ratio = pgsql_broker / peer (throughput: > 1 is faster; latency: < 1 is faster)")
+        print(f"median of {runs} run(s)" + ("; ratio = pgsql_broker / peer (throughput: > 1 is faster; latency: < 1 "
+                                            "is faster)" if peers else ""))
         common.print_table(["workload"] + names + [f"ratio vs {p}" for p in peers], rows)
     broker = results["systems"].get(BROKER, {})
     extra = []
