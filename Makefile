@@ -6,7 +6,8 @@
 #   make test       everything from a fresh machine: packages, build, install,
 #                   a throwaway cluster, pgTAP and pytest
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
-#   make bench      claim-cost benchmark on a throwaway cluster (not a test)
+#   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
+#   make bench-peers  the same plus PgQueuer and Procrastinate, and docs/bench.png
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -114,11 +115,29 @@ demo: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
 
+# Benchmarks (never part of make test): a throwaway cluster, a table, bench/results/*.json.
+# BENCH_ARGS passes flags to bench/run.py (e.g. --only drain,latency --runs 1); sizes: BENCH_* (README).
 bench: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c '$(VENV)/bin/python bench/claim_backlog.py && $(VENV)/bin/python bench/latency.py'
+	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
-.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench
+# The same cluster and run for pgsql_broker, PgQueuer and Procrastinate (drain, enqueue,
+# latency; pinned versions from PyPI into bench/.venv-peers, not the project's venv), then
+# docs/bench.png. Drain uses 5,000 jobs here (BENCH_DRAIN_JOBS overrides) to stay near 15 min.
+PEERS_VENV = bench/.venv-peers
+PEERS_PACKAGES = 'pgqueuer[asyncpg]==1.6.0' procrastinate==3.10.0
+$(PEERS_VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
+	test -x $(PEERS_VENV)/bin/python || $(BROKER_PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --disable-pip-version-check -e '.[bench]' $(PEERS_PACKAGES)
+	@touch $@
+
+bench-peers: deps all $(PEERS_VENV)/.installed
+	$(MAKE) install >/dev/null
+	BENCH_DRAIN_JOBS=$${BENCH_DRAIN_JOBS:-5000} .ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --peers \
+	  --only drain,enqueue,latency $(BENCH_ARGS)
+	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
+
+.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
