@@ -73,6 +73,10 @@ def print_report(results: dict) -> None:
                   ("complete a job nobody waits on", f"{d['complete_no_dependents_ms']:.1f} ms"),
                   (f"enqueue into a {d['jobs']:,}-job graph (cycle-check walk)", f"{d['enqueue_into_graph_ms']:.1f} ms"),
                   ("same enqueue, group nobody waits on (no walk)", f"{d['enqueue_no_walk_ms']:.1f} ms")]
+    if "cron" in broker:
+        c = broker["cron"]
+        extra += [(f"broker_cron_next, {c['expressions']:,} random expressions, {zone}", f"{v['median_us_per_call']:.1f} µs a call")
+                  for zone, v in c.items() if isinstance(v, dict)]
     if extra:
         print()
         common.print_table(["pgsql_broker only", f"median of {runs}"], [list(e) for e in extra])

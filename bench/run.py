@@ -12,11 +12,11 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, claim_backlog, common, workloads
+from . import broker_deps, claim_backlog, common, cron_next, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "backlog", "deps")
+ALL = ("drain", "enqueue", "latency", "backlog", "deps", "cron")
 
 
 def systems(with_peers: bool) -> list:
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
                 runs.append(broker_deps.run(chosen[0].template))
                 print(f"  run {r + 1} deps     {_short(runs[-1])}", flush=True)
             broker["deps"] = {"runs": runs, "median": common.median_of(runs)}
+        if "cron" in only:
+            broker["cron"] = cron_next.run(chosen[0].template, args.runs)
     finally:
         for s in chosen:
             common.drop_db(s.template)
