@@ -2021,8 +2021,8 @@ COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer) IS
 --   variable's type is looked up once per session, so a pg_temp.text domain
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
---   clause makes each call save and restore the setting, which doubled the
---   cost of broker_cron_next. tests_sql/32 guards this.
+--   clause makes each call save and restore the setting, which made
+--   broker_cron_next up to twice as slow. tests_sql/32 guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
