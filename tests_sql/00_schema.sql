@@ -48,7 +48,8 @@ SELECT functions_are('broker', ARRAY[
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
-    '_count_pending_deps', '_executor_schema', 'broker_queue_stats']);
+    '_count_pending_deps', '_executor_schema', 'broker_queue_stats', 'broker_add_jobs', '_add_jobs', '_parse_jobs',
+    'broker_run_batch']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

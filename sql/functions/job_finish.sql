@@ -38,6 +38,13 @@ DECLARE
     v_ready integer;
 BEGIN
     PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+    -- the common case: nothing ever waited on this job or its group (two index probes)
+    IF NOT EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id)
+       AND NOT EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group) THEN
+        RETURN 0;
+    END IF;
 
     PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
 
@@ -171,12 +178,13 @@ BEGIN
     END IF;
     PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
     RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
-             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+               AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer
          OPERATOR(pg_catalog.+)
            (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
              WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+               AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer;
 END;
 $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
