@@ -13,11 +13,13 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
-                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
+BEGIN
+    RETURN GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min);
+END;
 $$;
 COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
     'Internal: integer option from broker_config, or the default when unset.';
@@ -453,11 +455,13 @@ COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._strict_tenancy()
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+BEGIN
+    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
+END;
 $$;
 COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
 
@@ -470,13 +474,15 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT broker._strict_tenancy()
+BEGIN
+    RETURN NOT broker._strict_tenancy()
         OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
     'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
@@ -547,10 +553,11 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.oid::regprocedure
+BEGIN
+    RETURN (SELECT p.oid::regprocedure
       FROM pg_catalog.pg_roles AS r
       JOIN pg_catalog.pg_namespace AS n
         ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
@@ -566,6 +573,8 @@ AS $$
        AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
              WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
                AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
+END;
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
     'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
@@ -715,8 +724,25 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
-    -- keys (1651665666). One statement, planned once per session (PL/pgSQL
-    -- caches it): the aggregate takes the keys in the order of the sort.
+    -- keys (1651665666).
+    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
+       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
+        -- the common case (enqueue of a job, completion of a job): at most one
+        -- shared key of each class, group class first
+        IF p_shared_groups[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
+                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
+                    OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        IF p_shared_jobs[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
+                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        RETURN;
+    END IF;
+    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
     PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
                                  ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
       FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
@@ -786,12 +812,14 @@ COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queues(p_queues integer[])
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q::text)
-      FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
@@ -2241,6 +2269,70 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._run_claimed(p_job, p_exec)
+--   Executes the claimed job p_job (locked by the caller, see _run_begin)
+--   through its executor p_exec (NULL: it has none, the attempt fails with
+--   42501) and records the outcome: the body of broker_run and
+--   broker_run_batch, which documents the semantics. Returns the new status,
+--   the error of a failed attempt and how long it ran.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure,
+    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_hint     text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    IF p_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       p_job.run_as, p_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
+              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
+        END IF;
+    END IF;
+
+    IF v_state IS NULL THEN
+        PERFORM broker._complete_job(p_job.job_id);
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
+    END IF;
+    complete_status := v_status;
+    error_sqlstate := v_state;
+    error_message := v_message;
+    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure) IS
+    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
@@ -2249,8 +2341,9 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
 --     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session between jobs (DISCARD ALL), as the runner
---     does, and must not run jobs on the session holding the instance lock;
+--     jobs must reset the session after each transaction that ran jobs
+--     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
+--     not run jobs on the session holding the instance lock;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -2274,52 +2367,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job      broker.broker_jobs;
-    v_exec     regprocedure;
-    v_tenant   text;
-    v_state    text;
-    v_message  text;
-    v_hint     text;
-    v_status   smallint;
-    v_started  timestamptz;
+    v_job broker.broker_jobs;
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
-    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
-    v_started := pg_catalog.clock_timestamp();
-    v_exec := broker._executor(v_job.run_as);
-    IF v_exec IS NULL THEN
-        v_state := '42501';
-        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
-                                       v_job.run_as, v_job.run_as);
-    ELSE
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
-                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
-                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
-              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-        END;
-        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
-        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
-                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
-                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
-            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
-                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
-        END IF;
-    END IF;
-
-    IF v_state IS NULL THEN
-        PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
-    ELSE
-        v_status := broker._fail_attempt(p_job_id, v_state, v_message);
-    END IF;
-    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_state, v_message,
-                        pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as)) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
@@ -2366,7 +2418,8 @@ AS $$
 DECLARE
     v_run_as name;    -- run_as and tenant of the first job run
     v_tenant text;
-    v_job    record;
+    v_job    broker.broker_jobs;
+    v_exec   regprocedure;
     v_id     bigint;
     v_token  uuid;
 BEGIN
@@ -2388,7 +2441,7 @@ BEGIN
         v_id := p_job_ids[i];
         v_token := p_lease_tokens[i];
         -- lock and check it here, in the caller's transaction: a job that cannot run gets a row, not an error
-        SELECT j.run_as, j.tenant_id, j.job_timeout, j.complete_status, j.lease_token INTO v_job
+        SELECT * INTO v_job
           FROM broker.broker_jobs AS j
          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
            FOR NO KEY UPDATE;
@@ -2407,12 +2460,13 @@ BEGIN
         IF v_run_as IS NULL THEN
             v_run_as := v_job.run_as;
             v_tenant := v_job.tenant_id;
+            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
         ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        RETURN QUERY SELECT r.job_id, r.complete_status, r.attempts, r.error_sqlstate, r.error_message, r.duration
-                       FROM broker.broker_run(v_id, v_token) AS r;
+        RETURN QUERY SELECT v_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                       FROM broker._run_claimed(v_job, v_exec) AS r;
     END LOOP;
 END;
 $$;

@@ -49,7 +49,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
     '_count_pending_deps', '_executor_schema', 'broker_queue_stats', 'broker_add_jobs', '_add_jobs', '_parse_jobs',
-    'broker_run_batch']);
+    'broker_run_batch', '_run_claimed']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

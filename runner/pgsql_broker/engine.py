@@ -213,20 +213,34 @@ class DatabaseRunner:
         return claimed
 
     async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple]) -> int:
-        """Run claimed jobs in one transaction; returns how many broker_run_batch took up (>= 1)."""
+        """Run claimed jobs in one transaction; returns how many broker_run_batch took up (>= 1). When the
+        transaction fails as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per
+        transaction, so that one job cannot cost the others an attempt; a single job's failed transaction
+        leaves it to lease recovery."""
         for job_id, name, _, tenant, *_ in batch:
             self.running[job_id] = JobView(job_id, name, queue, tenant)
+        outcomes = None
         try:
             async with conn.transaction():
                 if batch[0][6]:
                     await conn.execute(queries.JOB_TIMEOUT, {"ms": str(batch[0][6])})
                 outcomes = await (await conn.execute(queries.RUN_BATCH, {"jobs": [r[0] for r in batch],
                                                                          "tokens": [r[7] for r in batch]})).fetchall()
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
+            outcomes = None
+            log.warning("a transaction of %d job(s) failed: %s", len(batch), str(exc).strip().splitlines()[0],
+                        extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
         finally:
             for row in batch:
                 self.running.pop(row[0], None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 await conn.execute(queries.RESET_SESSION)  # whatever the jobs SET, LISTENed or created
+        if outcomes is None:
+            for row in batch if len(batch) > 1 else ():
+                await self._run_batch(conn, queue, [row])
+            return len(batch)
         for row, outcome in zip(batch, outcomes):
             self._record(queue, row, outcome)
         return max(len(outcomes), 1)

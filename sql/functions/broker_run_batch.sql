@@ -39,7 +39,8 @@ AS $$
 DECLARE
     v_run_as name;    -- run_as and tenant of the first job run
     v_tenant text;
-    v_job    record;
+    v_job    broker.broker_jobs;
+    v_exec   regprocedure;
     v_id     bigint;
     v_token  uuid;
 BEGIN
@@ -61,7 +62,7 @@ BEGIN
         v_id := p_job_ids[i];
         v_token := p_lease_tokens[i];
         -- lock and check it here, in the caller's transaction: a job that cannot run gets a row, not an error
-        SELECT j.run_as, j.tenant_id, j.job_timeout, j.complete_status, j.lease_token INTO v_job
+        SELECT * INTO v_job
           FROM broker.broker_jobs AS j
          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
            FOR NO KEY UPDATE;
@@ -80,12 +81,13 @@ BEGIN
         IF v_run_as IS NULL THEN
             v_run_as := v_job.run_as;
             v_tenant := v_job.tenant_id;
+            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
         ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        RETURN QUERY SELECT r.job_id, r.complete_status, r.attempts, r.error_sqlstate, r.error_message, r.duration
-                       FROM broker.broker_run(v_id, v_token) AS r;
+        RETURN QUERY SELECT v_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                       FROM broker._run_claimed(v_job, v_exec) AS r;
     END LOOP;
 END;
 $$;

@@ -23,8 +23,25 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
-    -- keys (1651665666). One statement, planned once per session (PL/pgSQL
-    -- caches it): the aggregate takes the keys in the order of the sort.
+    -- keys (1651665666).
+    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
+       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
+        -- the common case (enqueue of a job, completion of a job): at most one
+        -- shared key of each class, group class first
+        IF p_shared_groups[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
+                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
+                    OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        IF p_shared_jobs[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
+                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        RETURN;
+    END IF;
+    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
     PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
                                  ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
       FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
