@@ -181,8 +181,11 @@ CREATE OR REPLACE FUNCTION broker._lock_dependency_keys(
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
     -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
     -- keys (1651665666).
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
@@ -251,10 +254,12 @@ BEGIN
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
                             UNION
                             SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
                                AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
          ORDER BY d.job_id
            FOR NO KEY UPDATE OF d) AS locked);
@@ -379,6 +384,61 @@ $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
     'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
 
+-- source: sql/functions/job_finish.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.job_id IN (
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
+
 -- source: sql/functions/job_triggers.sql
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_after_insert()
@@ -389,6 +449,8 @@ CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r record;
@@ -406,6 +468,7 @@ BEGIN
         CONTINUE WHEN NOT EXISTS (
             SELECT 1 FROM broker.broker_job_dependency AS e
              WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+               AND e.depends_on_group IS NOT NULL  -- (the partial index: not implied by = ANY)
                AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups));
         PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
         UPDATE broker.broker_jobs AS d
@@ -416,6 +479,7 @@ BEGIN
                     ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
                    AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                    AND m.complete_status OPERATOR(pg_catalog.<=) 1
                  GROUP BY e.job_id) AS c
@@ -448,11 +512,16 @@ CREATE OR REPLACE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_keys  record;
-    v_cycle record;
+    v_keys    record;
+    v_cycle   record;
+    v_origins bigint[];
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
+        RETURN NULL;
+    END IF;
     FOR v_keys IN
         SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
                pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
@@ -476,54 +545,59 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- Cycle check, from the jobs some pending job already waits on.
-    WITH RECURSIVE origin AS (
-        SELECT j.job_id, j.tenant_id, j.job_group
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT DISTINCT e.job_id FROM new_edges AS e))
-           AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           AND w.complete_status OPERATOR(pg_catalog.=) 0)
-                OR EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                             JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                            WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                              AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group
-                              AND w.complete_status OPERATOR(pg_catalog.=) 0))
-    ), reach (origin, job_id, complete_status) AS (
-        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-        UNION
-        SELECT r.origin, t.job_id, t.complete_status
+    -- Cycle check, from the jobs something already waits on (usually none: no walk).
+    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
+    -- the walk run a little more often, checked with two index probes per job)
+    v_origins := ARRAY(
+        SELECT j.job_id
+          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                       UNION ALL
+                       SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
+    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
+        WITH RECURSIVE origin AS (
+            SELECT j.job_id, j.tenant_id, j.job_group
+              FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_origins)
+        ), reach (origin, job_id, complete_status) AS (
+            SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+            UNION
+            SELECT r.origin, t.job_id, t.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              CROSS JOIN LATERAL (
+                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
+                     WHERE n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+                    UNION ALL
+                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
+                     WHERE n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                       AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS t
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
+          INTO v_cycle
           FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          CROSS JOIN LATERAL (
-                SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                 WHERE n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                   AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-                UNION ALL
-                SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                 WHERE n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                   AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS t
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
          WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-    )
-    SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
-      INTO v_cycle
-      FROM reach AS r
-      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
-            v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
-            pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
-            USING ERRCODE = 'check_violation';
+           AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                          AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                               OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                                   AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
+                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
     END IF;
 
     -- Count: each target group's unfinished members once, each id target once.
@@ -564,6 +638,236 @@ CREATE TRIGGER broker_job_dependency_after_insert_trg
     FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
     'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
+
+-- source: sql/functions/broker_add_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
+-- Errors: 22004 NULL where a value is required; 22023 invalid value;
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_id       bigint;
+    v_has_deps boolean;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
 
 -- source: sql/functions/broker_run.sql
 -- ---------------------------------------------------------------------------

@@ -721,8 +721,11 @@ CREATE FUNCTION broker._lock_dependency_keys(
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
     -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
     -- keys (1651665666).
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
@@ -790,10 +793,12 @@ BEGIN
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
                             UNION
                             SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
                                AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
          ORDER BY d.job_id
            FOR NO KEY UPDATE OF d) AS locked);
@@ -970,9 +975,13 @@ BEGIN
              WHERE d.complete_status OPERATOR(pg_catalog.=) 0
                AND d.job_id IN (
                    SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
@@ -1098,7 +1107,12 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 -- Triggers that keep dependency bookkeeping exact whoever writes the tables
 -- (broker_add_job, or a role with INSERT privilege writing rows directly).
 -- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
--- writer may not update itself. Identity and tenant of the writer are
+-- writer may not update itself. The AFTER triggers run with enable_seqscan off:
+-- their queries are index probes, and PL/pgSQL keeps the plan made at the first
+-- call; made while the tables were small, a plan that scans them would be kept
+-- for the whole of a long transaction (thousands of enqueues in one statement
+-- then cost quadratic time). _jobs_after_insert, whose probe takes an array of
+-- groups, also plans it for the values at hand (force_custom_plan). Identity and tenant of the writer are
 -- checked by the row-level security policies, as the writer, before these run.
 -- ---------------------------------------------------------------------------
 
@@ -1111,6 +1125,8 @@ CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r record;
@@ -1128,6 +1144,7 @@ BEGIN
         CONTINUE WHEN NOT EXISTS (
             SELECT 1 FROM broker.broker_job_dependency AS e
              WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+               AND e.depends_on_group IS NOT NULL  -- (the partial index: not implied by = ANY)
                AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups));
         PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
         UPDATE broker.broker_jobs AS d
@@ -1138,6 +1155,7 @@ BEGIN
                     ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
                    AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                    AND m.complete_status OPERATOR(pg_catalog.<=) 1
                  GROUP BY e.job_id) AS c
@@ -1237,11 +1255,16 @@ CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_keys  record;
-    v_cycle record;
+    v_keys    record;
+    v_cycle   record;
+    v_origins bigint[];
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
+        RETURN NULL;
+    END IF;
     FOR v_keys IN
         SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
                pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
@@ -1265,54 +1288,59 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- Cycle check, from the jobs some pending job already waits on.
-    WITH RECURSIVE origin AS (
-        SELECT j.job_id, j.tenant_id, j.job_group
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT DISTINCT e.job_id FROM new_edges AS e))
-           AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           AND w.complete_status OPERATOR(pg_catalog.=) 0)
-                OR EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                             JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                            WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                              AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group
-                              AND w.complete_status OPERATOR(pg_catalog.=) 0))
-    ), reach (origin, job_id, complete_status) AS (
-        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-        UNION
-        SELECT r.origin, t.job_id, t.complete_status
+    -- Cycle check, from the jobs something already waits on (usually none: no walk).
+    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
+    -- the walk run a little more often, checked with two index probes per job)
+    v_origins := ARRAY(
+        SELECT j.job_id
+          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                       UNION ALL
+                       SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
+    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
+        WITH RECURSIVE origin AS (
+            SELECT j.job_id, j.tenant_id, j.job_group
+              FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_origins)
+        ), reach (origin, job_id, complete_status) AS (
+            SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+            UNION
+            SELECT r.origin, t.job_id, t.complete_status
+              FROM reach AS r
+              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+              CROSS JOIN LATERAL (
+                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
+                     WHERE n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+                    UNION ALL
+                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
+                     WHERE n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                       AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS t
+             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+        )
+        SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
+          INTO v_cycle
           FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          CROSS JOIN LATERAL (
-                SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                 WHERE n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                   AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-                UNION ALL
-                SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                 WHERE n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                   AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS t
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
          WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-    )
-    SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
-      INTO v_cycle
-      FROM reach AS r
-      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
-            v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
-            pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
-            USING ERRCODE = 'check_violation';
+           AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                          AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                               OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                                   AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
+                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
     END IF;
 
     -- Count: each target group's unfinished members once, each id target once.
@@ -1597,11 +1625,12 @@ BEGIN
 
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-        -- Each edge is validated, cycle-checked and counted by its trigger.
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
-        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
-        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
         -- wake a runner only if nothing it waits on is unfinished
         PERFORM broker._notify_queues(ARRAY[p_job_queue])
            FROM broker.broker_jobs AS j

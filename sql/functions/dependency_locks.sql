@@ -20,8 +20,11 @@ CREATE FUNCTION broker._lock_dependency_keys(
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
     -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
     -- keys (1651665666).
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
@@ -89,10 +92,12 @@ BEGIN
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
                             UNION
                             SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
                                AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
          ORDER BY d.job_id
            FOR NO KEY UPDATE OF d) AS locked);

@@ -110,9 +110,13 @@ BEGIN
              WHERE d.complete_status OPERATOR(pg_catalog.=) 0
                AND d.job_id IN (
                    SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
