@@ -6,8 +6,7 @@
 -- their queries are index probes, and PL/pgSQL keeps the plan made at the first
 -- call; made while the tables were small, a plan that scans them would be kept
 -- for the whole of a long transaction (thousands of enqueues in one statement
--- then cost quadratic time). _jobs_after_insert, whose probe takes an array of
--- groups, also plans it for the values at hand (force_custom_plan). Identity and tenant of the writer are
+-- then cost quadratic time). Identity and tenant of the writer are
 -- checked by the row-level security policies, as the writer, before these run.
 -- ---------------------------------------------------------------------------
 
@@ -21,7 +20,6 @@ RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
-SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r record;
@@ -36,11 +34,13 @@ BEGIN
         -- shared: members may join a group together; a new dependent waits
         PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
         -- the common case: nothing waits on these groups (one index probe per group)
+        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
         CONTINUE WHEN NOT EXISTS (
-            SELECT 1 FROM broker.broker_job_dependency AS e
-             WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-               AND e.depends_on_group IS NOT NULL  -- (the partial index: not implied by = ANY)
-               AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups));
+            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
+             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+                                  LIMIT 1) AS x);
         PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
         UPDATE broker.broker_jobs AS d
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
