@@ -6,7 +6,8 @@
 #   make test       everything from a fresh machine: packages, build, install,
 #                   a throwaway cluster, pgTAP and pytest
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
-#   make bench      claim-cost benchmark on a throwaway cluster (not a test)
+#   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
+#   make bench-peers  the same plus PgQueuer and Procrastinate, and docs/bench.png
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -87,17 +88,9 @@ $(VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 	@touch $@
 
 # pgspot (PyPI) reads the extension scripts for search_path and quoting hazards.
-# Two functions have no SET search_path on purpose (see their headers): broker_current_tenant
-# must be inlinable, broker_add_jobs reads the caller's search_path; both are fully qualified.
-PGSPOT_NO_SEARCH_PATH = --proc-without-search-path 'broker.broker_current_tenant()' \
-	--proc-without-search-path 'broker.broker_add_jobs(p_jobs jsonb,ord integer,job_id bigint,is_new boolean)'
-# An upgrade script A--B is read after the full script of A (-a), which created what it replaces.
+# Exceptions (functions allowed without SET search_path): sql/pgspot-no-search-path.txt.
 lint-sql: $(VENV)/.installed all
-	@for f in $(GENERATED) $(wildcard extension/$(EXTENSION)--*--*.sql); do \
-	   case $$f in *--*--*) from="-a extension/$(EXTENSION)--$$(echo $$f | sed -E 's/^.*--([0-9.]+)--[0-9.]+\.sql$$/\1/').sql";; *) from="";; esac; \
-	   out=$$($(VENV)/bin/pgspot $(PGSPOT_NO_SEARCH_PATH) $$from $$f 2>&1); echo "pgspot $$f: $$(echo "$$out" | tail -n 1)"; \
-	   echo "$$out" | grep -qE 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "$$out"; exit 1; }; \
-	 done
+	PGSPOT=$(VENV)/bin/pgspot .ci/pgspot $(GENERATED) $(wildcard extension/$(EXTENSION)--*--*.sql)
 
 # Released (frozen) full scripts never change: extension/frozen.sha256 lists them.
 check-frozen:
@@ -122,11 +115,29 @@ demo: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
 
+# Benchmarks (never part of make test): a throwaway cluster, a table, bench/results/*.json.
+# BENCH_ARGS passes flags to bench/run.py (e.g. --only drain,latency --runs 1); sizes: BENCH_* (README).
 bench: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c '$(VENV)/bin/python bench/claim_backlog.py && $(VENV)/bin/python bench/latency.py'
+	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
-.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench
+# The same cluster and run for pgsql_broker, PgQueuer and Procrastinate (drain, enqueue,
+# latency; pinned versions from PyPI into bench/.venv-peers, not the project's venv), then
+# docs/bench.png. Drain uses 5,000 jobs here (BENCH_DRAIN_JOBS overrides) to stay near 15 min.
+PEERS_VENV = bench/.venv-peers
+PEERS_PACKAGES = 'pgqueuer[asyncpg]==1.6.0' procrastinate==3.10.0
+$(PEERS_VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
+	test -x $(PEERS_VENV)/bin/python || $(BROKER_PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q --disable-pip-version-check -e '.[bench]' $(PEERS_PACKAGES)
+	@touch $@
+
+bench-peers: deps all $(PEERS_VENV)/.installed
+	$(MAKE) install >/dev/null
+	BENCH_DRAIN_JOBS=$${BENCH_DRAIN_JOBS:-5000} .ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --peers \
+	  --only drain,enqueue,latency $(BENCH_ARGS)
+	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
+
+.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

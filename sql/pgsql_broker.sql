@@ -35,6 +35,12 @@
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql
 
+-- cron schedules
+\i sql/functions/cron_parse.sql
+\i sql/functions/cron_next.sql
+\i sql/functions/schedules.sql
+\i sql/functions/schedule_tick.sql
+
 -- runner instances and monitoring
 \i sql/functions/instances.sql
 \i sql/functions/broker_queue_stats.sql

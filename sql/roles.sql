@@ -77,7 +77,12 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_set(text, text, boolean),
     broker._tenant_allowed(text, name),
     broker._strict_tenancy(),
-    broker._setting_int(text, integer, integer)
+    broker._setting_int(text, integer, integer),
+    broker.broker_cron_next(text, timestamptz, text),
+    broker._cron_parse(text),
+    broker._cron_field(text, text, integer, integer, text[], text),
+    broker._cron_next_wall(bigint, bigint, bigint, bigint, bigint, boolean, timestamp),
+    broker._cron_utc_offset(timestamp, text)
     TO broker_runtime, broker_enqueue;
 
 -- broker_runtime: the runtime functions; reads are tenant-scoped by RLS.
@@ -90,7 +95,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
-    broker.broker_queue_stats()
+    broker.broker_queue_stats(),
+    broker.broker_schedule_tick()
     TO broker_runtime;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config
@@ -117,6 +123,28 @@ GRANT EXECUTE ON FUNCTION
     broker._notify_queues(integer[])
     TO broker_enqueue;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule TO broker_enqueue;
+-- schedules: the management functions (or, equivalently, column-limited writes
+-- that the policies check: owner = the writing role, a run_as it may use)
+GRANT EXECUTE ON FUNCTION
+    broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
+                               text, boolean, interval, text),
+    broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
+                                 text, interval, text, text),
+    broker.broker_enable_schedule(text, boolean),
+    broker.broker_remove_schedule(text, boolean),
+    broker._schedule_check(text, broker.broker_schedule),
+    broker._schedule_row(text, text),
+    broker._schedule_notify()
+    TO broker_enqueue;
+GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
+              max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
+              overlap)
+    ON broker.broker_schedule TO broker_enqueue;
+GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
+              max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
+              overlap, last_error)
+    ON broker.broker_schedule TO broker_enqueue;
+GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
               idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
     ON broker.broker_jobs TO broker_enqueue;

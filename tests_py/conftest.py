@@ -79,3 +79,18 @@ def empty_db():
 
 def dsn(db: str) -> str:
     return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={os.environ['PGUSER']}"
+
+
+@pytest.fixture
+def start(tmp_path):
+    """Start real pgbroker-runner processes (killed at the end of the test)."""
+    from runner_process import Runner
+    started: list = []
+
+    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner"):
+        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name)
+        started.append(runner)
+        return runner
+    yield _start
+    for runner in started:
+        runner.kill()

@@ -9,24 +9,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import add_job, connect
-from runner_process import Runner, db_dsn
-
-
-@pytest.fixture
-def start(tmp_path):
-    started: list[Runner] = []
-
-    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner") -> Runner:
-        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name)
-        started.append(runner)
-        return runner
-    yield _start
-    for runner in started:
-        runner.kill()
+from runner_process import db_dsn
 
 
 def finished(db: str, job_id: int) -> bool:
@@ -93,6 +79,7 @@ def test_one_runner_serves_two_databases_and_a_standby_takes_over(db, template_d
         second.wait_for(lambda r: r.role(db) == "standby", what="standby")
         with connect(db) as a, connect(other) as b:
             ja, jb = add_job(a, "in a", "SELECT 1"), add_job(b, "in b", "SELECT 1")
+            a.execute("SELECT broker.broker_add_schedule('nightly', '30 2 * * *', 'SELECT 1', 'Europe/Berlin')")
         wait_until(lambda: finished(db, ja) and finished(other, jb), what="jobs in both databases")
         assert second.role(db) == "standby"
         status = subprocess.run([sys.executable, "-m", "pgsql_broker", "status", "--dsn", db_dsn(db)],
@@ -100,6 +87,7 @@ def test_one_runner_serves_two_databases_and_a_standby_takes_over(db, template_d
         assert status.returncode == 0, status.stderr
         assert "active instance" in status.stdout and "first on" in status.stdout
         assert "standby runners: 1" in status.stdout
+        assert "schedule 'nightly' '30 2 * * *' (Europe/Berlin): next " in status.stdout, status.stdout
 
         first.kill()  # SIGKILL: no clean shutdown, the session (and its lock) just goes away
         second.wait_for(lambda r: r.role(db) == "active", timeout=15, what="the standby to take over")

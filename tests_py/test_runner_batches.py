@@ -4,7 +4,7 @@ costs the other jobs nothing."""
 from __future__ import annotations
 
 from conftest import connect
-from test_runner import start, wait_until  # noqa: F401  (fixture and helper)
+from test_runner import wait_until
 
 
 def _statuses(db: str) -> dict[str, int]:

@@ -48,8 +48,13 @@ SELECT functions_are('broker', ARRAY[
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
-    '_count_pending_deps', '_executor_schema', 'broker_queue_stats', 'broker_add_jobs', '_add_jobs', '_parse_jobs',
-    'broker_run_batch', '_run_claimed']);
+    '_count_pending_deps', '_executor_schema', 'broker_queue_stats',
+    -- cron schedules
+    'broker_cron_next', '_cron_parse', '_cron_field', '_cron_next_wall', '_cron_utc_offset', 'broker_add_schedule',
+    'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
+    '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_before_write',
+    -- bulk enqueue, batched runs
+    'broker_add_jobs', '_add_jobs', '_parse_jobs', 'broker_run_batch', '_run_claimed']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

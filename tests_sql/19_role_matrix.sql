@@ -23,9 +23,10 @@ BEGIN
     RETURN NEXT table_privs_are('broker', p_table, 'broker_runtime',
         ARRAY['SELECT'], p_table || ': broker_runtime reads only');
     RETURN NEXT table_privs_are('broker', p_table, 'broker_enqueue',
-        CASE WHEN p_table = ANY (ARRAY['broker_jobs', 'broker_job_dependency', 'broker_schedule', 'broker_tenant_roles']) THEN ARRAY['SELECT']
+        CASE WHEN p_table = ANY (ARRAY['broker_jobs', 'broker_job_dependency', 'broker_tenant_roles']) THEN ARRAY['SELECT']
+             WHEN p_table = 'broker_schedule' THEN ARRAY['SELECT', 'DELETE']  -- DELETE: own schedules (policy)
              ELSE '{}'::text[] END,
-        p_table || ': broker_enqueue reads its tenant''s jobs only (writes are column grants)');
+        p_table || ': broker_enqueue reads its tenant''s rows only (writes are column grants, and policies)');
     RETURN NEXT table_privs_are('broker', p_table, 'broker_test_stranger', '{}'::text[], p_table || ': an unrelated login gets nothing');
 END $f$;
 SELECT * FROM pg_temp.matrix('broker_jobs');

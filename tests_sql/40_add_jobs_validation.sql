@@ -1,6 +1,6 @@
 -- broker_add_jobs rejects bad input with broker_add_job's SQLSTATEs, naming the array element, and all or nothing.
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 -- a valid first element, so every error below is about element 2
 CREATE FUNCTION pg_temp.second(p_job text) RETURNS text LANGUAGE sql AS
@@ -45,6 +45,8 @@ SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "m
     'max_attempts 0: 22023');
 SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "idempotency_key": ""}'), '22023', NULL,
     'blank idempotency key: 22023');
+SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "idempotency_key": "broker_schedule:1:x"}'),
+    '22023', NULL, 'an idempotency key reserved for schedules: 22023');
 SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "timeout": "0 s"}'), '22023', NULL,
     'non-positive timeout: 22023');
 SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "depends_on_job_ids": [null]}'), '22004', NULL,

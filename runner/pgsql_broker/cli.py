@@ -174,7 +174,8 @@ def runner_main(**options) -> None:
 @click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 def status_command(dsns, config_path) -> None:
-    """Print, per database, the active and standby instances and the jobs per queue and state."""
+    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules
+    (those of the tenant the login sees)."""
     failed = False
     for label, dsn in _targets(dsns, config_path):
         try:
@@ -197,6 +198,11 @@ def status_command(dsns, config_path) -> None:
                     click.echo(f"  {q[0]:5d} {q[1]:20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
                 if not stats:
                     click.echo("  (no jobs)")
+                for name, expr, zone, enabled, next_at, last_at, skipped, error in conn.execute(queries.SCHEDULES):
+                    when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
+                    last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
+                    click.echo(f"  schedule {name!r} '{expr}' ({zone}): {when}{last}, {skipped} skipped"
+                               + (f"; error: {error}" if error else ""))
         except psycopg.Error as exc:
             click.echo(f"database {label}: error: {exc}", err=True)
             failed = True

@@ -18,6 +18,7 @@ from psycopg import errors
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
 from .metrics import Metrics
+from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
 log = logging.getLogger("pgsql_broker")
@@ -54,6 +55,8 @@ class DatabaseRunner:
         self.queue_stats: list[dict] = []
         self.instances: list[dict] = []
         self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
+        self._schedules_changed = asyncio.Event()
+        self.next_schedule_fire = None
         self._draining = asyncio.Event()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self._max_lifetime = parse_duration(db.conn_max_lifetime)
@@ -101,6 +104,7 @@ class DatabaseRunner:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
             await conn.execute(queries.LISTEN)
+            await conn.execute(queries.LISTEN_SCHEDULES)
             self.listening, self.error = True, None
             if not await self._become_active(conn):
                 return
@@ -108,6 +112,8 @@ class DatabaseRunner:
             self._draining.clear()
             tasks = [asyncio.create_task(self._worker(q)) for q in self._wake]
             tasks.append(asyncio.create_task(self._maintenance()))
+            tasks.append(asyncio.create_task(tick_schedules(self._connect, self.db.name, self._schedules_changed,
+                                                            self._draining, self.metrics, self._planned)))
             try:
                 await self._listen(conn, tasks)
             finally:
@@ -144,7 +150,9 @@ class DatabaseRunner:
             if any(t.done() and t.exception() for t in tasks):
                 raise next(t.exception() for t in tasks if t.done() and t.exception())
             async for note in conn.notifies(timeout=min(PING_SEC, 1.0)):
-                if note.payload.startswith(prefix):
+                if note.channel == "pgsql_broker_schedule":
+                    self._schedules_changed.set()
+                elif note.payload.startswith(prefix):
                     event = self._wake.get(int(note.payload[len(prefix):] or 0))
                     if event:
                         event.set()
@@ -292,10 +300,14 @@ class DatabaseRunner:
                 except asyncio.TimeoutError:
                     pass
 
+    def _planned(self, next_fire_at) -> None:
+        self.next_schedule_fire = next_fire_at
+
     def state(self) -> dict:
         now = time.time()
         return {"database": self.db.name, "role": self.role, "listening": self.listening,
                 "instance_id": self.instance_id, "error": self.error,
+                "next_schedule_fire": self.next_schedule_fire.isoformat() if self.next_schedule_fire else None,
                 "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": v.tenant,
                              "age_seconds": round(now - v.started, 1)} for v in self.running.values()],
                 "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,

@@ -26,6 +26,10 @@ class Metrics:
                            ["database", "queue", "tenant", "state"], registry=self.registry)
         self.instance_active = Gauge("broker_instance_active", "1 when this runner is the active instance, 0 standby",
                                      ["database"], registry=self.registry)
+        self.schedule_ticks = Counter("broker_schedule_ticks", "Calls of broker_schedule_tick", ["database"],
+                                      registry=self.registry)
+        self.schedule_jobs = Counter("broker_schedule_jobs", "Jobs enqueued by schedules", ["database"],
+                                     registry=self.registry)
         self._depth_labels: dict[str, set[tuple[str, ...]]] = {}
         self.listen_connected = Gauge("broker_listen_connected", "1 when the LISTEN connection is up", ["database"],
                                       registry=self.registry)

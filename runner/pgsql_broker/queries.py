@@ -1,6 +1,7 @@
 """Every SQL statement the runner sends, by name. The decisions are all in the extension."""
 
 LISTEN = "LISTEN pgsql_broker"
+LISTEN_SCHEDULES = "LISTEN pgsql_broker_schedule"
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
@@ -16,6 +17,9 @@ RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_m
 RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
                  "DISCARD SEQUENCES; DISCARD TEMP")
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
+SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
+SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires, last_error
+                 FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""

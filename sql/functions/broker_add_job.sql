@@ -20,7 +20,8 @@
 --     tables do the bookkeeping that needs more rights (dependency counters,
 --     cycle checks). The job runs as run_as through its executor, created
 --     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value;
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
+--   idempotency key starting with 'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
@@ -91,6 +92,10 @@ BEGIN
     END IF;
     IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
+        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN

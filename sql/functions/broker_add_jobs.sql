@@ -38,6 +38,8 @@ AS $$
                      THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
                  WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
                      THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
+                 WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
+                     THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
                  WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
                      THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
                  WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL

@@ -6,7 +6,7 @@
 --   security policy call it once per row, and only a function without SET
 --   clauses is inlined into the query (the SET cost about 10 us a row). Every
 --   name in it is schema-qualified, so no search_path can change its meaning
---   (pgspot's check for this function is waived in the Makefile).
+--   (listed in sql/pgspot-no-search-path.txt for pgspot).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_current_tenant()
 RETURNS text

@@ -1,8 +1,10 @@
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule
---   Cron-like schedules: a job template fired by a cron expression in a time
---   zone. The table is defined here so jobs can reference it; parsing, the
---   tick and the management functions arrive with the schedules feature.
+--   Cron-like schedules: a job template enqueued at each fire time of a cron
+--   expression matched in a time zone (broker_cron_next), by the tick
+--   (broker_schedule_tick) that the runner calls. Written through
+--   broker_add_schedule / broker_alter_schedule / broker_enable_schedule /
+--   broker_remove_schedule. Columns after created_at came with 0.2.0.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_schedule (
     schedule_id     bigint      GENERATED ALWAYS AS IDENTITY,
@@ -21,6 +23,15 @@ CREATE TABLE broker.broker_schedule (
     next_fire_at    timestamptz,
     last_fire_at    timestamptz,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    created_by      name        NOT NULL DEFAULT CURRENT_USER,
+    job_timeout     interval,
+    job_search_path text        NOT NULL DEFAULT '',
+    catch_up        text        NOT NULL DEFAULT 'one',
+    catch_up_max    integer     NOT NULL DEFAULT 100,
+    overlap         text        NOT NULL DEFAULT 'skip',
+    last_job_id     bigint,
+    skipped_fires   bigint      NOT NULL DEFAULT 0,
+    last_error      text,
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
@@ -28,8 +39,16 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
     CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
-    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1)
+    CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
+    CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
+    CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
+    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256)
 );
+
+-- The tick: enabled schedules by next fire time.
+CREATE INDEX broker_schedule_due_idx ON broker.broker_schedule (next_fire_at) WHERE enabled;
 
 COMMENT ON TABLE broker.broker_schedule IS
     'Cron-like schedules: a job template enqueued at each fire time of a cron expression.';
@@ -49,3 +68,13 @@ COMMENT ON COLUMN broker.broker_schedule.enabled IS 'Disabled schedules do not f
 COMMENT ON COLUMN broker.broker_schedule.next_fire_at IS 'Next fire time.';
 COMMENT ON COLUMN broker.broker_schedule.last_fire_at IS 'Last fire time that enqueued a job.';
 COMMENT ON COLUMN broker.broker_schedule.created_at IS 'When the schedule was created.';
+COMMENT ON COLUMN broker.broker_schedule.created_by IS 'Owner: the role that created it; members of it may alter or remove it, and its jobs are enqueued in its name.';
+COMMENT ON COLUMN broker.broker_schedule.job_timeout IS 'statement_timeout of the jobs it enqueues (NULL: none).';
+COMMENT ON COLUMN broker.broker_schedule.job_search_path IS 'search_path the jobs run with (the creator''s, by default).';
+COMMENT ON COLUMN broker.broker_schedule.catch_up IS 'Missed fires after downtime: none (skip them), one (one job for them all, the default) or all (one job each, at most catch_up_max).';
+COMMENT ON COLUMN broker.broker_schedule.catch_up_max IS 'With catch_up = all: at most this many jobs for the missed fires (the latest ones).';
+COMMENT ON COLUMN broker.broker_schedule.overlap IS 'skip (default): no job while an earlier job of this schedule is pending or running; allow: always enqueue.';
+COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueued.';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued no job (missed beyond the catch-up policy, or skipped for overlap).';
+COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
+COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';

@@ -1,0 +1,103 @@
+"""Benchmark entry point (not a test): `python -m bench.run [--only ...] [--peers] [--runs N]`.
+
+Runs against the cluster named by PG* (`make bench` / `make bench-peers` start a
+throwaway one), prints a table and writes bench/results/<name>.json. Runs of the
+common workloads are interleaved across systems (run 1 of every system, then
+run 2, ...) so that ratios come from the same conditions.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from . import broker_deps, claim_backlog, common, cron_next, workloads
+from .broker_workloads import Broker
+from .report import print_report
+
+ALL = ("drain", "enqueue", "latency", "backlog", "deps", "cron")
+
+
+def systems(with_peers: bool) -> list:
+    out = [Broker()]
+    if with_peers:
+        from .peers.pgqueuer_workloads import PgQueuerSystem
+        from .peers.procrastinate_workloads import ProcrastinateSystem
+        out += [PgQueuerSystem(), ProcrastinateSystem()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--peers", action="store_true", help="also run PgQueuer and Procrastinate (bench/.venv-peers)")
+    ap.add_argument("--runs", type=int, default=common.env_int("BENCH_RUNS", 3), help="runs per workload (median)")
+    ap.add_argument("--name", help="results file name (default: bench, or peers with --peers)")
+    args = ap.parse_args(argv)
+    only = [w.strip() for w in args.only.split(",") if w.strip()]
+    unknown = set(only) - set(ALL)
+    if unknown:
+        ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+    name = args.name or ("peers" if args.peers else "bench")
+
+    facts = common.machine_facts()
+    print(f"PostgreSQL {facts['server_version']}; {facts['nproc']} cores; load {facts['loadavg_at_start']}; "
+          f"{facts['settings']}", flush=True)
+    started = time.monotonic()
+    chosen = systems(args.peers)
+    for s in chosen:
+        s.make_template()
+    results: dict = {"machine": facts, "runs": args.runs, "workloads": only,
+                     "sizes": {"drain_jobs": workloads.N_DRAIN, "single_jobs": workloads.N_SINGLE,
+                               "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
+                               "latency_jobs": workloads.N_LATENCY},
+                     "systems": {s.name: {"runs": {}, "median": {}} for s in chosen}}
+    try:
+        for r in range(args.runs):
+            for w in (w for w in ("drain", "enqueue", "latency") if w in only):
+                for s in chosen:
+                    res = asyncio.run(workloads.WORKLOADS[w](s))
+                    results["systems"][s.name]["runs"].setdefault(w, []).append(res)
+                    print(f"  run {r + 1} {w:8s} {s.name:14s} {_short(res)}", flush=True)
+        for s in chosen:
+            entry = results["systems"][s.name]
+            for w, runs in entry["runs"].items():
+                entry["median"][w] = _median(runs)
+        broker = results["systems"]["pgsql_broker"]
+        if "backlog" in only:
+            broker["backlog"] = claim_backlog.run(chosen[0].template, args.runs)
+        if "deps" in only:
+            runs = []
+            for r in range(args.runs):
+                runs.append(broker_deps.run(chosen[0].template))
+                print(f"  run {r + 1} deps     {_short(runs[-1])}", flush=True)
+            broker["deps"] = {"runs": runs, "median": common.median_of(runs)}
+        if "cron" in only:
+            broker["cron"] = cron_next.run(chosen[0].template, args.runs)
+    finally:
+        for s in chosen:
+            common.drop_db(s.template)
+    results["elapsed_s"] = time.monotonic() - started
+    path = common.write_json(name, results)
+    print()
+    print_report(results)
+    print(f"\nresults: {path} ({results['elapsed_s']:.0f} s)")
+    return results
+
+
+def _median(runs: list) -> dict:
+    """Median of each numeric field; nested dicts (enqueue variants) per variant; strings kept."""
+    first = runs[0]
+    if all(isinstance(v, (int, float)) for v in first.values()):
+        return common.median_of(runs)
+    return {k: (_median([r[k] for r in runs]) if isinstance(v, dict) else v) for k, v in first.items()}
+
+
+def _short(res: dict) -> str:
+    return ", ".join(f"{k}={common.fmt(v) if not isinstance(v, dict) else common.fmt(v.get('jobs_per_s'))}"
+                     for k, v in res.items())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
