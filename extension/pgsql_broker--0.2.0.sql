@@ -916,43 +916,55 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
     'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
---   Called when job p_job_id (of group p_job_group) completed: every pending
---   job waiting on it, by id or by its group, has pending_deps lowered by the
---   number of such edges. Queues that got a ready job are notified.
---   Returns the number of jobs that became ready.
+-- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
+--   Called when the jobs p_job_ids (of groups p_groups, element by element)
+--   of one tenant completed: every pending job waiting on them, by id or by
+--   group, has pending_deps lowered by the number of such edges, counted per
+--   completed job (two members of a group release a dependent of the group
+--   twice). Queues that got a ready job are notified. Returns the number of
+--   jobs that became ready. Index probes only (enable_seqscan off, see
+--   job_triggers.sql), so its cached plans stay good as the tables grow.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_queues integer[];
     v_ready integer;
 BEGIN
-    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
-    -- the common case: nothing ever waited on this job or its group (two index probes)
-    IF NOT EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id)
-       AND NOT EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                        WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                          AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group) THEN
+    PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
+    -- the common case: nothing ever waited on these jobs or their groups (index probes)
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_job_ids) AS d(id)
+                    CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) d.id LIMIT 1) AS x)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_groups) AS g(name)
+                        CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                               AND e.depends_on_group OPERATOR(pg_catalog.=) g.name LIMIT 1) AS x) THEN
         RETURN 0;
     END IF;
 
-    PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
+    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
 
     WITH edges AS (
-        SELECT e.job_id, pg_catalog.count(*)::integer AS n
-          FROM broker.broker_job_dependency AS e
-         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
-            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
-         GROUP BY e.job_id
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_job_ids) AS d(id)
+          JOIN broker.broker_job_dependency AS e ON e.depends_on_job_id OPERATOR(pg_catalog.=) d.id
+        UNION ALL
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_groups) AS g(name)
+          JOIN broker.broker_job_dependency AS e
+            ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+    ), counted AS (
+        SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
     ), released AS (
         UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
-          FROM edges
-         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM counted AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
            AND d.complete_status OPERATOR(pg_catalog.=) 0
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
@@ -967,6 +979,22 @@ BEGIN
         PERFORM broker._notify_queues(v_queues);
     END IF;
     RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   _release_dependents_of for one completed job.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN broker._release_dependents_of(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
 END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
@@ -1051,6 +1079,41 @@ END;
 $$;
 COMMENT ON FUNCTION broker._complete_job(bigint) IS
     'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 2,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
@@ -2334,14 +2397,16 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._run_claimed(p_job, p_exec)
+-- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
 --   Executes the claimed job p_job (locked by the caller, see _run_begin)
 --   through its executor p_exec (NULL: it has none, the attempt fails with
 --   42501) and records the outcome: the body of broker_run and
---   broker_run_batch, which documents the semantics. Returns the new status,
---   the error of a failed attempt and how long it ran.
+--   broker_run_batch, which documents the semantics. With p_defer_completion
+--   a success is only reported (status 2), and the caller completes the job
+--   later in the same transaction (broker_run_batch: _complete_jobs). Returns
+--   the new status, the error of a failed attempt and how long it ran.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure,
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
     OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
 RETURNS record
 LANGUAGE plpgsql VOLATILE
@@ -2383,7 +2448,9 @@ BEGIN
     END IF;
 
     IF v_state IS NULL THEN
-        PERFORM broker._complete_job(p_job.job_id);
+        IF NOT p_defer_completion THEN
+            PERFORM broker._complete_job(p_job.job_id);
+        END IF;
         v_status := 2;
     ELSE
         v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
@@ -2394,7 +2461,7 @@ BEGIN
     duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
 END;
 $$;
-COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure) IS
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
     'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
 
 -- ---------------------------------------------------------------------------
@@ -2436,7 +2503,7 @@ DECLARE
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as)) AS r;
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
@@ -2485,6 +2552,8 @@ DECLARE
     v_tenant text;
     v_job    broker.broker_jobs;
     v_exec   regprocedure;
+    v_out    record;
+    v_done   bigint[] := '{}';  -- succeeded, completed at the end
     v_id     bigint;
     v_token  uuid;
 BEGIN
@@ -2530,9 +2599,18 @@ BEGIN
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        RETURN QUERY SELECT v_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                       FROM broker._run_claimed(v_job, v_exec) AS r;
+        SELECT * INTO v_out FROM broker._run_claimed(v_job, v_exec, true) AS r;
+        IF v_out.complete_status OPERATOR(pg_catalog.=) 2 THEN
+            v_done := v_done OPERATOR(pg_catalog.||) v_id;
+        END IF;
+        RETURN QUERY SELECT v_id, v_out.complete_status, v_job.attempts, v_out.error_sqlstate, v_out.error_message,
+                            v_out.duration;
     END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS

@@ -1,6 +1,6 @@
 -- broker_run_batch: several claimed jobs in one transaction, each in its own subtransaction, never mixing roles or tenants.
 BEGIN;
-SELECT plan(14);
+SELECT plan(16);
 
 CREATE TABLE public.batch_effects (v text);
 CREATE ROLE broker_test_batch NOLOGIN IN ROLE broker_enqueue;
@@ -51,6 +51,16 @@ SELECT broker.broker_add_job('stolen', 'SELECT 1', 3);
 CREATE TEMP TABLE stolen AS SELECT g.job_id FROM broker.broker_get(3) AS g;
 SELECT is((SELECT error_sqlstate FROM broker.broker_run_batch(ARRAY(SELECT job_id FROM stolen), ARRAY[gen_random_uuid()])),
           '55000', 'another lease''s token: 55000 in its row');
+
+-- the jobs a batch completed release their dependents (each member of a group once)
+SELECT broker.broker_add_jobs('[{"job_name": "m1", "execute_str": "SELECT 1", "job_queue": 5, "job_group": "bg"},
+                                {"job_name": "m2", "execute_str": "SELECT 1", "job_queue": 5, "job_group": "bg"},
+                                {"job_name": "after both", "execute_str": "SELECT 1", "job_queue": 6, "depends_on_groups": ["bg"]}]');
+SELECT is((SELECT pending_deps FROM broker.broker_jobs WHERE job_name = 'after both'), 2, 'the dependent waits on both members');
+SELECT broker.broker_run_batch(ARRAY(SELECT g.job_id FROM broker.broker_get(5, NULL, 60, 10) AS g ORDER BY g.job_id));
+SELECT is((SELECT ROW(pending_deps, (SELECT count(*) FROM broker.broker_jobs WHERE job_group = 'bg' AND complete_status = 2))::text
+             FROM broker.broker_jobs WHERE job_name = 'after both'), ROW(0, 2::bigint)::text,
+          'both completed in one batch: the dependent is ready');
 
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(NULL)$$, '22004', NULL, 'NULL ids: 22004');
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(ARRAY[1, 2]::bigint[], ARRAY[gen_random_uuid()])$$, '22023', NULL,

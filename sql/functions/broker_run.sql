@@ -80,14 +80,16 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._run_claimed(p_job, p_exec)
+-- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
 --   Executes the claimed job p_job (locked by the caller, see _run_begin)
 --   through its executor p_exec (NULL: it has none, the attempt fails with
 --   42501) and records the outcome: the body of broker_run and
---   broker_run_batch, which documents the semantics. Returns the new status,
---   the error of a failed attempt and how long it ran.
+--   broker_run_batch, which documents the semantics. With p_defer_completion
+--   a success is only reported (status 2), and the caller completes the job
+--   later in the same transaction (broker_run_batch: _complete_jobs). Returns
+--   the new status, the error of a failed attempt and how long it ran.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure,
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
     OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
 RETURNS record
 LANGUAGE plpgsql VOLATILE
@@ -129,7 +131,9 @@ BEGIN
     END IF;
 
     IF v_state IS NULL THEN
-        PERFORM broker._complete_job(p_job.job_id);
+        IF NOT p_defer_completion THEN
+            PERFORM broker._complete_job(p_job.job_id);
+        END IF;
         v_status := 2;
     ELSE
         v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
@@ -140,7 +144,7 @@ BEGIN
     duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
 END;
 $$;
-COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure) IS
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
     'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
 
 -- ---------------------------------------------------------------------------
@@ -182,7 +186,7 @@ DECLARE
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as)) AS r;
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS

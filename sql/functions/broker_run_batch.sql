@@ -41,6 +41,8 @@ DECLARE
     v_tenant text;
     v_job    broker.broker_jobs;
     v_exec   regprocedure;
+    v_out    record;
+    v_done   bigint[] := '{}';  -- succeeded, completed at the end
     v_id     bigint;
     v_token  uuid;
 BEGIN
@@ -86,9 +88,18 @@ BEGIN
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        RETURN QUERY SELECT v_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                       FROM broker._run_claimed(v_job, v_exec) AS r;
+        SELECT * INTO v_out FROM broker._run_claimed(v_job, v_exec, true) AS r;
+        IF v_out.complete_status OPERATOR(pg_catalog.=) 2 THEN
+            v_done := v_done OPERATOR(pg_catalog.||) v_id;
+        END IF;
+        RETURN QUERY SELECT v_id, v_out.complete_status, v_job.attempts, v_out.error_sqlstate, v_out.error_message,
+                            v_out.duration;
     END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
