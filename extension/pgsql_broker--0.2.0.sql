@@ -1329,6 +1329,53 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
     'Validates each new dependency edge as the writer sees the jobs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._dependency_cycle(p_origins)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   A function of its own so that the walk, which may visit a whole graph, is
+--   planned with hash joins allowed (the trigger runs with enable_seqscan off).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE origin AS (
+        SELECT j.job_id, j.tenant_id, j.job_group
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
+    ), reach (origin, job_id, complete_status) AS (
+        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+        UNION
+        SELECT r.origin, n.job_id, n.complete_status
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS n
+            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+    )
+    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
+      FROM reach AS r
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+     LIMIT 1;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_after_insert()
 --   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
 --   passed the row-level security policy get here), set-based so that bulk
@@ -1394,39 +1441,7 @@ BEGIN
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
                           AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
     IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        WITH RECURSIVE origin AS (
-            SELECT j.job_id, j.tenant_id, j.job_group
-              FROM broker.broker_jobs AS j
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_origins)
-        ), reach (origin, job_id, complete_status) AS (
-            SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-            UNION
-            SELECT r.origin, t.job_id, t.complete_status
-              FROM reach AS r
-              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-              CROSS JOIN LATERAL (
-                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                     WHERE n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-                    UNION ALL
-                    SELECT n.job_id, n.complete_status FROM broker.broker_jobs AS n
-                     WHERE n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                       AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                       AND n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS t
-             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-        )
-        SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
-          INTO v_cycle
-          FROM reach AS r
-          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-           AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                        WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                          AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                               OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                                   AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-         LIMIT 1;
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
                 v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
