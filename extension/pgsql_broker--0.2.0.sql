@@ -13,11 +13,13 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
-                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
+BEGIN
+    RETURN GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min);
+END;
 $$;
 COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
     'Internal: integer option from broker_config, or the default when unset.';
@@ -87,13 +89,18 @@ COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
 -- Function: broker.broker_current_tenant()
 --   The tenant this transaction acts for: the broker.tenant_id setting, or
 --   'default' when it is unset or empty.
+--   No SET search_path on purpose: the column defaults and every row-level
+--   security policy call it once per row, and only a function without SET
+--   clauses is inlined into the query (the SET cost about 10 us a row). Every
+--   name in it is schema-qualified, so no search_path can change its meaning
+--   (listed in sql/pgspot-no-search-path.txt for pgspot).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_current_tenant()
 RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT COALESCE(NULLIF(pg_catalog.current_setting('broker.tenant_id', true), ''), 'default')
+    SELECT CASE WHEN pg_catalog.current_setting('broker.tenant_id', true) OPERATOR(pg_catalog.<>) ''
+                THEN pg_catalog.current_setting('broker.tenant_id', true) ELSE 'default' END
 $$;
 COMMENT ON FUNCTION broker.broker_current_tenant() IS
     'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
@@ -477,11 +484,13 @@ COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._strict_tenancy()
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+BEGIN
+    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
+END;
 $$;
 COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
 
@@ -494,13 +503,15 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT broker._strict_tenancy()
+BEGIN
+    RETURN NOT broker._strict_tenancy()
         OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
     'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
@@ -571,10 +582,11 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.oid::regprocedure
+BEGIN
+    RETURN (SELECT p.oid::regprocedure
       FROM pg_catalog.pg_roles AS r
       JOIN pg_catalog.pg_namespace AS n
         ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
@@ -590,6 +602,8 @@ AS $$
        AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
              WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
                AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
+END;
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
     'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
@@ -736,40 +750,54 @@ CREATE FUNCTION broker._lock_dependency_keys(
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    -- 'brk' in ASCII, then 1 for group keys and 2 for job keys.
-    c_group_class CONSTANT integer := 1651665665;
-    c_job_class   CONSTANT integer := 1651665666;
-    r record;
 BEGIN
-    FOR r IN
-        SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
-          FROM (SELECT c_group_class AS cls,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                           OPERATOR(pg_catalog.&) 1023 AS obj,
-                       false AS excl
-                  FROM pg_catalog.unnest(p_shared_groups) AS g
-                UNION ALL
-                SELECT c_group_class,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                           OPERATOR(pg_catalog.&) 1023,
-                       true
-                  FROM pg_catalog.unnest(p_exclusive_groups) AS g
-                UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false FROM pg_catalog.unnest(p_shared_jobs) AS j
-                UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
-         WHERE k.obj IS NOT NULL
-         GROUP BY k.cls, k.obj
-         ORDER BY k.cls, k.obj
-    LOOP
-        IF r.excl THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock(r.cls, r.obj);
-        ELSE
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(r.cls, r.obj);
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
+    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
+    -- keys (1651665666).
+    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
+       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
+        -- the common case (enqueue of a job, completion of a job): at most one
+        -- shared key of each class, group class first
+        IF p_shared_groups[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
+                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
+                    OPERATOR(pg_catalog.&) 1023);
         END IF;
-    END LOOP;
+        IF p_shared_jobs[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
+                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        RETURN;
+    END IF;
+    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
+    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
+                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
+      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
+              FROM (SELECT 1651665665 AS cls,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023 AS obj,
+                           false AS excl
+                      FROM pg_catalog.unnest(p_shared_groups) AS g
+                    UNION ALL
+                    SELECT 1651665665,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023,
+                           true
+                      FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
+                      FROM pg_catalog.unnest(p_shared_jobs) AS j
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
+                      FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
+             WHERE u.obj IS NOT NULL
+             GROUP BY u.cls, u.obj
+             ORDER BY u.cls, u.obj) AS k;
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
@@ -786,18 +814,24 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.count(*)::integer FROM (
+BEGIN
+    RETURN (SELECT pg_catalog.count(*)::integer FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups)))
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                            UNION
+                            SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
          ORDER BY d.job_id
-           FOR NO KEY UPDATE OF d) AS locked
+           FOR NO KEY UPDATE OF d) AS locked);
+END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
     'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
@@ -812,12 +846,14 @@ COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queues(p_queues integer[])
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q::text)
-      FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
@@ -880,36 +916,55 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
     'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
---   Called when job p_job_id (of group p_job_group) completed: every pending
---   job waiting on it, by id or by its group, has pending_deps lowered by the
---   number of such edges. Queues that got a ready job are notified.
---   Returns the number of jobs that became ready.
+-- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
+--   Called when the jobs p_job_ids (of groups p_groups, element by element)
+--   of one tenant completed: every pending job waiting on them, by id or by
+--   group, has pending_deps lowered by the number of such edges, counted per
+--   completed job (two members of a group release a dependent of the group
+--   twice). Queues that got a ready job are notified. Returns the number of
+--   jobs that became ready. Index probes only (enable_seqscan off, see
+--   job_triggers.sql), so its cached plans stay good as the tables grow.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_queues integer[];
     v_ready integer;
 BEGIN
-    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+    PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
+    -- the common case: nothing ever waited on these jobs or their groups (index probes)
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_job_ids) AS d(id)
+                    CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) d.id LIMIT 1) AS x)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_groups) AS g(name)
+                        CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                               AND e.depends_on_group OPERATOR(pg_catalog.=) g.name LIMIT 1) AS x) THEN
+        RETURN 0;
+    END IF;
 
-    PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
+    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
 
     WITH edges AS (
-        SELECT e.job_id, pg_catalog.count(*)::integer AS n
-          FROM broker.broker_job_dependency AS e
-         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
-            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
-         GROUP BY e.job_id
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_job_ids) AS d(id)
+          JOIN broker.broker_job_dependency AS e ON e.depends_on_job_id OPERATOR(pg_catalog.=) d.id
+        UNION ALL
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_groups) AS g(name)
+          JOIN broker.broker_job_dependency AS e
+            ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+    ), counted AS (
+        SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
     ), released AS (
         UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
-          FROM edges
-         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM counted AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
            AND d.complete_status OPERATOR(pg_catalog.=) 0
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
@@ -924,6 +979,22 @@ BEGIN
         PERFORM broker._notify_queues(v_queues);
     END IF;
     RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   _release_dependents_of for one completed job.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN broker._release_dependents_of(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
 END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
@@ -961,9 +1032,13 @@ BEGIN
              WHERE d.complete_status OPERATOR(pg_catalog.=) 0
                AND d.job_id IN (
                    SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
@@ -1006,6 +1081,41 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
     'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 2,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
 --   Recounts from its edges how many unfinished jobs job p_job_id waits on,
 --   holding the dependency locks exclusively (as an enqueue of it would).
@@ -1029,12 +1139,13 @@ BEGIN
     END IF;
     PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
     RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
-             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+               AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer
          OPERATOR(pg_catalog.+)
            (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
              WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+               AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer;
 END;
 $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
@@ -1088,7 +1199,11 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 -- Triggers that keep dependency bookkeeping exact whoever writes the tables
 -- (broker_add_job, or a role with INSERT privilege writing rows directly).
 -- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
--- writer may not update itself. Identity and tenant of the writer are
+-- writer may not update itself. The AFTER triggers run with enable_seqscan off:
+-- their queries are index probes, and PL/pgSQL keeps the plan made at the first
+-- call; made while the tables were small, a plan that scans them would be kept
+-- for the whole of a long transaction (thousands of enqueues in one statement
+-- then cost quadratic time). Identity and tenant of the writer are
 -- checked by the row-level security policies, as the writer, before these run.
 -- ---------------------------------------------------------------------------
 
@@ -1101,6 +1216,7 @@ CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     r record;
@@ -1114,6 +1230,14 @@ BEGIN
     LOOP
         -- shared: members may join a group together; a new dependent waits
         PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        -- the common case: nothing waits on these groups (one index probe per group)
+        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
+        CONTINUE WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
+             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+                                  LIMIT 1) AS x);
         PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
         UPDATE broker.broker_jobs AS d
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
@@ -1123,6 +1247,7 @@ BEGIN
                     ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
                    AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                    AND m.complete_status OPERATOR(pg_catalog.<=) 1
                  GROUP BY e.job_id) AS c
@@ -1204,101 +1329,163 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
     'Validates each new dependency edge as the writer sees the jobs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._dependency_cycle(p_origins)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   A function of its own so that the walk, which may visit a whole graph, is
+--   planned with hash joins allowed (the trigger runs with enable_seqscan off).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE origin AS (
+        SELECT j.job_id, j.tenant_id, j.job_group
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
+    ), reach (origin, job_id, complete_status) AS (
+        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+        UNION
+        SELECT r.origin, n.job_id, n.complete_status
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS n
+            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+    )
+    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
+      FROM reach AS r
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+     LIMIT 1;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_after_insert()
---   Row-level AFTER INSERT on broker_job_dependency (so only edges that passed
---   the row-level security policy get here): takes the dependency lock,
---   rejects cycles, and adds the unfinished targets to the job's pending_deps.
--- Errors: 55000 the target failed meanwhile; 23514 a dependency cycle.
+--   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
+--   passed the row-level security policy get here), set-based so that bulk
+--   enqueues stay linear:
+--   * takes the dependency locks of all new edges in one ordered call;
+--   * rejects id edges whose target failed or was cancelled meanwhile;
+--   * rejects cycles: for each job that got edges and that some pending job
+--     already waits on (by id or by its group: the only way a new edge can
+--     close a cycle), walks what it waits on, transitively, through
+--     unfinished jobs (only pending jobs wait), looking for a way back;
+--   * adds to each job's pending_deps its new edges' unfinished targets
+--     (each target group's unfinished members are counted once per group).
+-- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_job    broker.broker_jobs;
-    v_status smallint;
-    v_cycle  record;
-    v_n      integer;
+    v_keys    record;
+    v_cycle   record;
+    v_origins bigint[];
 BEGIN
-    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
-    IF NEW.depends_on_group IS NOT NULL THEN
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
-        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
-         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
-           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
-    ELSE
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
-        SELECT t.complete_status INTO v_status FROM broker.broker_jobs AS t
-         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
-        IF v_status OPERATOR(pg_catalog.>=) 3 THEN
-            RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
-                NEW.depends_on_job_id
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        v_n := CASE WHEN v_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
+        RETURN NULL;
+    END IF;
+    FOR v_keys IN
+        SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL) AS ids
+          FROM new_edges AS e
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
+         GROUP BY e.tenant_id
+         ORDER BY e.tenant_id
+    LOOP
+        PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
+    END LOOP;
+
+    SELECT e.depends_on_job_id INTO v_cycle
+      FROM new_edges AS e
+      JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
+            v_cycle.depends_on_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- Cycle check: does anything the new edge makes us wait on already wait,
-    -- transitively, on this job (by id, or by its group)? Only unfinished jobs
-    -- take part, and only pending ones wait; and when no pending job waits on
-    -- this one at all (the common case: two index probes) there is no walk.
-    IF v_n OPERATOR(pg_catalog.>) 0 AND EXISTS (
-        SELECT 1 FROM broker.broker_job_dependency AS e
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-         WHERE w.complete_status OPERATOR(pg_catalog.=) 0
-           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
-                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-                    AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))) THEN
-        WITH RECURSIVE reach (job_id, complete_status) AS (
-            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (j.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id
-                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-                        AND j.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group))
-            UNION
-            SELECT n.job_id, n.complete_status
-              FROM reach AS r
-              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-              JOIN broker.broker_jobs AS n
-                ON n.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-        )
-        SELECT w.job_id, w.job_name INTO v_cycle
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
-                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))
-         LIMIT 1;
+    -- Cycle check, from the jobs something already waits on (usually none: no walk).
+    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
+    -- the walk run a little more often, checked with two index probes per job)
+    v_origins := ARRAY(
+        SELECT j.job_id
+          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                       UNION ALL
+                       SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
+    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
-                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_job.job_id,
-                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
+                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
                 USING ERRCODE = 'check_violation';
         END IF;
     END IF;
 
-    IF v_n OPERATOR(pg_catalog.>) 0 THEN
-        UPDATE broker.broker_jobs AS j
-           SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
-         WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
-    END IF;
+    -- Count: each target group's unfinished members once, each id target once.
+    WITH grp AS (
+        SELECT g.tenant_id, g.grp,
+               (SELECT pg_catalog.count(*)::integer FROM broker.broker_jobs AS m
+                 WHERE m.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) g.grp
+                   AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
+          FROM (SELECT DISTINCT e.tenant_id, e.depends_on_group AS grp FROM new_edges AS e
+                 WHERE e.depends_on_group IS NOT NULL) AS g
+    ), cnt AS (
+        SELECT e.job_id,
+               pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+          FROM new_edges AS e
+          LEFT JOIN grp AS g
+            ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
+          LEFT JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+         GROUP BY e.job_id
+    )
+    UPDATE broker.broker_jobs AS j
+       SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) c.n
+      FROM cnt AS c
+     WHERE j.job_id OPERATOR(pg_catalog.=) c.job_id
+       AND c.n OPERATOR(pg_catalog.>) 0;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._dependency_after_insert() IS
-    'Internal trigger: lock, reject cycles, and count a new edge''s unfinished targets into pending_deps.';
+    'Internal trigger: after an INSERT statement of edges, lock, reject cycles, and count the new edges'' unfinished targets into pending_deps.';
 
 CREATE TRIGGER broker_job_dependency_after_insert_trg
     AFTER INSERT ON broker.broker_job_dependency
-    FOR EACH ROW EXECUTE FUNCTION broker._dependency_after_insert();
+    REFERENCING NEW TABLE AS new_edges
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
-    'Rejects cycles and maintains pending_deps for each new dependency edge (after its policy check).';
+    'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_cancel_request()
@@ -1550,11 +1737,12 @@ BEGIN
 
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-        -- Each edge is validated, cycle-checked and counted by its trigger.
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
-        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
-        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
         -- wake a runner only if nothing it waits on is unfinished
         PERFORM broker._notify_queues(ARRAY[p_job_queue])
            FROM broker.broker_jobs AS j
@@ -1590,6 +1778,429 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
+-- source: sql/functions/broker_add_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._parse_jobs(p_jobs, p_search_path)
+--   One row per element of the JSON array p_jobs (ord = 1-based position),
+--   its keys converted to broker_add_job's parameter types: a missing key
+--   takes broker_add_job's default (job_group stays NULL: the job's name),
+--   a JSON null is NULL. problem is the first error broker_add_job would
+--   raise for the element's arguments alone, as ARRAY[sqlstate, message]
+--   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
+--   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
+--   conversion errors; the caller checked the JSON types of the values.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
+               job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
+               idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
+               run_after timestamptz, job_timeout interval, search_path text, problem text[])
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.*, CASE
+                 WHEN p.job_name IS NULL THEN ARRAY['22004', 'job_name must not be NULL']
+                 WHEN p.execute_str IS NULL THEN ARRAY['22004', 'execute_str must not be NULL']
+                 WHEN p.job_queue IS NULL THEN ARRAY['22004', 'job_queue must not be NULL']
+                 WHEN p.job_priority IS NULL THEN ARRAY['22004', 'job_priority must not be NULL']
+                 WHEN p.job_language IS NULL THEN ARRAY['22004', 'job_language must not be NULL']
+                 WHEN p.max_attempts IS NULL THEN ARRAY['22004', 'max_attempts must not be NULL']
+                 WHEN pg_catalog.btrim(p.job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p.job_name) OPERATOR(pg_catalog.>) 200
+                     THEN ARRAY['22023', 'job_name must be 1 to 200 characters and not blank']
+                 WHEN pg_catalog.btrim(p.execute_str) OPERATOR(pg_catalog.=) ''
+                     THEN ARRAY['22023', 'execute_str is empty; give the SQL the job should run']
+                 WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
+                     THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
+                 WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
+                 WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
+                     THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
+                 WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
+                      OR pg_catalog.length(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.>) 200
+                     THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
+                 WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
+                     THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
+                 WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
+                     THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
+                 WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
+                     THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
+                 WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
+                     THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
+                 WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
+                               WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
+                     THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
+            END
+      FROM (
+        SELECT e.o::integer AS ord,
+               e.v OPERATOR(pg_catalog.->>) 'job_name' AS job_name,
+               e.v OPERATOR(pg_catalog.->>) 'execute_str' AS execute_str,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN (e.v OPERATOR(pg_catalog.->>) 'job_queue')::integer ELSE 1 END AS job_queue,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN (e.v OPERATOR(pg_catalog.->>) 'job_priority')::integer ELSE 0 END AS job_priority,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN e.v OPERATOR(pg_catalog.->>) 'job_language' ELSE 'sql' END AS job_language,
+               e.v OPERATOR(pg_catalog.->>) 'run_as' AS run_as,
+               (e.v OPERATOR(pg_catalog.->>) 'schedule_id')::bigint AS schedule_id,
+               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.=) 'array'
+                    THEN ARRAY(SELECT x::bigint FROM pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') AS x) END AS depends_on_job_ids,
+               e.v OPERATOR(pg_catalog.->>) 'idempotency_key' AS idempotency_key,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN (e.v OPERATOR(pg_catalog.->>) 'max_attempts')::integer ELSE 1 END AS max_attempts,
+               e.v OPERATOR(pg_catalog.->>) 'job_group' AS job_group,
+               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.=) 'array'
+                    THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_groups')) END AS depends_on_groups,
+               (e.v OPERATOR(pg_catalog.->>) 'run_after')::timestamptz AS run_after,
+               (e.v OPERATOR(pg_catalog.->>) 'timeout')::interval AS job_timeout,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN e.v OPERATOR(pg_catalog.->>) 'search_path' ELSE p_search_path END AS search_path
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)) AS p
+$$;
+COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
+    'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
+
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._add_jobs(p_jobs, p_search_path)
+--   The body of broker_add_jobs (see there); p_search_path is the caller's
+--   search_path, the default of each job's search_path. Set-based: a fixed
+--   number of statements whatever the number of jobs, one INSERT of jobs and
+--   one of edges (their statement-level triggers run once each), and one
+--   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
+--   written with the caller's rights and checked by the row-level security
+--   policies as the caller; the triggers do the bookkeeping.
+--   Input order: the jobs are inserted in element order and their identity
+--   ids increase in the order the INSERT takes its rows, so the k-th new job
+--   without an idempotency key belongs to the k-th such element.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
+        'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
+        'depends_on_groups', 'run_after', 'timeout', 'search_path'];
+    c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
+        'string', 'number', 'string', 'array', 'string', 'string', 'string'];
+    v_tenant text := broker.broker_current_tenant();
+    v_bad    record;
+    -- one element per job (index = ord)
+    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
+    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
+    a_timeout interval[]; a_path text[];
+    a_todo   boolean[];  -- still to insert
+    -- one element per dependency: the job's ord and the job id / group it waits on
+    i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
+    v_err_ord integer; v_err_state text; v_err_msg text;
+    -- resolved elements: ord, job id, is_new
+    r_ord integer[]; r_id bigint[]; r_new boolean[];
+    t_ord integer[]; t_id bigint[]; t_new boolean[];
+    v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
+    v_deps   boolean;
+BEGIN
+    IF p_jobs IS NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.jsonb_typeof(p_jobs) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must be a JSON array of job objects, got a JSON %',
+            pg_catalog.jsonb_typeof(p_jobs)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
+    END IF;
+
+    ---- shape: objects, known keys, values of the right JSON type -------------
+    SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
+           c_types[pg_catalog.array_position(c_keys, k.key)] AS want
+      INTO v_bad
+      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+      LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
+                                                   THEN e.v END) AS k ON true
+     WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
+        OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
+        OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
+               (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
+     ORDER BY e.o
+     LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
+            RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_bad.want IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'The keys are broker_add_job''s parameter names without p_: '
+                             OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+        END IF;
+        RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
+            v_bad.o, v_bad.key, v_bad.want, v_bad.got
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    ---- parse and check the arguments of every element -----------------------
+    BEGIN
+        -- one sort; the aggregates take the rows in that order
+        WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
+        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
+               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
+               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
+               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
+               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
+               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
+               pg_catalog.array_agg(p.search_path),
+               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
+          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
+               a_path, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+          FROM p;
+    EXCEPTION WHEN data_exception THEN
+        -- a value that does not convert: find its element
+        FOR i IN 1 .. pg_catalog.jsonb_array_length(p_jobs) LOOP
+            BEGIN
+                PERFORM 1 FROM broker._parse_jobs(pg_catalog.jsonb_build_array(p_jobs OPERATOR(pg_catalog.->) (i OPERATOR(pg_catalog.-) 1)), '');
+            EXCEPTION WHEN data_exception THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: %', i, SQLERRM USING ERRCODE = 'invalid_parameter_value';
+            END;
+        END LOOP;
+        RAISE;
+    END;
+    IF a_name IS NULL THEN
+        RETURN;  -- an empty array
+    END IF;
+    IF v_err_ord IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_jobs: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
+    FOR v_bad IN
+        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
+          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
+          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
+         WHERE u.r IS NOT NULL
+         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
+         ORDER BY 1
+    LOOP
+        IF v_bad.rolname IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
+        END IF;
+        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                v_bad.o, pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    END LOOP;
+
+    SELECT u.o, u.s INTO v_bad
+      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
+     WHERE u.s IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
+     ORDER BY u.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency: keys with an unfinished job return it; a key repeated in
+    ---- the array makes one job (its first element), the others return it ----
+    SELECT COALESCE(pg_catalog.array_agg(u.o), '{}'), COALESCE(pg_catalog.array_agg(j.job_id), '{}'),
+           COALESCE(pg_catalog.array_agg(false), '{}')
+      INTO r_ord, r_id, r_new
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      JOIN broker.broker_jobs AS j
+        ON j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.idempotency_key OPERATOR(pg_catalog.=) u.k
+       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+    a_todo := ARRAY(
+        SELECT u.k IS NULL OR (u.first AND r.o IS NULL)
+          FROM (SELECT v.k, v.o, pg_catalog.row_number() OVER (PARTITION BY v.k ORDER BY v.o) OPERATOR(pg_catalog.=) 1 AS first
+                  FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS v(k, o)) AS u
+          LEFT JOIN pg_catalog.unnest(r_ord) AS r(o) ON r.o OPERATOR(pg_catalog.=) u.o
+         ORDER BY u.o);
+
+    ---- dependencies of the jobs to insert ------------------------------------
+    SELECT g.o, u.name, g.name AS grp INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
+      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
+     WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
+     ORDER BY g.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: job % cannot depend on its own group %', v_bad.o,
+            pg_catalog.quote_literal(v_bad.name), pg_catalog.quote_literal(v_bad.grp)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- as the caller sees them (row-level security applies), like the edge trigger
+    SELECT d.o, d.id, t.complete_status INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
+      LEFT JOIN broker.broker_jobs AS t
+        ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
+     ORDER BY d.o LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.complete_status IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % does not exist', v_bad.o, v_bad.id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % % and can never complete', v_bad.o, v_bad.id,
+            CASE v_bad.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Enqueue the dependency again and depend on the new job id.';
+    END IF;
+    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(i_ord) AS d(o) WHERE a_todo[d.o])
+           OR EXISTS (SELECT 1 FROM pg_catalog.unnest(g_ord) AS d(o) WHERE a_todo[d.o]);
+
+    -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
+    PERFORM broker._lock_dependency_keys(v_tenant,
+        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
+               WHERE u.todo),
+        ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
+        NULL,
+        ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
+
+    -- the jobs run inside their run_as roles' executors: make sure they exist
+    FOR v_bad IN
+        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
+    LOOP
+        IF broker._executor(v_bad.r) IS NULL THEN
+            PERFORM broker.broker_create_executor(v_bad.r);
+        END IF;
+    END LOOP;
+
+    ---- insert ----------------------------------------------------------------
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    WHILE true OPERATOR(pg_catalog.=) ANY (a_todo) LOOP
+        WITH ins AS (
+            INSERT INTO broker.broker_jobs AS j
+                   (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
+                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
+                   u.tmo, COALESCE(u.path, '')
+              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo))
+                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, o)
+             WHERE u.todo
+             ORDER BY u.o
+            ON CONFLICT (tenant_id, idempotency_key)
+               WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+            DO NOTHING
+            RETURNING j.job_id, j.idempotency_key
+        )
+        SELECT COALESCE(pg_catalog.array_agg(i.job_id ORDER BY i.job_id) FILTER (WHERE i.idempotency_key IS NULL), '{}'),
+               pg_catalog.array_agg(i.idempotency_key) FILTER (WHERE i.idempotency_key IS NOT NULL),
+               pg_catalog.array_agg(i.job_id) FILTER (WHERE i.idempotency_key IS NOT NULL)
+          INTO v_new, v_new_key, v_new_key_id
+          FROM ins AS i;
+        -- without a key: the k-th new id is the k-th such element
+        t_ord := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                        WHERE u.todo AND u.k IS NULL ORDER BY u.o);
+        IF pg_catalog.cardinality(t_ord) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
+            RAISE EXCEPTION 'broker_add_jobs: inserted % jobs without a key for % elements', pg_catalog.cardinality(v_new),
+                pg_catalog.cardinality(t_ord) USING ERRCODE = 'internal_error';
+        END IF;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) v_new;
+        r_new := r_new OPERATOR(pg_catalog.||) pg_catalog.array_fill(true, ARRAY[pg_catalog.cardinality(v_new)]);
+        -- with a key: inserted, or held by a concurrent transaction (return its job); a key whose
+        -- job finished in between is tried again
+        SELECT pg_catalog.array_agg(u.o), pg_catalog.array_agg(COALESCE(n.id, x.job_id)), pg_catalog.array_agg(n.id IS NOT NULL)
+          INTO t_ord, t_id, t_new
+          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(v_new_key), pg_catalog.unnest(v_new_key_id)) AS n(k, id) ON n.k OPERATOR(pg_catalog.=) u.k
+          LEFT JOIN broker.broker_jobs AS x
+            ON n.id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
+           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.id, x.job_id) IS NOT NULL;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) t_id;
+        r_new := r_new OPERATOR(pg_catalog.||) t_new;
+        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.o IS NULL
+                          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                          LEFT JOIN pg_catalog.unnest(t_ord) AS t(o) ON t.o OPERATOR(pg_catalog.=) u.o
+                         ORDER BY u.o);
+    END LOOP;
+
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- one statement: validated per edge, then locked, cycle-checked and counted by the triggers
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT DISTINCT m.id, d.id, d.grp
+          FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new)
+          JOIN (SELECT i.o, i.id, NULL::text AS grp FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS i(o, id)
+                UNION ALL
+                SELECT g.o, NULL::bigint, g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)) AS d
+            ON d.o OPERATOR(pg_catalog.=) m.o
+         WHERE m.new;
+        -- wake runners for the new jobs that wait on nothing unfinished
+        PERFORM broker._notify_queues(ARRAY(
+            SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
+               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    END IF;
+
+    RETURN QUERY
+    SELECT u.o::integer, COALESCE(m.id, k.id), COALESCE(m.new, false)
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      LEFT JOIN ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new) ON m.o OPERATOR(pg_catalog.=) u.o
+      LEFT JOIN (SELECT DISTINCT a.k, rm.id
+                   FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id)) AS rm(o, id)
+                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.o
+                  WHERE a.k IS NOT NULL) AS k
+        ON m.o IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
+     ORDER BY u.o;
+END;
+$$;
+COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
+    'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_jobs(p_jobs)
+--   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
+--   broker_add_job's parameter names without the p_ prefix (job_name,
+--   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
+--   depends_on_job_ids, idempotency_key, max_attempts, job_group,
+--   depends_on_groups, run_after, timeout, search_path); a missing key takes
+--   broker_add_job's default (search_path: the caller's). Returns one row per
+--   element, in input order: (ord = 1-based position, job_id, is_new).
+--   Same validation, idempotency, dependency, tenancy and row-level security
+--   rules as broker_add_job, which the whole array passes or fails together:
+--   * an idempotency key with an unfinished job returns that job
+--     (is_new = false); a key repeated in the array makes one job, at its
+--     first element, which the later ones return;
+--   * group dependencies count every unfinished member, including the jobs of
+--     the same array; cycles within the array or with existing jobs are 23514;
+--   * one NOTIFY per queue that got a claimable job.
+--   Written without SET search_path on purpose, so that the caller's
+--   search_path is read here; everything is schema-qualified.
+-- Errors: as broker_add_job, the message naming the element ("element 3:
+--   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
+--   key, a value of the wrong JSON type or one that does not convert.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE SECURITY INVOKER
+AS $$
+    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
+    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
 -- source: sql/functions/broker_get.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
@@ -1801,6 +2412,74 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
+--   Executes the claimed job p_job (locked by the caller, see _run_begin)
+--   through its executor p_exec (NULL: it has none, the attempt fails with
+--   42501) and records the outcome: the body of broker_run and
+--   broker_run_batch, which documents the semantics. With p_defer_completion
+--   a success is only reported (status 2), and the caller completes the job
+--   later in the same transaction (broker_run_batch: _complete_jobs). Returns
+--   the new status, the error of a failed attempt and how long it ran.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
+    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_hint     text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    IF p_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       p_job.run_as, p_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
+              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
+        END IF;
+    END IF;
+
+    IF v_state IS NULL THEN
+        IF NOT p_defer_completion THEN
+            PERFORM broker._complete_job(p_job.job_id);
+        END IF;
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
+    END IF;
+    complete_status := v_status;
+    error_sqlstate := v_state;
+    error_message := v_message;
+    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
+    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
@@ -1809,8 +2488,9 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
 --     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session between jobs (DISCARD ALL), as the runner
---     does, and must not run jobs on the session holding the instance lock;
+--     jobs must reset the session after each transaction that ran jobs
+--     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
+--     not run jobs on the session holding the instance lock;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -1834,56 +2514,122 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job      broker.broker_jobs;
-    v_exec     regprocedure;
-    v_tenant   text;
-    v_state    text;
-    v_message  text;
-    v_hint     text;
-    v_status   smallint;
-    v_started  timestamptz;
+    v_job broker.broker_jobs;
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
-    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
-    v_started := pg_catalog.clock_timestamp();
-    v_exec := broker._executor(v_job.run_as);
-    IF v_exec IS NULL THEN
-        v_state := '42501';
-        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
-                                       v_job.run_as, v_job.run_as);
-    ELSE
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
-                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
-                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
-              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-        END;
-        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
-        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
-                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
-                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
-            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
-                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
-        END IF;
-    END IF;
-
-    IF v_state IS NULL THEN
-        PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
-    ELSE
-        v_status := broker._fail_attempt(p_job_id, v_state, v_message);
-    END IF;
-    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_state, v_message,
-                        pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
     'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+-- source: sql/functions/broker_run_batch.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
+--   Runs several claimed jobs in the caller's transaction, one after the
+--   other, each exactly as broker_run runs it: its SQL in a subtransaction of
+--   its own inside its run_as role's executor, its effects and its completion
+--   committing together with the caller's transaction, a failing job rolled
+--   back alone and retried or failed. One round trip and one commit for many
+--   short jobs.
+--   Jobs of one transaction share the session, and a job can change session
+--   state that outlives it (SET, temporary objects, SET CONSTRAINTS), so a
+--   batch never mixes what must stay apart: it runs the jobs in order while
+--   they have the run_as role and the tenant of the first one and no
+--   timeout, and stops before the first job that differs (the caller resets
+--   the session and passes the rest again). A job with a timeout only runs as
+--   the first of a call, with statement_timeout set by the caller as for
+--   broker_run. p_lease_tokens, when given, pairs with p_job_ids.
+--   Returns one row per job it took up, in order: broker_run's outcome, or,
+--   when the job could not be run (lease lost: 55000, unknown job: P0002),
+--   complete_status NULL with that SQLSTATE and message. Jobs after the stop
+--   get no row. A job's own errors never abort the batch; an error in the
+--   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
+--   for broker_run, and lease recovery takes the jobs up again.
+--   Keep batches at most 50 jobs: each job's subtransaction takes a
+--   subtransaction id, and PostgreSQL caches 64 per transaction.
+-- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
+--   more than 1000 jobs.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_run_as name;    -- run_as and tenant of the first job run
+    v_tenant text;
+    v_job    broker.broker_jobs;
+    v_exec   regprocedure;
+    v_out    record;
+    v_done   bigint[] := '{}';  -- succeeded, completed at the end
+    v_id     bigint;
+    v_token  uuid;
+BEGIN
+    IF p_job_ids IS NULL THEN
+        RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_lease_tokens IS NOT NULL
+       AND pg_catalog.cardinality(p_lease_tokens) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
+        RAISE EXCEPTION 'broker_run_batch: % lease tokens for % jobs; pass one token per job, or NULL',
+            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_job_ids, 1), 0) LOOP
+        v_id := p_job_ids[i];
+        v_token := p_lease_tokens[i];
+        -- lock and check it here, in the caller's transaction: a job that cannot run gets a row, not an error
+        SELECT * INTO v_job
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+           FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, 'P0002'::text,
+                                pg_catalog.format('broker_run: job %s does not exist', v_id), NULL::interval;
+            CONTINUE;
+        END IF;
+        IF v_job.complete_status OPERATOR(pg_catalog.<>) 1
+           OR (v_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_token) THEN
+            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, '55000'::text,
+                                pg_catalog.format('broker_run: job %s is no longer running under this lease', v_id),
+                                NULL::interval;
+            CONTINUE;
+        END IF;
+        IF v_run_as IS NULL THEN
+            v_run_as := v_job.run_as;
+            v_tenant := v_job.tenant_id;
+            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
+        ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
+              OR v_job.job_timeout IS NOT NULL THEN
+            EXIT;  -- the caller resets the session and passes the rest again
+        END IF;
+        SELECT * INTO v_out FROM broker._run_claimed(v_job, v_exec, true) AS r;
+        IF v_out.complete_status OPERATOR(pg_catalog.=) 2 THEN
+            v_done := v_done OPERATOR(pg_catalog.||) v_id;
+        END IF;
+        RETURN QUERY SELECT v_id, v_out.complete_status, v_job.attempts, v_out.error_sqlstate, v_out.error_message,
+                            v_out.duration;
+    END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
+    'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
 -- source: sql/functions/broker_cancel_job.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)

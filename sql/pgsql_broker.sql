@@ -27,8 +27,10 @@
 \i sql/functions/job_finish.sql
 \i sql/functions/job_triggers.sql
 \i sql/functions/broker_add_job.sql
+\i sql/functions/broker_add_jobs.sql
 \i sql/functions/broker_get.sql
 \i sql/functions/broker_run.sql
+\i sql/functions/broker_run_batch.sql
 \i sql/functions/broker_cancel_job.sql
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql

@@ -89,6 +89,7 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION
     broker.broker_get(integer, bigint, integer, integer),
     broker.broker_run(bigint, uuid),
+    broker.broker_run_batch(bigint[], uuid[]),
     broker.broker_recover_stale_jobs(integer),
     broker.broker_purge_jobs(interval, integer),
     broker.broker_register_instance(text, text, integer, integer, text),
@@ -110,6 +111,9 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
                           timestamptz, interval, text),
     broker.broker_add_job_simple(text, text, integer, text[], text),
+    broker.broker_add_jobs(jsonb),
+    broker._add_jobs(jsonb, text),
+    broker._parse_jobs(jsonb, text),
     broker.broker_cancel_job(bigint, text),
     broker.broker_create_executor(name),
     broker._executor(name),

@@ -1,6 +1,8 @@
 """NOTIFY on enqueue: one per statement and queue, tiny payload, only on commit."""
 from __future__ import annotations
 
+import json
+
 import psycopg
 
 from conftest import add_job, connect
@@ -50,3 +52,15 @@ def test_rolled_back_future_and_blocked_jobs_do_not_notify(db):
     # completing the dependency wakes the dependent's queue
     producer.execute("SELECT broker.broker_run(job_id) FROM broker.broker_get(5)")
     assert _drain(listener) == [f"{db}/6"]
+
+
+def test_broker_add_jobs_notifies_each_queue_with_a_claimable_job_once(db):
+    listener = connect(db)
+    listener.execute("LISTEN pgsql_broker")
+    producer = connect(db)
+    jobs = [{"job_name": f"n{i}", "execute_str": "SELECT 1", "job_queue": 1 + i % 2} for i in range(50)]
+    jobs += [{"job_name": "later", "execute_str": "SELECT 1", "job_queue": 3, "run_after": "2999-01-01T00:00:00Z"},
+             {"job_name": "blocked", "execute_str": "SELECT 1", "job_queue": 4, "depends_on_groups": ["n1"]},
+             {"job_name": "free", "execute_str": "SELECT 1", "job_queue": 5, "depends_on_groups": ["nobody"]}]
+    producer.execute("SELECT count(*) FROM broker.broker_add_jobs(%s::jsonb)", (json.dumps(jobs),))
+    assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2", f"{db}/5"]  # not the future or the blocked job

@@ -93,7 +93,7 @@ class DatabaseRunner:
     async def _connect(self, purpose: str) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self.db.dsn(), autocommit=True,
                                                      application_name=f"{self.settings.name}:{purpose}")
-        conn.prepare_threshold = None  # workers DISCARD ALL after every job, which drops prepared statements
+        conn.prepare_threshold = None  # workers reset the session (DEALLOCATE ALL) after every transaction of jobs
         return conn
 
     async def _session(self) -> None:
@@ -204,37 +204,63 @@ class DatabaseRunner:
                 await conn.close()
 
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int) -> bool:
-        """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them
-        one by one. A job whose lease ran out meanwhile and was claimed elsewhere is skipped (its token)."""
+        """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
+        jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
+        only jobs of one run_as role and tenant together), a job with a timeout alone under its
+        statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped."""
         started = time.perf_counter()
         cur = await conn.execute(queries.CLAIM, {"queue": queue, "instance": self.instance_id,
                                                  "lease": self.settings.lease_seconds, "batch": self._batch})
         rows = await cur.fetchall()
         self.metrics.claim_seconds.labels(self.db.name, str(queue)).observe(time.perf_counter() - started)
-        for row in rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
-            await self._run_one(conn, queue, row)
-        return bool(rows)
+        claimed = bool(rows)
+        while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
+            alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
+            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows) if r[6] is not None), len(rows))]
+            rows = rows[await self._run_batch(conn, queue, taken):]
+        return claimed
 
-    async def _run_one(self, conn: psycopg.AsyncConnection, queue: int, row: tuple) -> None:
-        job_id, name, _, tenant, attempt, max_attempts, timeout_ms, token = row
-        view = JobView(job_id, name, queue, tenant)
-        self.running[job_id] = view
-        fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
-        log.debug("job claimed", extra=fields)
+    async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple]) -> int:
+        """Run claimed jobs in one transaction; returns how many broker_run_batch took up (>= 1). When the
+        transaction fails as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per
+        transaction, so that one job cannot cost the others an attempt; a single job's failed transaction
+        leaves it to lease recovery."""
+        for job_id, name, _, tenant, *_ in batch:
+            self.running[job_id] = JobView(job_id, name, queue, tenant)
+        outcomes = None
         try:
             async with conn.transaction():
-                if timeout_ms:
-                    await conn.execute(queries.JOB_TIMEOUT, {"ms": str(timeout_ms)})
-                outcome = await (await conn.execute(queries.RUN, {"job": job_id, "token": token})).fetchone()
-        except psycopg.errors.ObjectNotInPrerequisiteState as exc:  # lease lost meanwhile
-            log.warning("job not run: %s", exc.diag.message_primary, extra=fields)
-            return
+                if batch[0][6]:
+                    await conn.execute(queries.JOB_TIMEOUT, {"ms": str(batch[0][6])})
+                outcomes = await (await conn.execute(queries.RUN_BATCH, {"jobs": [r[0] for r in batch],
+                                                                         "tokens": [r[7] for r in batch]})).fetchall()
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
+            outcomes = None
+            log.warning("a transaction of %d job(s) failed: %s", len(batch), str(exc).strip().splitlines()[0],
+                        extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
         finally:
-            self.running.pop(job_id, None)
+            for row in batch:
+                self.running.pop(row[0], None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                await conn.execute(queries.RESET_SESSION)  # whatever the job SET, LISTENed or created
-        status, attempts, sqlstate, message, seconds = outcome
+                await conn.execute(queries.RESET_SESSION)  # whatever the jobs SET, LISTENed or created
+        if outcomes is None:
+            for row in batch if len(batch) > 1 else ():
+                await self._run_batch(conn, queue, [row])
+            return len(batch)
+        for row, outcome in zip(batch, outcomes):
+            self._record(queue, row, outcome)
+        return max(len(outcomes), 1)
+
+    def _record(self, queue: int, row: tuple, outcome: tuple) -> None:
+        job_id, name, _, tenant, _, max_attempts, _, _ = row
+        _, status, attempts, sqlstate, message, seconds = outcome
+        fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
         labels = (self.db.name, str(queue))
+        if status is None:  # lease lost meanwhile (55000), or the job is gone
+            log.warning("job not run: %s", message, extra=fields)
+            return
         self.metrics.duration.labels(*labels).observe(seconds)
         if status == 2:
             self.metrics.completed.labels(*labels).inc()

@@ -9,9 +9,13 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
-RUN = """SELECT complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
-           FROM broker.broker_run(%(job)s, %(token)s)"""
-RESET_SESSION = "DISCARD ALL"
+RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
+                 FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
+# DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
+# LISTEN, prepared statements and cursors, session advisory locks, temporary objects, sequence state) but keeps
+# the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).
+RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
+                 "DISCARD SEQUENCES; DISCARD TEMP")
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
 SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires, last_error

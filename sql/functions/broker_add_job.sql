@@ -212,11 +212,12 @@ BEGIN
 
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-        -- Each edge is validated, cycle-checked and counted by its trigger.
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id)
-        SELECT v_id, x FROM pg_catalog.unnest(v_ids) AS x;
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_group)
-        SELECT v_id, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
         -- wake a runner only if nothing it waits on is unfinished
         PERFORM broker._notify_queues(ARRAY[p_job_queue])
            FROM broker.broker_jobs AS j

@@ -80,6 +80,74 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
+--   Executes the claimed job p_job (locked by the caller, see _run_begin)
+--   through its executor p_exec (NULL: it has none, the attempt fails with
+--   42501) and records the outcome: the body of broker_run and
+--   broker_run_batch, which documents the semantics. With p_defer_completion
+--   a success is only reported (status 2), and the caller completes the job
+--   later in the same transaction (broker_run_batch: _complete_jobs). Returns
+--   the new status, the error of a failed attempt and how long it ran.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
+    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_hint     text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    IF p_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       p_job.run_as, p_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
+              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
+        END IF;
+    END IF;
+
+    IF v_state IS NULL THEN
+        IF NOT p_defer_completion THEN
+            PERFORM broker._complete_job(p_job.job_id);
+        END IF;
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
+    END IF;
+    complete_status := v_status;
+    error_sqlstate := v_state;
+    error_message := v_message;
+    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
+    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
@@ -88,8 +156,9 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
 --     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session between jobs (DISCARD ALL), as the runner
---     does, and must not run jobs on the session holding the instance lock;
+--     jobs must reset the session after each transaction that ran jobs
+--     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
+--     not run jobs on the session holding the instance lock;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -113,52 +182,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job      broker.broker_jobs;
-    v_exec     regprocedure;
-    v_tenant   text;
-    v_state    text;
-    v_message  text;
-    v_hint     text;
-    v_status   smallint;
-    v_started  timestamptz;
+    v_job broker.broker_jobs;
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
-    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
-    v_started := pg_catalog.clock_timestamp();
-    v_exec := broker._executor(v_job.run_as);
-    IF v_exec IS NULL THEN
-        v_state := '42501';
-        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
-                                       v_job.run_as, v_job.run_as);
-    ELSE
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
-                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
-                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-                                        WHERE p.oid OPERATOR(pg_catalog.=) v_exec))
-              USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-        END;
-        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
-        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
-                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_exec, CURRENT_USER)
-                           ELSE broker._grant_hint(v_job.run_as, v_message) END;
-            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
-                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
-        END IF;
-    END IF;
-
-    IF v_state IS NULL THEN
-        PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
-    ELSE
-        v_status := broker._fail_attempt(p_job_id, v_state, v_message);
-    END IF;
-    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_state, v_message,
-                        pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS

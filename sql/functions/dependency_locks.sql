@@ -20,40 +20,54 @@ CREATE FUNCTION broker._lock_dependency_keys(
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    -- 'brk' in ASCII, then 1 for group keys and 2 for job keys.
-    c_group_class CONSTANT integer := 1651665665;
-    c_job_class   CONSTANT integer := 1651665666;
-    r record;
 BEGIN
-    FOR r IN
-        SELECT k.cls, k.obj, pg_catalog.bool_or(k.excl) AS excl
-          FROM (SELECT c_group_class AS cls,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                           OPERATOR(pg_catalog.&) 1023 AS obj,
-                       false AS excl
-                  FROM pg_catalog.unnest(p_shared_groups) AS g
-                UNION ALL
-                SELECT c_group_class,
-                       pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                           OPERATOR(pg_catalog.&) 1023,
-                       true
-                  FROM pg_catalog.unnest(p_exclusive_groups) AS g
-                UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false FROM pg_catalog.unnest(p_shared_jobs) AS j
-                UNION ALL
-                SELECT c_job_class, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS k
-         WHERE k.obj IS NOT NULL
-         GROUP BY k.cls, k.obj
-         ORDER BY k.cls, k.obj
-    LOOP
-        IF r.excl THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock(r.cls, r.obj);
-        ELSE
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(r.cls, r.obj);
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
+    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
+    -- keys (1651665666).
+    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
+       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
+        -- the common case (enqueue of a job, completion of a job): at most one
+        -- shared key of each class, group class first
+        IF p_shared_groups[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
+                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
+                    OPERATOR(pg_catalog.&) 1023);
         END IF;
-    END LOOP;
+        IF p_shared_jobs[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
+                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        RETURN;
+    END IF;
+    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
+    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
+                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
+      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
+              FROM (SELECT 1651665665 AS cls,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023 AS obj,
+                           false AS excl
+                      FROM pg_catalog.unnest(p_shared_groups) AS g
+                    UNION ALL
+                    SELECT 1651665665,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023,
+                           true
+                      FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
+                      FROM pg_catalog.unnest(p_shared_jobs) AS j
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
+                      FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
+             WHERE u.obj IS NOT NULL
+             GROUP BY u.cls, u.obj
+             ORDER BY u.cls, u.obj) AS k;
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
@@ -70,18 +84,24 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.count(*)::integer FROM (
+BEGIN
+    RETURN (SELECT pg_catalog.count(*)::integer FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-                                OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups)))
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                            UNION
+                            SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
          ORDER BY d.job_id
-           FOR NO KEY UPDATE OF d) AS locked
+           FOR NO KEY UPDATE OF d) AS locked);
+END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
     'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';

@@ -19,10 +19,11 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.oid::regprocedure
+BEGIN
+    RETURN (SELECT p.oid::regprocedure
       FROM pg_catalog.pg_roles AS r
       JOIN pg_catalog.pg_namespace AS n
         ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
@@ -38,6 +39,8 @@ AS $$
        AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
              WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
                AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
+END;
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
     'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';

@@ -22,36 +22,55 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
     'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
---   Called when job p_job_id (of group p_job_group) completed: every pending
---   job waiting on it, by id or by its group, has pending_deps lowered by the
---   number of such edges. Queues that got a ready job are notified.
---   Returns the number of jobs that became ready.
+-- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
+--   Called when the jobs p_job_ids (of groups p_groups, element by element)
+--   of one tenant completed: every pending job waiting on them, by id or by
+--   group, has pending_deps lowered by the number of such edges, counted per
+--   completed job (two members of a group release a dependent of the group
+--   twice). Queues that got a ready job are notified. Returns the number of
+--   jobs that became ready. Index probes only (enable_seqscan off, see
+--   job_triggers.sql), so its cached plans stay good as the tables grow.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_queues integer[];
     v_ready integer;
 BEGIN
-    PERFORM broker._lock_dependency_keys(p_tenant_id, ARRAY[p_job_group], NULL, ARRAY[p_job_id], NULL);
+    PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
+    -- the common case: nothing ever waited on these jobs or their groups (index probes)
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_job_ids) AS d(id)
+                    CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) d.id LIMIT 1) AS x)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_groups) AS g(name)
+                        CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                               AND e.depends_on_group OPERATOR(pg_catalog.=) g.name LIMIT 1) AS x) THEN
+        RETURN 0;
+    END IF;
 
-    PERFORM broker._lock_dependents(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
+    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
 
     WITH edges AS (
-        SELECT e.job_id, pg_catalog.count(*)::integer AS n
-          FROM broker.broker_job_dependency AS e
-         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) p_job_id
-            OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) p_job_group)
-         GROUP BY e.job_id
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_job_ids) AS d(id)
+          JOIN broker.broker_job_dependency AS e ON e.depends_on_job_id OPERATOR(pg_catalog.=) d.id
+        UNION ALL
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_groups) AS g(name)
+          JOIN broker.broker_job_dependency AS e
+            ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+    ), counted AS (
+        SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
     ), released AS (
         UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) edges.n
-          FROM edges
-         WHERE d.job_id OPERATOR(pg_catalog.=) edges.job_id
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM counted AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
            AND d.complete_status OPERATOR(pg_catalog.=) 0
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
@@ -66,6 +85,22 @@ BEGIN
         PERFORM broker._notify_queues(v_queues);
     END IF;
     RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   _release_dependents_of for one completed job.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN broker._release_dependents_of(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
 END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
@@ -103,9 +138,13 @@ BEGIN
              WHERE d.complete_status OPERATOR(pg_catalog.=) 0
                AND d.job_id IN (
                    SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                       OR (e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                           AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups)))
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
@@ -148,6 +187,41 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
     'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 2,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
 --   Recounts from its edges how many unfinished jobs job p_job_id waits on,
 --   holding the dependency locks exclusively (as an enqueue of it would).
@@ -171,12 +245,13 @@ BEGIN
     END IF;
     PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
     RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
-             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND t.complete_status OPERATOR(pg_catalog.<=) 1)::integer
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+               AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer
          OPERATOR(pg_catalog.+)
            (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
              WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-               AND m.complete_status OPERATOR(pg_catalog.<=) 1)::integer;
+               AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer;
 END;
 $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS

@@ -6,12 +6,14 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queues(p_queues integer[])
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q::text)
-      FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';

@@ -2,7 +2,11 @@
 -- Triggers that keep dependency bookkeeping exact whoever writes the tables
 -- (broker_add_job, or a role with INSERT privilege writing rows directly).
 -- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
--- writer may not update itself. Identity and tenant of the writer are
+-- writer may not update itself. The AFTER triggers run with enable_seqscan off:
+-- their queries are index probes, and PL/pgSQL keeps the plan made at the first
+-- call; made while the tables were small, a plan that scans them would be kept
+-- for the whole of a long transaction (thousands of enqueues in one statement
+-- then cost quadratic time). Identity and tenant of the writer are
 -- checked by the row-level security policies, as the writer, before these run.
 -- ---------------------------------------------------------------------------
 
@@ -15,6 +19,7 @@ CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     r record;
@@ -28,6 +33,14 @@ BEGIN
     LOOP
         -- shared: members may join a group together; a new dependent waits
         PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        -- the common case: nothing waits on these groups (one index probe per group)
+        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
+        CONTINUE WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
+             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+                                  LIMIT 1) AS x);
         PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
         UPDATE broker.broker_jobs AS d
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
@@ -37,6 +50,7 @@ BEGIN
                     ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
                    AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                    AND m.complete_status OPERATOR(pg_catalog.<=) 1
                  GROUP BY e.job_id) AS c
@@ -118,101 +132,163 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
     'Validates each new dependency edge as the writer sees the jobs.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._dependency_cycle(p_origins)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   A function of its own so that the walk, which may visit a whole graph, is
+--   planned with hash joins allowed (the trigger runs with enable_seqscan off).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE origin AS (
+        SELECT j.job_id, j.tenant_id, j.job_group
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
+    ), reach (origin, job_id, complete_status) AS (
+        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+        UNION
+        SELECT r.origin, n.job_id, n.complete_status
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS n
+            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+    )
+    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
+      FROM reach AS r
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+     LIMIT 1;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_after_insert()
---   Row-level AFTER INSERT on broker_job_dependency (so only edges that passed
---   the row-level security policy get here): takes the dependency lock,
---   rejects cycles, and adds the unfinished targets to the job's pending_deps.
--- Errors: 55000 the target failed meanwhile; 23514 a dependency cycle.
+--   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
+--   passed the row-level security policy get here), set-based so that bulk
+--   enqueues stay linear:
+--   * takes the dependency locks of all new edges in one ordered call;
+--   * rejects id edges whose target failed or was cancelled meanwhile;
+--   * rejects cycles: for each job that got edges and that some pending job
+--     already waits on (by id or by its group: the only way a new edge can
+--     close a cycle), walks what it waits on, transitively, through
+--     unfinished jobs (only pending jobs wait), looking for a way back;
+--   * adds to each job's pending_deps its new edges' unfinished targets
+--     (each target group's unfinished members are counted once per group).
+-- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_job    broker.broker_jobs;
-    v_status smallint;
-    v_cycle  record;
-    v_n      integer;
+    v_keys    record;
+    v_cycle   record;
+    v_origins bigint[];
 BEGIN
-    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
-    IF NEW.depends_on_group IS NOT NULL THEN
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], ARRAY[NEW.depends_on_group], NULL, NULL);
-        SELECT pg_catalog.count(*)::integer INTO v_n FROM broker.broker_jobs AS m
-         WHERE m.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-           AND m.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group
-           AND m.complete_status OPERATOR(pg_catalog.<=) 1;
-    ELSE
-        PERFORM broker._lock_dependency_keys(v_job.tenant_id, ARRAY[v_job.job_group], NULL, NULL, ARRAY[NEW.depends_on_job_id]);
-        SELECT t.complete_status INTO v_status FROM broker.broker_jobs AS t
-         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id;
-        IF v_status OPERATOR(pg_catalog.>=) 3 THEN
-            RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
-                NEW.depends_on_job_id
-                USING ERRCODE = 'object_not_in_prerequisite_state';
-        END IF;
-        v_n := CASE WHEN v_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END;
+    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
+        RETURN NULL;
+    END IF;
+    FOR v_keys IN
+        SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL) AS ids
+          FROM new_edges AS e
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
+         GROUP BY e.tenant_id
+         ORDER BY e.tenant_id
+    LOOP
+        PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
+    END LOOP;
+
+    SELECT e.depends_on_job_id INTO v_cycle
+      FROM new_edges AS e
+      JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
+            v_cycle.depends_on_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- Cycle check: does anything the new edge makes us wait on already wait,
-    -- transitively, on this job (by id, or by its group)? Only unfinished jobs
-    -- take part, and only pending ones wait; and when no pending job waits on
-    -- this one at all (the common case: two index probes) there is no walk.
-    IF v_n OPERATOR(pg_catalog.>) 0 AND EXISTS (
-        SELECT 1 FROM broker.broker_job_dependency AS e
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-         WHERE w.complete_status OPERATOR(pg_catalog.=) 0
-           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
-                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-                    AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))) THEN
-        WITH RECURSIVE reach (job_id, complete_status) AS (
-            SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (j.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id
-                    OR (j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-                        AND j.job_group OPERATOR(pg_catalog.=) NEW.depends_on_group))
-            UNION
-            SELECT n.job_id, n.complete_status
-              FROM reach AS r
-              JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-              JOIN broker.broker_jobs AS n
-                ON n.complete_status OPERATOR(pg_catalog.<=) 1
-               AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                    OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-             WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-        )
-        SELECT w.job_id, w.job_name INTO v_cycle
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-           AND (e.depends_on_job_id OPERATOR(pg_catalog.=) v_job.job_id
-                OR (e.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group))
-         LIMIT 1;
+    -- Cycle check, from the jobs something already waits on (usually none: no walk).
+    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
+    -- the walk run a little more often, checked with two index probes per job)
+    v_origins := ARRAY(
+        SELECT j.job_id
+          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                       UNION ALL
+                       SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
+    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
-                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_job.job_id,
-                pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
+                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
                 USING ERRCODE = 'check_violation';
         END IF;
     END IF;
 
-    IF v_n OPERATOR(pg_catalog.>) 0 THEN
-        UPDATE broker.broker_jobs AS j
-           SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) v_n
-         WHERE j.job_id OPERATOR(pg_catalog.=) v_job.job_id;
-    END IF;
+    -- Count: each target group's unfinished members once, each id target once.
+    WITH grp AS (
+        SELECT g.tenant_id, g.grp,
+               (SELECT pg_catalog.count(*)::integer FROM broker.broker_jobs AS m
+                 WHERE m.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) g.grp
+                   AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
+          FROM (SELECT DISTINCT e.tenant_id, e.depends_on_group AS grp FROM new_edges AS e
+                 WHERE e.depends_on_group IS NOT NULL) AS g
+    ), cnt AS (
+        SELECT e.job_id,
+               pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+          FROM new_edges AS e
+          LEFT JOIN grp AS g
+            ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
+          LEFT JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+         GROUP BY e.job_id
+    )
+    UPDATE broker.broker_jobs AS j
+       SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) c.n
+      FROM cnt AS c
+     WHERE j.job_id OPERATOR(pg_catalog.=) c.job_id
+       AND c.n OPERATOR(pg_catalog.>) 0;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._dependency_after_insert() IS
-    'Internal trigger: lock, reject cycles, and count a new edge''s unfinished targets into pending_deps.';
+    'Internal trigger: after an INSERT statement of edges, lock, reject cycles, and count the new edges'' unfinished targets into pending_deps.';
 
 CREATE TRIGGER broker_job_dependency_after_insert_trg
     AFTER INSERT ON broker.broker_job_dependency
-    FOR EACH ROW EXECUTE FUNCTION broker._dependency_after_insert();
+    REFERENCING NEW TABLE AS new_edges
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
-    'Rejects cycles and maintains pending_deps for each new dependency edge (after its policy check).';
+    'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_cancel_request()

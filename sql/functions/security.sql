@@ -4,11 +4,13 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._strict_tenancy()
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false)
+BEGIN
+    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
+END;
 $$;
 COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
 
@@ -21,13 +23,15 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT broker._strict_tenancy()
+BEGIN
+    RETURN NOT broker._strict_tenancy()
         OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'))
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
     'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';

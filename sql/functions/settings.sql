@@ -4,11 +4,13 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
-                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min)
+BEGIN
+    RETURN GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min);
+END;
 $$;
 COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
     'Internal: integer option from broker_config, or the default when unset.';

@@ -1,0 +1,59 @@
+"""The runner runs claimed jobs several per transaction (broker_run_batch): jobs of different run_as roles
+never share one, session changes do not outlive a transaction, and a transaction that fails as a whole
+costs the other jobs nothing."""
+from __future__ import annotations
+
+from conftest import connect
+from test_runner import wait_until
+
+
+def _statuses(db: str) -> dict[str, int]:
+    with connect(db) as conn:
+        return dict(conn.execute("SELECT job_name, complete_status FROM broker.broker_jobs").fetchall())
+
+
+def test_a_failure_at_commit_does_not_cost_the_other_jobs_of_the_batch_an_attempt(db, start):
+    with connect(db) as conn:
+        conn.execute("CREATE TABLE public.effects (job int)")
+        conn.execute("CREATE TABLE public.parent (id int PRIMARY KEY)")
+        conn.execute("CREATE TABLE public.child (pid int REFERENCES public.parent DEFERRABLE INITIALLY DEFERRED)")
+        # one attempt each (the default): a job that lost its attempt to its neighbour would fail
+        conn.execute("""SELECT broker.broker_add_jobs(jsonb_build_array(
+            jsonb_build_object('job_name', 'a', 'execute_str', 'INSERT INTO public.effects VALUES (1)'),
+            jsonb_build_object('job_name', 'poison', 'execute_str', 'INSERT INTO public.child VALUES (42)'),
+            jsonb_build_object('job_name', 'b', 'execute_str', 'INSERT INTO public.effects VALUES (2)')))""")
+    runner = start(db)
+    runner.wait_for(lambda r: r.role(db) == "active", what="active")
+    wait_until(lambda: _statuses(db).get("a") == 2 and _statuses(db).get("b") == 2, what="the innocent jobs")
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT job) FROM public.effects").fetchone() == (2, 2)
+        assert conn.execute("SELECT complete_status FROM broker.broker_jobs WHERE job_name = 'poison'").fetchone()[0] == 1
+    assert "a transaction of 3 job(s) failed" in runner.log()
+
+
+def test_session_settings_of_one_job_do_not_reach_a_job_of_another_role(db, start):
+    with connect(db) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE broker_test_batch_other NOLOGIN; "
+                     "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        conn.execute("CREATE TABLE public.seen (who text, datestyle text)")
+        conn.execute("GRANT INSERT ON public.seen TO broker_test_batch_other")
+        conn.execute("GRANT USAGE ON SCHEMA public TO broker_test_batch_other")
+        conn.execute("SELECT broker.broker_create_executor('broker_test_batch_other')")
+        conn.execute("""SELECT broker.broker_add_jobs(jsonb_build_array(
+            jsonb_build_object('job_name', 'setter', 'execute_str', 'SET DateStyle = ''SQL, DMY'''),
+            jsonb_build_object('job_name', 'same role', 'execute_str',
+                               'INSERT INTO public.seen SELECT current_user, current_setting(''DateStyle'')'),
+            jsonb_build_object('job_name', 'other role', 'run_as', 'broker_test_batch_other', 'execute_str',
+                               'INSERT INTO public.seen SELECT current_user, current_setting(''DateStyle'')')))""")
+    runner = start(db)
+    runner.wait_for(lambda r: r.role(db) == "active", what="active")
+    wait_until(lambda: set(_statuses(db).values()) == {2}, what="all three jobs")
+    with connect(db) as conn:
+        seen = dict(conn.execute("SELECT who, datestyle FROM public.seen").fetchall())
+    assert seen["broker_test_batch_other"] == "ISO, MDY"  # the other role's job starts from a reset session
+    try:
+        with connect(db) as conn:
+            conn.execute("DROP OWNED BY broker_test_batch_other")
+            conn.execute("DROP ROLE broker_test_batch_other")
+    except Exception:
+        pass
