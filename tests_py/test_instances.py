@@ -1,6 +1,8 @@
 """One active broker instance per database; a dead one is replaced, a live one is not."""
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -16,7 +18,13 @@ def test_second_instance_is_refused_while_the_first_lives_and_replaces_it_after(
         standby.execute("SELECT broker.broker_register_instance('broker-b', 'host-b', 222, 2)")
     assert f"Instance {first_id} (broker-a on host-a, pid 111)" in err.value.diag.message_detail
 
+    first_pid = first.info.backend_pid
     first.close()  # the active runner dies: its session ends, the lock goes with it
+    # ... once its backend has exited, which happens just after the client closes
+    deadline = time.monotonic() + 10
+    while standby.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (first_pid,)).fetchone()[0]:
+        assert time.monotonic() < deadline, "the closed session's backend did not exit"
+        time.sleep(0.01)
     second_id = standby.execute("SELECT broker.broker_register_instance('broker-b', 'host-b', 222, 2)").fetchone()[0]
     rows = dict(standby.execute("SELECT instance_id, status FROM broker.broker_queueinstance").fetchall())
     assert rows == {first_id: "dead", second_id: "active"}
