@@ -17,7 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
-from .metrics import Metrics
+from .metrics import Metrics, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
@@ -61,6 +61,10 @@ class DatabaseRunner:
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self._max_lifetime = parse_duration(db.conn_max_lifetime)
         self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
+        # per-job hot path: the metric children of each queue, looked up once
+        self._duration = {q: metrics.duration.labels(db.name, str(q)) for q in self._wake}
+        self._completed = {q: metrics.completed.labels(db.name, str(q)) for q in self._wake}
+        self._claim_seconds = {q: metrics.claim_seconds.labels(db.name, str(q)) for q in self._wake}
 
     # -- supervision ---------------------------------------------------------
     async def run(self) -> None:
@@ -187,9 +191,10 @@ class DatabaseRunner:
                     conn = None
                 if conn is None:
                     conn = await self._connect(f"queue{queue}")
-                    opened = time.monotonic()
+                    opened, dirty = time.monotonic(), False
                 wake.clear()
-                if await self._claim_and_run(conn, queue):
+                claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                if claimed:
                     idle_since = time.monotonic()
                     continue
                 if time.monotonic() - idle_since >= self._max_idle:
@@ -203,37 +208,58 @@ class DatabaseRunner:
             if conn is not None:
                 await conn.close()
 
-    async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int) -> bool:
+    async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int, dirty: bool) -> tuple[bool, bool]:
         """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
         jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
         only jobs of one run_as role and tenant together), a job with a timeout alone under its
-        statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped."""
+        statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped.
+        `dirty`: jobs ran on this session since its last reset; the claim then resets it first, in the same
+        round trip (the session is clean whenever the worker waits). Returns (claimed, dirty)."""
         started = time.perf_counter()
-        cur = await conn.execute(queries.CLAIM, {"queue": queue, "instance": self.instance_id,
-                                                 "lease": self.settings.lease_seconds, "batch": self._batch})
+        params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
+                  "batch": self._batch}
+        if dirty:
+            cur = psycopg.AsyncClientCursor(conn)
+            await cur.execute(queries.RESET_AND_CLAIM, params)
+            while cur.nextset():  # to the claim's result, the last one
+                pass
+        else:
+            cur = await conn.execute(queries.CLAIM, params)
         rows = await cur.fetchall()
-        self.metrics.claim_seconds.labels(self.db.name, str(queue)).observe(time.perf_counter() - started)
+        self._claim_seconds[queue].observe(time.perf_counter() - started)
         claimed = bool(rows)
+        dirty = False
         while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
+            if dirty:
+                await conn.execute(queries.RESET_SESSION)  # whatever the jobs SET, LISTENed or created
             alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
             taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows) if r[6] is not None), len(rows))]
             rows = rows[await self._run_batch(conn, queue, taken):]
-        return claimed
+            dirty = True
+        return claimed, dirty
 
     async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple]) -> int:
-        """Run claimed jobs in one transaction; returns how many broker_run_batch took up (>= 1). When the
-        transaction fails as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per
-        transaction, so that one job cannot cost the others an attempt; a single job's failed transaction
-        leaves it to lease recovery."""
+        """Run claimed jobs in one transaction, sent as one message (BEGIN, broker_run_batch, COMMIT); returns
+        how many broker_run_batch took up (>= 1). When the transaction fails as a whole (say a job's deferred
+        constraint at COMMIT), its jobs run again one per transaction, so that one job cannot cost the others
+        an attempt; a single job's failed transaction leaves it to lease recovery. The caller resets the
+        session afterwards."""
+        now = time.time()
         for job_id, name, _, tenant, *_ in batch:
-            self.running[job_id] = JobView(job_id, name, queue, tenant)
+            self.running[job_id] = JobView(job_id, name, queue, tenant, now)
         outcomes = None
+        # array literals built here: psycopg's array dumper quotes element by element
+        params = {"jobs": "{" + ",".join([str(r[0]) for r in batch]) + "}",
+                  "tokens": "{" + ",".join([r[7] for r in batch]) + "}"}
         try:
-            async with conn.transaction():
-                if batch[0][6]:
-                    await conn.execute(queries.JOB_TIMEOUT, {"ms": str(batch[0][6])})
-                outcomes = await (await conn.execute(queries.RUN_BATCH, {"jobs": [r[0] for r in batch],
-                                                                         "tokens": [r[7] for r in batch]})).fetchall()
+            cur = psycopg.AsyncClientCursor(conn)
+            if batch[0][6]:
+                await cur.execute(queries.RUN_TRANSACTION_TIMEOUT, params | {"ms": str(batch[0][6])})
+                cur.nextset()
+            else:
+                await cur.execute(queries.RUN_TRANSACTION, params)
+            cur.nextset()  # past BEGIN (and the timeout) to the outcomes
+            outcomes = await cur.fetchall()
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
@@ -243,36 +269,47 @@ class DatabaseRunner:
         finally:
             for row in batch:
                 self.running.pop(row[0], None)
-            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                await conn.execute(queries.RESET_SESSION)  # whatever the jobs SET, LISTENed or created
+            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                await conn.execute("ROLLBACK")
         if outcomes is None:
             for row in batch if len(batch) > 1 else ():
+                await conn.execute(queries.RESET_SESSION)
                 await self._run_batch(conn, queue, [row])
             return len(batch)
-        for row, outcome in zip(batch, outcomes):
-            self._record(queue, row, outcome)
+        self._record_all(queue, batch, outcomes)
         return max(len(outcomes), 1)
 
+    def _record_all(self, queue: int, batch: list[tuple], outcomes: list[tuple]) -> None:
+        """Metrics, logs and the dashboard's lists for the outcomes of a transaction of jobs."""
+        done = [(row, outcome) for row, outcome in zip(batch, outcomes) if outcome[1] == 2]
+        if done:
+            observe_many(self._duration[queue], [outcome[5] for _, outcome in done])
+            self._completed[queue].inc(len(done))
+            self.finished_at.extend([time.time()] * len(done))
+            if log.isEnabledFor(logging.INFO):
+                for row, outcome in done:
+                    log.info("job completed", extra={"database": self.db.name, "queue": queue, "job_id": row[0],
+                                                     "job_name": row[1], "seconds": round(outcome[5], 6)})
+        if len(done) < len(outcomes):
+            for row, outcome in zip(batch, outcomes):
+                if outcome[1] != 2:
+                    self._record(queue, row, outcome)
+
     def _record(self, queue: int, row: tuple, outcome: tuple) -> None:
+        """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
         job_id, name, _, tenant, _, max_attempts, _, _ = row
         _, status, attempts, sqlstate, message, seconds = outcome
         fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
-        labels = (self.db.name, str(queue))
         if status is None:  # lease lost meanwhile (55000), or the job is gone
             log.warning("job not run: %s", message, extra=fields)
             return
-        self.metrics.duration.labels(*labels).observe(seconds)
-        if status == 2:
-            self.metrics.completed.labels(*labels).inc()
-            self.finished_at.append(time.time())
-            log.info("job completed", extra=fields | {"seconds": round(seconds, 6)})
-        else:
-            (self.metrics.retried if status == 0 else self.metrics.failed).labels(*labels).inc()
-            self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": tenant,
-                                      "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
-                                      "error": message, "final": status == 3, "at": time.time()})
-            log.warning("job failed" + (", will retry" if status == 0 else ""),
-                        extra=fields | {"sqlstate": sqlstate, "error": message, "attempt": attempts})
+        self._duration[queue].observe(seconds)
+        (self.metrics.retried if status == 0 else self.metrics.failed).labels(self.db.name, str(queue)).inc()
+        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": tenant,
+                                  "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
+                                  "error": message, "final": status == 3, "at": time.time()})
+        log.warning("job failed" + (", will retry" if status == 0 else ""),
+                    extra=fields | {"sqlstate": sqlstate, "error": message, "attempt": attempts})
 
     # -- maintenance ---------------------------------------------------------
     async def _maintenance(self) -> None:

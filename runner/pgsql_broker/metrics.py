@@ -1,6 +1,9 @@
 """Prometheus metrics of the runner (names prefixed broker_)."""
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter as Tally
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _DEPTH_STATES = ("ready", "blocked", "delayed", "running", "completed_last_hour", "failed_last_hour",
@@ -48,3 +51,17 @@ class Metrics:
         for labels in self._depth_labels.get(database, set()) - current:
             self.depth.remove(*labels)
         self._depth_labels[database] = current
+
+
+def observe_many(child, amounts: list[float]) -> None:
+    """child.observe(a) for every a in amounts, with one increment per bucket hit (a transaction of 50
+    jobs made per-job observe() a noticeable share of the runner's CPU). Uses the labelled histogram's
+    bucket values; falls back to observe() should a prometheus_client version lack them."""
+    bounds, buckets, total = (getattr(child, a, None) for a in ("_upper_bounds", "_buckets", "_sum"))
+    if bounds is None or buckets is None or total is None:
+        for amount in amounts:
+            child.observe(amount)
+        return
+    for i, n in Tally(bisect_left(bounds, a) for a in amounts).items():
+        buckets[i].inc(n)
+    total.inc(sum(amounts))

@@ -80,72 +80,53 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
     'Internal: for a "permission denied for <object>" error of a job, the GRANT the run_as role needs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._run_claimed(p_job, p_exec, p_defer_completion)
---   Executes the claimed job p_job (locked by the caller, see _run_begin)
---   through its executor p_exec (NULL: it has none, the attempt fails with
---   42501) and records the outcome: the body of broker_run and
---   broker_run_batch, which documents the semantics. With p_defer_completion
---   a success is only reported (status 2), and the caller completes the job
---   later in the same transaction (broker_run_batch: _complete_jobs). Returns
---   the new status, the error of a failed attempt and how long it ran.
+-- Function: broker._job_error(p_run_as, p_exec, p_sqlstate, p_message)
+--   The message stored for a failed attempt of a job of role p_run_as whose
+--   executor is p_exec: p_message, and for a permission error (42501) the
+--   GRANT the role needs. With p_exec NULL (the role has no executor) the
+--   message says how to create one.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_claimed(p_job broker.broker_jobs, p_exec regprocedure, p_defer_completion boolean,
-    OUT complete_status smallint, OUT error_sqlstate text, OUT error_message text, OUT duration interval)
-RETURNS record
-LANGUAGE plpgsql VOLATILE
+CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
+RETURNS text
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_tenant   text;
-    v_state    text;
-    v_message  text;
-    v_hint     text;
-    v_status   smallint;
-    v_started  timestamptz;
+    v_hint text;
 BEGIN
-    v_tenant := pg_catalog.current_setting('broker.tenant_id', true);
-    v_started := pg_catalog.clock_timestamp();
     IF p_exec IS NULL THEN
-        v_state := '42501';
-        v_message := pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
-                                       p_job.run_as, p_job.run_as);
-    ELSE
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', p_job.tenant_id, true);
-            EXECUTE pg_catalog.format('SELECT %I.run_job($1, $2, $3)',
-                                      (SELECT n.nspname FROM pg_catalog.pg_proc AS p
-                                         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-                                        WHERE p.oid OPERATOR(pg_catalog.=) p_exec))
-              USING p_job.execute_str, p_job.job_language, p_job.job_search_path;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-        END;
-        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_tenant, ''), true);
-        IF v_state OPERATOR(pg_catalog.=) '42501' THEN
-            v_hint := CASE WHEN v_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
-                           THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
-                           ELSE broker._grant_hint(p_job.run_as, v_message) END;
-            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_job.run_as)
-                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
-        END IF;
+        RETURN pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
+                                 p_run_as, p_run_as);
+    ELSIF p_sqlstate OPERATOR(pg_catalog.<>) '42501' THEN
+        RETURN p_message;
     END IF;
-
-    IF v_state IS NULL THEN
-        IF NOT p_defer_completion THEN
-            PERFORM broker._complete_job(p_job.job_id);
-        END IF;
-        v_status := 2;
-    ELSE
-        v_status := broker._fail_attempt(p_job.job_id, v_state, v_message);
-    END IF;
-    complete_status := v_status;
-    error_sqlstate := v_state;
-    error_message := v_message;
-    duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+    v_hint := CASE WHEN p_message OPERATOR(pg_catalog.~) '^permission denied for (function run_job|schema broker_exec_)'
+                   THEN pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', p_exec, CURRENT_USER)
+                   ELSE broker._grant_hint(p_run_as, p_message) END;
+    RETURN p_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', p_run_as)
+        OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) v_hint, '') OPERATOR(pg_catalog.||) ')';
 END;
 $$;
-COMMENT ON FUNCTION broker._run_claimed(broker.broker_jobs, regprocedure, boolean) IS
-    'Internal: execute a locked, claimed job through its executor and record the outcome (the body of broker_run and broker_run_batch).';
+COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
+    'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_call(p_exec)
+--   The statement that calls executor p_exec with a job's SQL, language and
+--   search_path as $1, $2, $3 (NULL when p_exec is NULL).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_call(p_exec regprocedure)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
+      FROM pg_catalog.pg_proc AS p
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE p.oid OPERATOR(pg_catalog.=) p_exec
+$$;
+COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
+    'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
@@ -181,12 +162,11 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_job broker.broker_jobs;
 BEGIN
-    v_job := broker._run_begin(p_job_id, p_lease_token);
-    RETURN QUERY SELECT p_job_id, r.complete_status, v_job.attempts, r.error_sqlstate, r.error_message, r.duration
-                   FROM broker._run_claimed(v_job, broker._executor(v_job.run_as), false) AS r;
+    -- the errors of a job that cannot run; then the batch of one runs it
+    PERFORM broker._run_begin(p_job_id, p_lease_token);
+    RETURN QUERY SELECT r.job_id, r.complete_status, r.attempts, r.error_sqlstate, r.error_message, r.duration
+                   FROM broker.broker_run_batch(ARRAY[p_job_id], ARRAY[p_lease_token]) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
