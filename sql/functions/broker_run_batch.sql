@@ -1,4 +1,35 @@
 -- ---------------------------------------------------------------------------
+-- Function: broker._lock_batch(p_job_ids, p_lease_tokens)
+--   For broker_run_batch: locks the jobs p_job_ids with one statement, in
+--   job_id order, in the caller's transaction (held until it ends: what marks
+--   them as executing, see _run_begin), and returns, in the order given, each
+--   id with its token and what broker_run_batch needs of the job (found NULL:
+--   no such job). Generic plans: custom ones were made again at every call.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, tenant_id text,
+               job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    PERFORM FROM broker.broker_jobs AS j
+      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+      ORDER BY j.job_id
+        FOR NO KEY UPDATE;
+    RETURN QUERY
+        SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.tenant_id,
+               j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path
+          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, ord)
+          LEFT JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
+         ORDER BY u.ord;
+END;
+$$;
+COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
+    'Internal: lock the jobs of a batch (job_id order) and return them in the order given (broker_run_batch).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
 --   Runs several claimed jobs in the caller's transaction, one after the
 --   other, each exactly as broker_run runs it: its SQL in a subtransaction of
@@ -66,19 +97,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- lock them all at once, in job_id order, here in the caller's transaction (held until it ends:
-    -- what marks them as executing); a job that cannot run gets a row below, not an error
-    PERFORM FROM broker.broker_jobs AS j
-      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-      ORDER BY j.job_id
-        FOR NO KEY UPDATE;
-
-    FOR v_job IN
-        SELECT u.id, u.token, j.job_id AS found, j.complete_status AS status, j.lease_token, j.run_as, j.tenant_id,
-               j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path
-          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, ord)
-          LEFT JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
-         ORDER BY u.ord
+    FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
         job_id := v_job.id;
         complete_status := NULL;

@@ -189,12 +189,14 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._complete_jobs(p_job_ids)
 --   _complete_job for many jobs at once (broker_run_batch, after its jobs
---   ran): one UPDATE, and one release of dependents per tenant.
+--   ran): one UPDATE, and one release of dependents per tenant. Generic
+--   plans: a custom plan of the UPDATE was made again at every call.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     r record;
