@@ -273,6 +273,12 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- that role (and its members) may create: nobody else can plant a look-alike
 -- or an overload next to its executor. broker_run only calls a run_job whose
 -- schema, owner, signature and SECURITY DEFINER flag all match.
+-- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
+-- jobs of a batch in one call, each exactly as run_job would, in a
+-- subtransaction of its own, and returns each one's error (NULL: success) and
+-- run time; broker_run_batch calls it under the same checks. Executors made
+-- before run_jobs existed have none: their jobs run one run_job call each
+-- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -307,6 +313,34 @@ END;
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
     'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_jobs(p_exec)
+--   The batch entry point run_jobs next to executor p_exec (same schema and
+--   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
+--   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('%I.run_jobs', n.nspname)
+      FROM pg_catalog.pg_proc AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
+       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
+       AND p.prosecdef
+     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1
+$$;
+COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
+    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor_schema(p_role)
@@ -346,9 +380,12 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_create_executor(p_role)
---   Creates (if missing) and returns the executor of p_role. Runs with the
---   caller's rights: the caller must be p_role, an (inheriting) member of it,
---   or a superuser. EXECUTE goes to the broker's owner only.
+--   Creates (if missing) and returns the executor of p_role: run_job and the
+--   batch entry point run_jobs (an executor made before run_jobs existed gets
+--   it here). Runs with the caller's rights: the caller must be p_role, an
+--   (inheriting) member of it, or a superuser (for an executor without
+--   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
+--   broker's owner only.
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_create_executor(p_role name)
@@ -361,8 +398,14 @@ DECLARE
                        WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
     v_exec   regprocedure := broker._executor(p_role);
     v_schema text;
+    v_made   text[] := '{}';  -- the functions created here (signatures)
+    v_fn     text;
 BEGIN
-    IF v_exec IS NOT NULL THEN
+    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
+    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
+                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
+                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
         RETURN v_exec;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
@@ -370,14 +413,18 @@ BEGIN
             USING ERRCODE = 'undefined_object';
     END IF;
     IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
+        END IF;
         RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
     END IF;
     v_schema := broker._executor_schema(p_role);
-    BEGIN
-        EXECUTE pg_catalog.format($ddl$
+    IF v_exec IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format($ddl$
 CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -396,24 +443,67 @@ BEGIN
     END IF;
 END;
 $body$$ddl$, v_schema);
-    EXCEPTION WHEN duplicate_function OR unique_violation THEN
-        v_exec := broker._executor(p_role);
-        IF v_exec IS NOT NULL THEN
-            RETURN v_exec;  -- created concurrently
-        END IF;
-        RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
-            pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
-                                           p_role, v_schema);
-    END;
-    EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.run_job(text, text, text) IS %L', v_schema,
-        pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.run_job(text, text, text) FROM PUBLIC', v_schema);
-    EXECUTE pg_catalog.format('ALTER FUNCTION %I.run_job(text, text, text) OWNER TO %I', v_schema, p_role);
-    IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.run_job(text, text, text) TO %I', v_schema, v_owner);
+        EXCEPTION WHEN duplicate_function OR unique_violation THEN
+            v_exec := broker._executor(p_role);
+            IF v_exec IS NOT NULL THEN
+                RETURN v_exec;  -- created concurrently
+            END IF;
+            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+                pg_catalog.quote_ident(p_role)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                               p_role, v_schema);
+        END;
+        v_made := ARRAY['run_job(text, text, text)'];
     END IF;
+    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
+    -- job, its search_path is in effect, so everything here is schema-qualified
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_started timestamptz;
+    v_set     text;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('search_path',
+                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
+                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
+            ELSE
+                EXECUTE p_sqls[i];
+            END IF;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
+    END LOOP;
+END;
+$body$$ddl$, v_schema);
+        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
+    END;
+    FOREACH v_fn IN ARRAY v_made LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
+            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
+        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
+        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
+        END IF;
+    END LOOP;
     v_exec := broker._executor(p_role);
     IF v_exec IS NULL THEN
         RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
@@ -2242,6 +2332,41 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
     'Internal: lock the jobs of a batch (job_id order) and return them in the order given (broker_run_batch).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
+--     p_search_paths, p_tenant_id)
+--   What an executor's run_jobs does, for an executor made before run_jobs
+--   existed: each job through p_call (the SELECT that calls its run_job, see
+--   _executor_call) in a subtransaction of its own, with broker.tenant_id
+--   p_tenant_id; its error (NULL: success) and run time, in order.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
+    p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_started timestamptz;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
+    'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
 --   Runs several claimed jobs in the caller's transaction, one after the
 --   other, each exactly as broker_run runs it: its SQL in a subtransaction of
@@ -2266,9 +2391,10 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
 --   subtransaction id, and PostgreSQL caches 64 per transaction.
 --   Cost: the jobs are locked with one statement (in job_id order, what marks
---   them as executing, see _run_begin), the executor of their role is looked
---   up once, each job is one subtransaction and one EXECUTE of the executor
---   call, and the jobs that succeeded are completed with one UPDATE.
+--   them as executing, see _run_begin), run with one call of their role's
+--   executor (run_jobs: each job still in a subtransaction of its own there),
+--   and the jobs that succeeded are completed with one UPDATE. Failed jobs
+--   are retried or failed after all of them ran, in order.
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
 --   more than 1000 jobs.
 -- ---------------------------------------------------------------------------
@@ -2284,16 +2410,26 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_caller text := pg_catalog.current_setting('broker.tenant_id', true);
-    v_run_as name;    -- run_as and tenant of the first job run
-    v_tenant text;
-    v_exec   regprocedure;
-    v_call   text;    -- the executor call, NULL when the role has none
-    v_job    record;
-    v_done   bigint[] := '{}';  -- succeeded, completed at the end
-    v_state  text;
-    v_message text;
-    v_started timestamptz;
+    v_caller  text := pg_catalog.current_setting('broker.tenant_id', true);
+    v_run_as  name;    -- run_as and tenant of the first job run
+    v_tenant  text;
+    v_job     record;
+    -- one element per row returned, in order (status 2 until the run says otherwise)
+    o_ids     bigint[] := '{}';
+    o_status  smallint[] := '{}';
+    o_attempts integer[] := '{}';
+    o_states  text[] := '{}';
+    o_msgs    text[] := '{}';
+    -- the jobs run, in order, and their positions among the rows
+    r_pos     integer[] := '{}';
+    r_sqls    text[] := '{}';
+    r_langs   text[] := '{}';
+    r_paths   text[] := '{}';
+    v_exec    regprocedure;
+    v_states  text[];
+    v_msgs    text[];
+    v_durs    interval[];
+    v_done    bigint[];
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -2309,69 +2445,86 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
-        job_id := v_job.id;
-        complete_status := NULL;
-        attempts := NULL;
-        duration := NULL;
-        IF v_job.found IS NULL THEN
-            error_sqlstate := 'P0002';
-            error_message := pg_catalog.format('broker_run: job %s does not exist', v_job.id);
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF v_job.status OPERATOR(pg_catalog.<>) 1
+        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) 1
            OR (v_job.token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_job.token) THEN
-            error_sqlstate := '55000';
-            error_message := pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id);
-            RETURN NEXT;
+            o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
+            o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
+            o_attempts := o_attempts OPERATOR(pg_catalog.||) NULL::integer;
+            o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END;
+            o_msgs := o_msgs OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL
+                THEN pg_catalog.format('broker_run: job %s does not exist', v_job.id)
+                ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END;
             CONTINUE;
         END IF;
         IF v_run_as IS NULL THEN
             v_run_as := v_job.run_as;
             v_tenant := v_job.tenant_id;
-            v_exec := broker._executor(v_run_as);  -- one lookup for the whole batch
-            v_call := broker._executor_call(v_exec);
         ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-
-        -- as broker_run (_run_claimed), with the completion of a success deferred to the end
-        v_state := NULL;
-        v_message := NULL;
-        v_started := pg_catalog.clock_timestamp();
-        IF v_call IS NULL THEN
-            v_state := '42501';
-        ELSE
-            BEGIN
-                PERFORM pg_catalog.set_config('broker.tenant_id', v_job.tenant_id, true);
-                EXECUTE v_call USING v_job.execute_str, v_job.job_language, v_job.job_search_path;
-            EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-                GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT;
-            END;
-        END IF;
-        IF v_state IS NULL THEN
-            v_done := v_done OPERATOR(pg_catalog.||) v_job.id;
-            complete_status := 2;
-        ELSE
-            PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
-            v_message := broker._job_error(v_run_as, v_exec, v_state, v_message);
-            complete_status := broker._fail_attempt(v_job.id, v_state, v_message);
-        END IF;
-        attempts := v_job.attempts;
-        error_sqlstate := v_state;
-        error_message := v_message;
-        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-        RETURN NEXT;
+        o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
+        o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
+        o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
+        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
+        o_msgs := o_msgs OPERATOR(pg_catalog.||) NULL::text;
+        r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
+        r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
+        r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
+        r_paths := r_paths OPERATOR(pg_catalog.||) v_job.job_search_path;
     END LOOP;
-    PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
-    -- the jobs that succeeded are completed together, in this transaction (their effects and
-    -- their completion still commit together), and their dependents released at once
-    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM broker._complete_jobs(v_done);
+
+    IF v_run_as IS NOT NULL THEN
+        -- run them, as broker_run would, in one call of the role's executor (each job in a
+        -- subtransaction of its own there); an executor without run_jobs runs them one call each
+        v_exec := broker._executor(v_run_as);
+        IF v_exec IS NULL THEN
+            v_states := pg_catalog.array_fill('42501'::text, ARRAY[pg_catalog.cardinality(r_pos)]);
+            v_durs := pg_catalog.array_fill('0'::interval, ARRAY[pg_catalog.cardinality(r_pos)]);
+        ELSE
+            EXECUTE pg_catalog.format(
+                'SELECT pg_catalog.array_agg(r.s ORDER BY r.o), pg_catalog.array_agg(r.m ORDER BY r.o), '
+                'pg_catalog.array_agg(r.d ORDER BY r.o) FROM %s AS r(s, m, d, o)',
+                COALESCE(broker._executor_jobs(v_exec) OPERATOR(pg_catalog.||) '($1, $2, $3, $4) WITH ORDINALITY',
+                         pg_catalog.format('broker._run_jobs_compat(%L, $1, $2, $3, $4) WITH ORDINALITY',
+                                           broker._executor_call(v_exec))))
+              INTO v_states, v_msgs, v_durs
+              USING r_sqls, r_langs, r_paths, v_tenant;
+            IF COALESCE(pg_catalog.array_length(v_states, 1), 0) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(r_pos) THEN
+                RAISE EXCEPTION 'broker_run_batch: the executor of role % returned % outcomes for % jobs',
+                    pg_catalog.quote_ident(v_run_as), COALESCE(pg_catalog.array_length(v_states, 1), 0),
+                    pg_catalog.cardinality(r_pos)
+                    USING ERRCODE = 'data_exception',
+                          HINT = pg_catalog.format('Recreate it: SELECT broker.broker_create_executor(%L)', v_run_as);
+            END IF;
+        END IF;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
+        -- the failed ones: retried or failed, in order (rare; the others are completed together below)
+        FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
+            CONTINUE WHEN v_states[i] IS NULL;
+            o_states[r_pos[i]] := v_states[i];
+            o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
+            o_status[r_pos[i]] := broker._fail_attempt(o_ids[r_pos[i]], v_states[i], o_msgs[r_pos[i]]);
+        END LOOP;
+        -- the jobs that succeeded are completed together, in this transaction (their effects and
+        -- their completion still commit together), and their dependents released at once
+        v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
+                         WHERE p.state IS NULL);
+        IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+            PERFORM broker._complete_jobs(v_done);
+        END IF;
     END IF;
+
+    RETURN QUERY
+        SELECT o.id, o.status, o.att, o.state, o.msg, r.dur
+          FROM ROWS FROM (pg_catalog.unnest(o_ids), pg_catalog.unnest(o_status), pg_catalog.unnest(o_attempts),
+                          pg_catalog.unnest(o_states), pg_catalog.unnest(o_msgs)) WITH ORDINALITY AS o(id, status, att, state, msg, n)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
+            ON r.pos OPERATOR(pg_catalog.=) o.n
+         ORDER BY o.n;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS

@@ -1,6 +1,6 @@
 -- Objects planted in a schema ahead of pg_catalog cannot change what the broker does.
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 
 CREATE SCHEMA evil;
 CREATE TABLE evil.calls (what text);
@@ -43,6 +43,20 @@ CREATE TEMP TABLE a_cancel AS SELECT broker.broker_cancel_job((SELECT job_id FRO
 CREATE TEMP TABLE a_seen AS SELECT count(*) AS n FROM broker.broker_jobs;
 RESET search_path;
 RESET ROLE;
+
+-- a batch: its jobs run in one call of the executor, where after a job that job's search_path is in force
+SET LOCAL search_path = evil, pg_catalog, public;
+CREATE TEMP TABLE bj AS SELECT * FROM broker.broker_add_jobs('[{"job_name": "b1", "execute_str": "SELECT 1", "job_queue": 7},
+    {"job_name": "b2", "execute_str": "SELECT 1", "job_queue": 7}, {"job_name": "b3", "execute_str": "SELECT 1/0", "job_queue": 7},
+    {"job_name": "b4", "execute_str": "BEGIN PERFORM 1; END", "job_queue": 7, "job_language": "plpgsql"}]');
+RESET search_path;
+CREATE TEMP TABLE bo AS SELECT * FROM broker.broker_run_batch(
+    ARRAY(SELECT g.job_id FROM broker.broker_get(7, NULL, 60, 10) AS g ORDER BY g.job_id));
+SELECT is((SELECT array_agg(ROW(j.job_search_path, o.complete_status)::text ORDER BY o.job_id)
+             FROM bo AS o JOIN broker.broker_jobs AS j USING (job_id)),
+          ARRAY['("evil, pg_catalog, public",2)', '("evil, pg_catalog, public",2)', '("evil, pg_catalog, public",3)',
+                '("evil, pg_catalog, public",2)'],
+          'a batch of jobs with the hostile search_path ran as usual');
 
 SELECT is((SELECT n FROM a_cancel), 2, 'alice''s enqueue, dependency and cancel worked under the hostile search_path');
 SELECT is((SELECT n FROM a_seen), 4::bigint, 'and her row-level security view is intact (tenant default: 4 jobs)');

@@ -1,6 +1,6 @@
 -- broker_run_batch: several claimed jobs in one transaction, each in its own subtransaction, never mixing roles or tenants.
 BEGIN;
-SELECT plan(16);
+SELECT plan(20);
 
 CREATE TABLE public.batch_effects (v text);
 CREATE ROLE broker_test_batch NOLOGIN IN ROLE broker_enqueue;
@@ -61,6 +61,22 @@ SELECT broker.broker_run_batch(ARRAY(SELECT g.job_id FROM broker.broker_get(5, N
 SELECT is((SELECT ROW(pending_deps, (SELECT count(*) FROM broker.broker_jobs WHERE job_group = 'bg' AND complete_status = 2))::text
              FROM broker.broker_jobs WHERE job_name = 'after both'), ROW(0, 2::bigint)::text,
           'both completed in one batch: the dependent is ready');
+
+-- an executor made before run_jobs existed: the batch runs its jobs one run_job call each,
+-- and broker_create_executor adds run_jobs to it
+SELECT broker.broker_add_jobs('[
+    {"job_name": "c1", "execute_str": "INSERT INTO public.batch_effects VALUES (''c1'')", "job_queue": 8, "run_as": "broker_test_batch"},
+    {"job_name": "c2", "execute_str": "INSERT INTO public.batch_effects VALUES (''c2''); SELECT 1/0", "job_queue": 8, "run_as": "broker_test_batch"},
+    {"job_name": "c3", "execute_str": "INSERT INTO public.batch_effects VALUES (''c3'')", "job_queue": 8, "run_as": "broker_test_batch"}]');
+DO $$ BEGIN EXECUTE format('DROP FUNCTION %I.run_jobs(text[], text[], text[], text)', 'broker_exec_' || 'broker_test_batch'::regrole::oid); END $$;
+SELECT is(broker._executor_jobs(broker._executor('broker_test_batch')), NULL, 'an executor without run_jobs');
+CREATE TEMP TABLE out5 AS SELECT * FROM broker.broker_run_batch(
+    ARRAY(SELECT g.job_id FROM broker.broker_get(8, NULL, 60, 10) AS g ORDER BY g.job_id));
+SELECT is(ARRAY(SELECT complete_status FROM out5), ARRAY[2, 3, 2]::smallint[], 'runs a batch job by job, with the same outcomes');
+SELECT is(ARRAY(SELECT v FROM public.batch_effects WHERE v LIKE 'c_' ORDER BY v), ARRAY['c1', 'c3'], 'the failing job rolled back alone');
+SELECT broker.broker_create_executor('broker_test_batch');
+SELECT is(broker._executor_jobs(broker._executor('broker_test_batch')),
+          format('%I.run_jobs', 'broker_exec_' || 'broker_test_batch'::regrole::oid), 'broker_create_executor adds run_jobs to it');
 
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(NULL)$$, '22004', NULL, 'NULL ids: 22004');
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(ARRAY[1, 2]::bigint[], ARRAY[gen_random_uuid()])$$, '22023', NULL,

@@ -10,6 +10,12 @@
 -- that role (and its members) may create: nobody else can plant a look-alike
 -- or an overload next to its executor. broker_run only calls a run_job whose
 -- schema, owner, signature and SECURITY DEFINER flag all match.
+-- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
+-- jobs of a batch in one call, each exactly as run_job would, in a
+-- subtransaction of its own, and returns each one's error (NULL: success) and
+-- run time; broker_run_batch calls it under the same checks. Executors made
+-- before run_jobs existed have none: their jobs run one run_job call each
+-- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -44,6 +50,34 @@ END;
 $$;
 COMMENT ON FUNCTION broker._executor(name) IS
     'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_jobs(p_exec)
+--   The batch entry point run_jobs next to executor p_exec (same schema and
+--   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
+--   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('%I.run_jobs', n.nspname)
+      FROM pg_catalog.pg_proc AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
+       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
+       AND p.prosecdef
+     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1
+$$;
+COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
+    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor_schema(p_role)
@@ -83,9 +117,12 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_create_executor(p_role)
---   Creates (if missing) and returns the executor of p_role. Runs with the
---   caller's rights: the caller must be p_role, an (inheriting) member of it,
---   or a superuser. EXECUTE goes to the broker's owner only.
+--   Creates (if missing) and returns the executor of p_role: run_job and the
+--   batch entry point run_jobs (an executor made before run_jobs existed gets
+--   it here). Runs with the caller's rights: the caller must be p_role, an
+--   (inheriting) member of it, or a superuser (for an executor without
+--   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
+--   broker's owner only.
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_create_executor(p_role name)
@@ -98,8 +135,14 @@ DECLARE
                        WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
     v_exec   regprocedure := broker._executor(p_role);
     v_schema text;
+    v_made   text[] := '{}';  -- the functions created here (signatures)
+    v_fn     text;
 BEGIN
-    IF v_exec IS NOT NULL THEN
+    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
+    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
+                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
+                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
         RETURN v_exec;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
@@ -107,14 +150,18 @@ BEGIN
             USING ERRCODE = 'undefined_object';
     END IF;
     IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
+        END IF;
         RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
     END IF;
     v_schema := broker._executor_schema(p_role);
-    BEGIN
-        EXECUTE pg_catalog.format($ddl$
+    IF v_exec IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format($ddl$
 CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -133,24 +180,67 @@ BEGIN
     END IF;
 END;
 $body$$ddl$, v_schema);
-    EXCEPTION WHEN duplicate_function OR unique_violation THEN
-        v_exec := broker._executor(p_role);
-        IF v_exec IS NOT NULL THEN
-            RETURN v_exec;  -- created concurrently
-        END IF;
-        RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
-            pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
-                                           p_role, v_schema);
-    END;
-    EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.run_job(text, text, text) IS %L', v_schema,
-        pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.run_job(text, text, text) FROM PUBLIC', v_schema);
-    EXECUTE pg_catalog.format('ALTER FUNCTION %I.run_job(text, text, text) OWNER TO %I', v_schema, p_role);
-    IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.run_job(text, text, text) TO %I', v_schema, v_owner);
+        EXCEPTION WHEN duplicate_function OR unique_violation THEN
+            v_exec := broker._executor(p_role);
+            IF v_exec IS NOT NULL THEN
+                RETURN v_exec;  -- created concurrently
+            END IF;
+            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+                pg_catalog.quote_ident(p_role)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                               p_role, v_schema);
+        END;
+        v_made := ARRAY['run_job(text, text, text)'];
     END IF;
+    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
+    -- job, its search_path is in effect, so everything here is schema-qualified
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_started timestamptz;
+    v_set     text;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('search_path',
+                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
+                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
+            ELSE
+                EXECUTE p_sqls[i];
+            END IF;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
+    END LOOP;
+END;
+$body$$ddl$, v_schema);
+        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
+    END;
+    FOREACH v_fn IN ARRAY v_made LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
+            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
+        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
+        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
+        END IF;
+    END LOOP;
     v_exec := broker._executor(p_role);
     IF v_exec IS NULL THEN
         RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
