@@ -24,6 +24,9 @@ from .settings import BrokerSettings
 log = logging.getLogger("pgsql_broker")
 SUPPORTED_SCHEMA = ("0.2.0",)
 PING_SEC = 5.0
+# Jobs per transaction at most: each job's subtransaction may take a subtransaction id, and PostgreSQL
+# caches 64 per transaction (beyond them every snapshot of every session gets slower).
+PER_TRANSACTION = 50
 STANDBY_RETRY_SEC = 2.0
 
 
@@ -211,55 +214,55 @@ class DatabaseRunner:
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int, dirty: bool) -> tuple[bool, bool]:
         """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
         jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
-        only jobs of one run_as role and tenant together), a job with a timeout alone under its
-        statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped.
-        `dirty`: jobs ran on this session since its last reset; the claim then resets it first, in the same
-        round trip (the session is clean whenever the worker waits). Returns (claimed, dirty)."""
+        only jobs of one run_as role and tenant together, at most PER_TRANSACTION), a job with a timeout alone
+        under its statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped.
+        `dirty`: jobs ran on this session since its last reset. Every message that follows a transaction of
+        jobs starts with the reset (in a transaction of its own, so that what follows starts from the reset
+        settings), so the session is clean whenever the worker waits. Returns (claimed, dirty)."""
         started = time.perf_counter()
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch}
         if dirty:
-            cur = psycopg.AsyncClientCursor(conn)
-            await cur.execute(queries.RESET_AND_CLAIM, params)
-            while cur.nextset():  # to the claim's result, the last one
-                pass
+            rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
         else:
-            cur = await conn.execute(queries.CLAIM, params)
-        rows = await cur.fetchall()
+            rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
         self._claim_seconds[queue].observe(time.perf_counter() - started)
-        claimed = bool(rows)
-        dirty = False
+        claimed, dirty = bool(rows), False
         while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
-            if dirty:
-                await conn.execute(queries.RESET_SESSION)  # whatever the jobs SET, LISTENed or created
             alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
             taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows) if r[6] is not None), len(rows))]
-            rows = rows[await self._run_batch(conn, queue, taken):]
+            rows = rows[await self._run_batch(conn, queue, taken[:PER_TRANSACTION], dirty):]
             dirty = True
         return claimed, dirty
 
-    async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple]) -> int:
-        """Run claimed jobs in one transaction, sent as one message (BEGIN, broker_run_batch, COMMIT); returns
-        how many broker_run_batch took up (>= 1). When the transaction fails as a whole (say a job's deferred
-        constraint at COMMIT), its jobs run again one per transaction, so that one job cannot cost the others
-        an attempt; a single job's failed transaction leaves it to lease recovery. The caller resets the
-        session afterwards."""
+    @staticmethod
+    async def _jobs_result(conn: psycopg.AsyncConnection, sql: str, params: dict) -> list[tuple]:
+        """Send several statements as one message (bound client-side) and return the rows of the result whose
+        first column is job_id (the claim's, or broker_run_batch's)."""
+        cur = psycopg.AsyncClientCursor(conn)
+        await cur.execute(sql, params)
+        while not (cur.description and cur.description[0].name == "job_id"):
+            if not cur.nextset():
+                raise psycopg.ProgrammingError("no job_id result in: " + sql[:60])
+        return await cur.fetchall()
+
+    async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple], dirty: bool) -> int:
+        """Run claimed jobs in one transaction, sent as one message (the reset when `dirty`, BEGIN,
+        broker_run_batch, COMMIT); returns how many broker_run_batch took up (>= 1). When the transaction fails
+        as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per transaction, so that
+        one job cannot cost the others an attempt; a single job's failed transaction leaves it to lease
+        recovery. The session needs a reset afterwards."""
         now = time.time()
         for job_id, name, _, tenant, *_ in batch:
             self.running[job_id] = JobView(job_id, name, queue, tenant, now)
         outcomes = None
         # array literals built here: psycopg's array dumper quotes element by element
         params = {"jobs": "{" + ",".join([str(r[0]) for r in batch]) + "}",
-                  "tokens": "{" + ",".join([r[7] for r in batch]) + "}"}
+                  "tokens": "{" + ",".join([r[7] for r in batch]) + "}", "ms": str(batch[0][6])}
+        sql = (queries.RESET_TRANSACTION if dirty else "") + (queries.RUN_TRANSACTION_TIMEOUT if batch[0][6]
+                                                                else queries.RUN_TRANSACTION)
         try:
-            cur = psycopg.AsyncClientCursor(conn)
-            if batch[0][6]:
-                await cur.execute(queries.RUN_TRANSACTION_TIMEOUT, params | {"ms": str(batch[0][6])})
-                cur.nextset()
-            else:
-                await cur.execute(queries.RUN_TRANSACTION, params)
-            cur.nextset()  # past BEGIN (and the timeout) to the outcomes
-            outcomes = await cur.fetchall()
+            outcomes = await self._jobs_result(conn, sql, params)
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
@@ -273,8 +276,7 @@ class DatabaseRunner:
                 await conn.execute("ROLLBACK")
         if outcomes is None:
             for row in batch if len(batch) > 1 else ():
-                await conn.execute(queries.RESET_SESSION)
-                await self._run_batch(conn, queue, [row])
+                await self._run_batch(conn, queue, [row], True)
             return len(batch)
         self._record_all(queue, batch, outcomes)
         return max(len(outcomes), 1)

@@ -11,8 +11,8 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
                  FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
-# One round trip for a transaction of jobs, bound client-side (several statements, simple protocol): the
-# outcomes are the result of its second statement (its third with a timeout); COMMIT is part of the message.
+# One round trip for a transaction of jobs, bound client-side (several statements, simple protocol),
+# COMMIT included.
 RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; COMMIT"
 # DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
@@ -20,9 +20,9 @@ RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; COMMIT
 # the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).
 RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
                  "DISCARD SEQUENCES; DISCARD TEMP")
-# A worker's claim after a transaction of jobs: the reset committed first (in a transaction of its own, so
-# that the claim's transaction starts from the reset settings), then the claim, in one round trip.
-RESET_AND_CLAIM = "BEGIN; " + RESET_SESSION + "; COMMIT; " + CLAIM
+# What a worker sends first after a transaction of jobs, in the same message as its next statement: the reset
+# in a transaction of its own, so that the next transaction starts from the reset settings.
+RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
 SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires, last_error

@@ -117,13 +117,15 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_call(p_exec regprocedure)
 RETURNS text
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
+BEGIN
+    RETURN (SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
       FROM pg_catalog.pg_proc AS p
       JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-     WHERE p.oid OPERATOR(pg_catalog.=) p_exec
+     WHERE p.oid OPERATOR(pg_catalog.=) p_exec);
+END;
 $$;
 COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
     'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
