@@ -241,7 +241,7 @@ class DatabaseRunner:
         first column is job_id (the claim's, or broker_run_batch's)."""
         cur = psycopg.AsyncClientCursor(conn)
         await cur.execute(sql, params)
-        while not (cur.description and cur.description[0].name == "job_id"):
+        while not (cur.pgresult is not None and cur.pgresult.nfields and cur.pgresult.fname(0) == b"job_id"):
             if not cur.nextset():
                 raise psycopg.ProgrammingError("no job_id result in: " + sql[:60])
         return await cur.fetchall()
