@@ -49,6 +49,9 @@ COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules 
 
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+-- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
+DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
+DROP FUNCTION broker._jobs_notify_insert();
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
@@ -207,8 +210,13 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN NOT broker._strict_tenancy()
-        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+    -- (broker._strict_tenancy() inline: every enqueue and every policy check
+    -- comes here, and a nested call with its own SET costs more than the query)
+    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
+        RETURN true;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                       AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
 END;
@@ -553,40 +561,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_notify_insert()
---   Statement-level AFTER INSERT on broker_jobs: one notification per queue
---   that received a job claimable now.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._jobs_notify_insert()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- broker_add_job sets this while it inserts a job whose dependencies it
-    -- adds next, and notifies itself once they are counted.
-    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN NULL;
-    END IF;
-    PERFORM broker._notify_queues(ARRAY(
-        SELECT DISTINCT n.job_queue FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.=) 0
-           AND n.pending_deps OPERATOR(pg_catalog.=) 0
-           AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_notify_insert() IS
-    'Internal trigger: after an INSERT statement on broker_jobs, notify each queue that got a claimable job.';
-
-CREATE OR REPLACE TRIGGER broker_jobs_notify_insert_trg
-    AFTER INSERT ON broker.broker_jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_notify_insert();
-COMMENT ON TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs IS
-    'One NOTIFY per INSERT statement and queue with claimable jobs.';
 -- source: sql/functions/job_finish.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._retry_delay(p_attempts)
@@ -904,9 +878,62 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._jobs_join_groups(p_tenants, p_groups, p_members)
+--   For _jobs_after_insert, when some job waits on a group that got new
+--   members: p_members[i] new unfinished jobs joined group p_groups[i] of
+--   tenant p_tenants[i]; every pending job waiting on such a group waits on
+--   them too (its pending_deps grows by the new members of its groups).
+--   The caller holds the shared keys of these groups.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT t.tenant_id, pg_catalog.array_agg(t.grp) AS groups
+          FROM ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups)) AS t(tenant_id, grp)
+         GROUP BY t.tenant_id
+         ORDER BY t.tenant_id
+    LOOP
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.sum(m.n)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups), pg_catalog.unnest(p_members)) AS m(tenant_id, grp, n)
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.grp OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
+    'Internal: new unfinished members joined these groups; the pending jobs waiting on them wait on the new members too.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_after_insert()
---   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
---   so every pending job that waits on that group waits on it too.
+--   Statement-level AFTER INSERT on broker_jobs, the one trigger an enqueue
+--   pays for, kept to two queries in the common case:
+--   * takes the shared key of every group that got unfinished members (a job
+--     enqueued with a dependency on the group at the same time holds it
+--     exclusively while it counts the members), in key order;
+--   * one NOTIFY per queue that got a job claimable now (same query), unless
+--     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
+--     while they insert jobs whose dependencies they add next, and notify
+--     once those are counted);
+--   * then, with a fresh snapshot, looks whether any job waits on one of
+--     these groups (an index probe per group) and, only then, counts the
+--     new members into their pending_deps (broker._jobs_join_groups).
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -915,53 +942,57 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE
-    r record;
+    v_groups record;
 BEGIN
-    FOR r IN
-        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
-          FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
-         GROUP BY n.tenant_id
-         ORDER BY n.tenant_id
-    LOOP
-        -- shared: members may join a group together; a new dependent waits
-        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
-        -- the common case: nothing waits on these groups (one index probe per group)
-        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
-        CONTINUE WHEN NOT EXISTS (
-            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
-             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
-                                  LIMIT 1) AS x);
-        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
-          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
-                  FROM broker.broker_job_dependency AS e
-                  JOIN new_jobs AS m
-                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                   AND e.depends_on_group IS NOT NULL
-                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
-                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
-                 GROUP BY e.job_id) AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
-    END LOOP;
+    -- One statement for the common work (each costs an executor start-up, the
+    -- bulk of a one-job enqueue): the shared keys of _lock_dependency_keys
+    -- (group class, in its order), then one NOTIFY per queue with a job
+    -- claimable now (the Append runs its branches in order).
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665, k.obj)
+       FROM (SELECT DISTINCT
+                    pg_catalog.hashtext(n.tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) n.job_group)
+                        OPERATOR(pg_catalog.&) 1023 AS obj
+               FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              ORDER BY 1) AS k
+    UNION ALL
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+       FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+                AND n.pending_deps OPERATOR(pg_catalog.=) 0
+                AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
+    -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
+    IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                               WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                                 AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
+        SELECT pg_catalog.array_agg(g.tenant_id) AS tenants, pg_catalog.array_agg(g.job_group) AS groups,
+               pg_catalog.array_agg(g.n) AS members
+          INTO v_groups
+          FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
+                  FROM new_jobs AS n
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY n.tenant_id, n.job_group) AS g
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group);
+        PERFORM broker._jobs_join_groups(v_groups.tenants, v_groups.groups, v_groups.members);
+    END IF;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._jobs_after_insert() IS
-    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+    'Internal trigger: new jobs join their groups (pending jobs waiting on those groups wait on them too), and their queues are notified.';
 
 CREATE OR REPLACE TRIGGER broker_jobs_after_insert_trg
     AFTER INSERT ON broker.broker_jobs
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
 COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
-    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+    'Per INSERT statement: counts new group members into the pending_deps of the jobs waiting on their groups, and notifies the queues that got claimable jobs.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_before_insert()
@@ -1327,10 +1358,12 @@ BEGIN
         RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
+        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -1365,11 +1398,13 @@ BEGIN
         v_run_as := v_role.rolname;
     END IF;
 
-    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM broker.broker_schedule AS s
-         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
-        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
-            USING ERRCODE = 'foreign_key_violation';
+    IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
+        IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id
+                          AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+            RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
     END IF;
 
     ---- idempotency fast path ----------------------------------------------
@@ -1384,8 +1419,12 @@ BEGIN
         END IF;
     END IF;
 
-    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
-    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    IF pg_catalog.cardinality(p_depends_on_job_ids) OPERATOR(pg_catalog.>) 0 THEN
+        v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    END IF;
+    IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 0 THEN
+        v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    END IF;
 
     IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
         RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
@@ -1393,17 +1432,36 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
 
-    -- Take every dependency lock this enqueue needs now, in the global order
-    -- (the triggers below take the same ones again, which is then free).
-    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    v_has_deps := v_ids IS NOT NULL OR v_groups IS NOT NULL;  -- (each set only when not empty)
+    IF v_has_deps THEN
+        -- Take every dependency lock this enqueue needs now, in the global order
+        -- (the triggers below take the same ones again, which is then free).
+        -- Without dependencies the insert trigger takes the only one, its group's.
+        PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    END IF;
 
-    -- The job will run inside its run_as role's executor: make sure it has one.
-    IF broker._executor(v_run_as) IS NULL THEN
+    -- The job will run inside its run_as role's executor: make sure it has one
+    -- (a look-up by name here; broker_create_executor and the run check it fully).
+    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+           'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;
 
     ---- insert -------------------------------------------------------------
-    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF p_idempotency_key IS NULL AND NOT v_has_deps THEN
+        -- the common case: one plain INSERT (its trigger notifies the queue)
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        RETURNING j.job_id INTO v_id;
+        job_id := v_id;
+        is_new := true;
+        RETURN NEXT;
+        RETURN;
+    END IF;
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
     END IF;

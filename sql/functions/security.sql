@@ -27,8 +27,13 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN NOT broker._strict_tenancy()
-        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+    -- (broker._strict_tenancy() inline: every enqueue and every policy check
+    -- comes here, and a nested call with its own SET costs more than the query)
+    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
+        RETURN true;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                       AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
 END;

@@ -47,6 +47,9 @@ COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules 
 
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+-- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
+DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
+DROP FUNCTION broker._jobs_notify_insert();
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
