@@ -7,7 +7,8 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           OR EXISTS (SELECT 1 FROM broker.broker_schema_migrations WHERE install_path = 'migrations'),
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
-                                   'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config']);
+                                   'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
+                                   'broker_deferred_release']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
@@ -43,7 +44,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
     'broker_set_tenant', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
-    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_join_groups', '_retry_delay',
+    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_join_groups', '_lower_pending_deps', '_release_backlog', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
