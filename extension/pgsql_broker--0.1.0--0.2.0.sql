@@ -287,6 +287,49 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._check_run_as(p_fn, p_run_as)
+--   The role a job the current user enqueues may run as (broker_add_job,
+--   broker_add_jobs): p_run_as must exist and the caller must be a member of
+--   it; a superuser or BYPASSRLS role other than the caller only for a
+--   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+-- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
+RETURNS name
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role record;
+BEGIN
+    IF p_run_as IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+      FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+        RAISE EXCEPTION '%: role % may not enqueue jobs that run as %', p_fn,
+            pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+    END IF;
+    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+            pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_role.rolname;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_run_as(text, text) IS
+    'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_set_strict_tenancy(p_enabled)
 --   Turns strict tenancy on or off. Runs with the caller's rights: only
 --   roles that may write broker_config (broker_admin, superusers) can.
@@ -1438,7 +1481,6 @@ DECLARE
     v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
     v_group    text := COALESCE(p_job_group, p_job_name);
     v_run_as   name;
-    v_role     record;
     v_ids      bigint[];
     v_groups   text[];
     v_id       bigint;
@@ -1509,29 +1551,8 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
-    IF p_run_as IS NULL THEN
-        v_run_as := CURRENT_USER;
-    ELSE
-        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-        END IF;
-        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        v_run_as := v_role.rolname;
-    END IF;
+    v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
+                     ELSE broker._check_run_as('broker_add_job', p_run_as) END;
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
@@ -1892,31 +1913,12 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
-    FOR v_bad IN
-        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
-          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
-          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
-         WHERE u.r IS NOT NULL
-         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
-         ORDER BY 1
-    LOOP
-        IF v_bad.rolname IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
-        END IF;
-        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-    END LOOP;
+    PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
+       FROM (SELECT pg_catalog.min(x.o) AS o, x.r
+               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+              WHERE x.r IS NOT NULL
+              GROUP BY x.r
+              ORDER BY 1) AS u;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)

@@ -120,6 +120,7 @@ GRANT EXECUTE ON FUNCTION
     broker._executor(name),
     broker._executor_schema(name),
     broker._may_run_as(name, name),
+    broker._check_run_as(text, text),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
     broker._notify_queues(integer[])
     TO broker_enqueue;

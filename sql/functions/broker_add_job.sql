@@ -51,7 +51,6 @@ DECLARE
     v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
     v_group    text := COALESCE(p_job_group, p_job_name);
     v_run_as   name;
-    v_role     record;
     v_ids      bigint[];
     v_groups   text[];
     v_id       bigint;
@@ -122,29 +121,8 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
-    IF p_run_as IS NULL THEN
-        v_run_as := CURRENT_USER;
-    ELSE
-        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-        END IF;
-        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        v_run_as := v_role.rolname;
-    END IF;
+    v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
+                     ELSE broker._check_run_as('broker_add_job', p_run_as) END;
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s

@@ -222,31 +222,12 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
-    FOR v_bad IN
-        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
-          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
-          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
-         WHERE u.r IS NOT NULL
-         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
-         ORDER BY 1
-    LOOP
-        IF v_bad.rolname IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
-        END IF;
-        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-    END LOOP;
+    PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
+       FROM (SELECT pg_catalog.min(x.o) AS o, x.r
+               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+              WHERE x.r IS NOT NULL
+              GROUP BY x.r
+              ORDER BY 1) AS u;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
