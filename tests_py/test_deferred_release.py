@@ -83,3 +83,20 @@ def test_deferred_releases_stay_exact_under_concurrency(db):
     assert admin.execute("SELECT count(*) FROM broker.broker_jobs "
                          "WHERE job_queue = 2 AND complete_status = 0 AND pending_deps = 0").fetchone()[0] == 2130
     assert admin.execute("SELECT min(pending_deps) FROM broker.broker_jobs").fetchone()[0] == 0
+
+
+def test_a_runner_runs_every_dependent_of_a_large_fan_in(db, start):
+    """The runner's claims apply the deferred releases: all 1,600 dependents run, none is left blocked."""
+    from test_runner import wait_until
+    with connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_job('member', 'SELECT pg_sleep(0.5)', 1, p_job_group => 'big')")
+        _dependents(conn, "d", ["big"], 1600)
+    runner = start(db)
+    runner.wait_for(lambda r: r.role(db) == "active", what="active")
+
+    def done() -> bool:
+        with connect(db) as conn:
+            return conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status = 2").fetchone()[0] == 1601
+    wait_until(done, what="the member and its 1,600 dependents", timeout=60)
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM broker.broker_deferred_release").fetchone()[0] == 0
