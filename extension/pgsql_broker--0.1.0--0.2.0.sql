@@ -47,8 +47,51 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued n
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- Dependency releases deferred by completions with more than 1,000 dependents.
+-- source: sql/tables/broker_deferred_release.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_deferred_release
+--   Dependency releases not applied yet. Completing a job lowers the
+--   pending_deps of at most 500 of the pending jobs waiting on it in its own
+--   transaction; the rest are written here, one row per completion (job ids
+--   ascending, each with the amount to subtract), and broker_get applies them
+--   500 at a time before it claims (broker._release_backlog). So a job that
+--   thousands wait on completes in bounded time, and its dependents become
+--   claimable over the next claims. Until then they count as blocked: their
+--   pending_deps includes the releases still listed here.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_deferred_release (
+    release_id  bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id   text        NOT NULL,
+    job_ids     bigint[]    NOT NULL,
+    amounts     integer[]   NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_deferred_release_pkey PRIMARY KEY (release_id),
+    CONSTRAINT broker_deferred_release_arrays_check
+        CHECK (pg_catalog.cardinality(job_ids) OPERATOR(pg_catalog.>=) 1
+               AND pg_catalog.cardinality(job_ids) OPERATOR(pg_catalog.=) pg_catalog.cardinality(amounts))
+);
+
+COMMENT ON TABLE broker.broker_deferred_release IS
+    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later, 500 per claim.';
+COMMENT ON COLUMN broker.broker_deferred_release.release_id IS 'Release id (applied oldest first).';
+COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the completed job and its dependents.';
+COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
+COMMENT ON COLUMN broker.broker_deferred_release.amounts IS 'For each of job_ids, how much its pending_deps goes down.';
+COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the completion deferred them.';
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
+-- </extension-only>
+ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
+
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+-- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
+DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
+DROP FUNCTION broker._jobs_notify_insert();
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
@@ -207,8 +250,13 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN NOT broker._strict_tenancy()
-        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+    -- (broker._strict_tenancy() inline: every enqueue and every policy check
+    -- comes here, and a nested call with its own SET costs more than the query)
+    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
+        RETURN true;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                       AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
 END;
@@ -237,6 +285,49 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_run_as(p_fn, p_run_as)
+--   The role a job the current user enqueues may run as (broker_add_job,
+--   broker_add_jobs): p_run_as must exist and the caller must be a member of
+--   it; a superuser or BYPASSRLS role other than the caller only for a
+--   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+-- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
+RETURNS name
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role record;
+BEGIN
+    IF p_run_as IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+      FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+        RAISE EXCEPTION '%: role % may not enqueue jobs that run as %', p_fn,
+            pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+    END IF;
+    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+            pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_role.rolname;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_run_as(text, text) IS
+    'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_set_strict_tenancy(p_enabled)
@@ -646,40 +737,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_notify_insert()
---   Statement-level AFTER INSERT on broker_jobs: one notification per queue
---   that received a job claimable now.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._jobs_notify_insert()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- broker_add_job sets this while it inserts a job whose dependencies it
-    -- adds next, and notifies itself once they are counted.
-    IF pg_catalog.current_setting('broker.defer_notify', true) OPERATOR(pg_catalog.=) 'on' THEN
-        RETURN NULL;
-    END IF;
-    PERFORM broker._notify_queues(ARRAY(
-        SELECT DISTINCT n.job_queue FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.=) 0
-           AND n.pending_deps OPERATOR(pg_catalog.=) 0
-           AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_notify_insert() IS
-    'Internal trigger: after an INSERT statement on broker_jobs, notify each queue that got a claimable job.';
-
-CREATE OR REPLACE TRIGGER broker_jobs_notify_insert_trg
-    AFTER INSERT ON broker.broker_jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_notify_insert();
-COMMENT ON TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs IS
-    'One NOTIFY per INSERT statement and queue with claimable jobs.';
 -- source: sql/functions/job_finish.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._retry_delay(p_attempts)
@@ -705,14 +762,67 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
     'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._lower_pending_deps(p_job_ids, p_amounts)
+--   Lowers the pending_deps of the pending jobs p_job_ids (ascending) by
+--   p_amounts (element by element), locking them in id order first (every
+--   path that lowers counters locks in that order, so they cannot deadlock),
+--   and notifies the queues that got a ready job. Jobs no longer pending
+--   (cancelled meanwhile) are skipped. Returns how many became ready.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lower_pending_deps(p_job_ids bigint[], p_amounts integer[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready  integer;
+BEGIN
+    PERFORM 1 FROM broker.broker_jobs AS d
+     WHERE d.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+       AND d.complete_status OPERATOR(pg_catalog.=) 0
+     ORDER BY d.job_id
+       FOR NO KEY UPDATE OF d;
+    WITH released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_amounts)) AS c(id, n)
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
+    'Internal: lower the pending_deps of pending jobs (locked in id order) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
 --   Called when the jobs p_job_ids (of groups p_groups, element by element)
 --   of one tenant completed: every pending job waiting on them, by id or by
 --   group, has pending_deps lowered by the number of such edges, counted per
 --   completed job (two members of a group release a dependent of the group
---   twice). Queues that got a ready job are notified. Returns the number of
---   jobs that became ready. Index probes only (enable_seqscan off, see
---   job_triggers.sql), so its cached plans stay good as the tables grow.
+--   twice). The first 500 of them (by id) are released here; the others
+--   are listed in broker_deferred_release for broker_get to release before
+--   its next claims (broker._release_backlog), and their queues are notified
+--   so that a runner comes for them. Returns the number of jobs that became
+--   ready here. Index probes only (enable_seqscan off, see job_triggers.sql),
+--   so its cached plans stay good as the tables grow.
+--   The list is final when it is taken: a job that starts to wait on one of
+--   these groups later does not count the completed jobs (the dependency
+--   keys, held here, order the two), and a listed job stays pending until
+--   its release is applied (its pending_deps includes it), unless cancelled.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
@@ -721,8 +831,10 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE
-    v_queues integer[];
-    v_ready integer;
+    c_now    CONSTANT integer := 500;   -- released in the completing transaction
+    v_ids    bigint[];
+    v_counts integer[];
+    v_n      integer;
 BEGIN
     PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
     -- the common case: nothing ever waited on these jobs or their groups (index probes)
@@ -736,8 +848,6 @@ BEGIN
         RETURN 0;
     END IF;
 
-    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
-
     WITH edges AS (
         SELECT e.job_id
           FROM pg_catalog.unnest(p_job_ids) AS d(id)
@@ -749,29 +859,71 @@ BEGIN
             ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
     ), counted AS (
         SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
-    ), released AS (
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
-          FROM counted AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
-        RETURNING d.job_queue, d.pending_deps, d.run_after
     )
-    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
-               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
-           pg_catalog.count(*)::integer
-      INTO v_queues, v_ready
-      FROM released AS r
-     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
-
-    IF v_queues IS NOT NULL THEN
-        PERFORM broker._notify_queues(v_queues);
+    -- Running jobs are left out: one that waits on these jobs started when none
+    -- of them was unfinished-and-counted for it (were it to fail, its retry
+    -- counts again). Finished ones are skipped when the release is applied.
+    -- (The running jobs come from the small lease index, not a probe per job.)
+    SELECT pg_catalog.array_agg(c.job_id ORDER BY c.job_id), pg_catalog.array_agg(c.n ORDER BY c.job_id)
+      INTO v_ids, v_counts
+      FROM counted AS c
+     WHERE c.job_id OPERATOR(pg_catalog.<>) ALL (ARRAY(
+               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) 1));
+    v_n := COALESCE(pg_catalog.cardinality(v_ids), 0);
+    IF v_n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN 0;
     END IF;
-    RETURN v_ready;
+    IF v_n OPERATOR(pg_catalog.>) c_now THEN
+        INSERT INTO broker.broker_deferred_release (tenant_id, job_ids, amounts)
+        VALUES (p_tenant_id, v_ids[c_now OPERATOR(pg_catalog.+) 1:], v_counts[c_now OPERATOR(pg_catalog.+) 1:]);
+        -- wake the runners of the queues the next claim's releases concern
+        PERFORM broker._notify_queues(ARRAY(
+            SELECT DISTINCT d.job_queue FROM broker.broker_jobs AS d
+             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_ids[c_now OPERATOR(pg_catalog.+) 1:c_now OPERATOR(pg_catalog.*) 2])));
+    END IF;
+    RETURN broker._lower_pending_deps(v_ids[1:c_now], v_counts[1:c_now]);
 END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
-    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group), the first 500 now and the rest through broker_deferred_release.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_backlog(p_max)
+--   Applies up to p_max releases of the oldest row of broker_deferred_release
+--   that no other transaction is applying (SKIP LOCKED), and removes what it
+--   applied. broker_get calls it before it claims. Returns the number of jobs
+--   that became ready (0 when there was nothing to do).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_backlog(p_max integer)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    v_n integer;
+BEGIN
+    SELECT b.release_id, b.job_ids, b.amounts INTO r
+      FROM broker.broker_deferred_release AS b
+     ORDER BY b.release_id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    v_n := LEAST(GREATEST(p_max, 1), pg_catalog.cardinality(r.job_ids));
+    IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
+        DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+    ELSE
+        UPDATE broker.broker_deferred_release AS b
+           SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
+         WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+    END IF;
+    RETURN broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+END;
+$$;
+COMMENT ON FUNCTION broker._release_backlog(integer) IS
+    'Internal: apply up to p_max deferred dependency releases (oldest first, SKIP LOCKED); broker_get calls it before claiming.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
@@ -999,9 +1151,62 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._jobs_join_groups(p_tenants, p_groups, p_members)
+--   For _jobs_after_insert, when some job waits on a group that got new
+--   members: p_members[i] new unfinished jobs joined group p_groups[i] of
+--   tenant p_tenants[i]; every pending job waiting on such a group waits on
+--   them too (its pending_deps grows by the new members of its groups).
+--   The caller holds the shared keys of these groups.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT t.tenant_id, pg_catalog.array_agg(t.grp) AS groups
+          FROM ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups)) AS t(tenant_id, grp)
+         GROUP BY t.tenant_id
+         ORDER BY t.tenant_id
+    LOOP
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.sum(m.n)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups), pg_catalog.unnest(p_members)) AS m(tenant_id, grp, n)
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.grp OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
+    'Internal: new unfinished members joined these groups; the pending jobs waiting on them wait on the new members too.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_after_insert()
---   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
---   so every pending job that waits on that group waits on it too.
+--   Statement-level AFTER INSERT on broker_jobs, the one trigger an enqueue
+--   pays for, kept to two queries in the common case:
+--   * takes the shared key of every group that got unfinished members (a job
+--     enqueued with a dependency on the group at the same time holds it
+--     exclusively while it counts the members), in key order;
+--   * one NOTIFY per queue that got a job claimable now (same query), unless
+--     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
+--     while they insert jobs whose dependencies they add next, and notify
+--     once those are counted);
+--   * then, with a fresh snapshot, looks whether any job waits on one of
+--     these groups (an index probe per group) and, only then, counts the
+--     new members into their pending_deps (broker._jobs_join_groups).
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -1010,53 +1215,57 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE
-    r record;
+    v_groups record;
 BEGIN
-    FOR r IN
-        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
-          FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
-         GROUP BY n.tenant_id
-         ORDER BY n.tenant_id
-    LOOP
-        -- shared: members may join a group together; a new dependent waits
-        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
-        -- the common case: nothing waits on these groups (one index probe per group)
-        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
-        CONTINUE WHEN NOT EXISTS (
-            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
-             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
-                                  LIMIT 1) AS x);
-        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
-          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
-                  FROM broker.broker_job_dependency AS e
-                  JOIN new_jobs AS m
-                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                   AND e.depends_on_group IS NOT NULL
-                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
-                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
-                 GROUP BY e.job_id) AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
-    END LOOP;
+    -- One statement for the common work (each costs an executor start-up, the
+    -- bulk of a one-job enqueue): the shared keys of _lock_dependency_keys
+    -- (group class, in its order), then one NOTIFY per queue with a job
+    -- claimable now (the Append runs its branches in order).
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665, k.obj)
+       FROM (SELECT DISTINCT
+                    pg_catalog.hashtext(n.tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) n.job_group)
+                        OPERATOR(pg_catalog.&) 1023 AS obj
+               FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              ORDER BY 1) AS k
+    UNION ALL
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+       FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+                AND n.pending_deps OPERATOR(pg_catalog.=) 0
+                AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
+    -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
+    IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                               WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                                 AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
+        SELECT pg_catalog.array_agg(g.tenant_id) AS tenants, pg_catalog.array_agg(g.job_group) AS groups,
+               pg_catalog.array_agg(g.n) AS members
+          INTO v_groups
+          FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
+                  FROM new_jobs AS n
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY n.tenant_id, n.job_group) AS g
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group);
+        PERFORM broker._jobs_join_groups(v_groups.tenants, v_groups.groups, v_groups.members);
+    END IF;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._jobs_after_insert() IS
-    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+    'Internal trigger: new jobs join their groups (pending jobs waiting on those groups wait on them too), and their queues are notified.';
 
 CREATE OR REPLACE TRIGGER broker_jobs_after_insert_trg
     AFTER INSERT ON broker.broker_jobs
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
 COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
-    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+    'Per INSERT statement: counts new group members into the pending_deps of the jobs waiting on their groups, and notifies the queues that got claimable jobs.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_before_insert()
@@ -1367,7 +1576,6 @@ DECLARE
     v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
     v_group    text := COALESCE(p_job_group, p_job_name);
     v_run_as   name;
-    v_role     record;
     v_ids      bigint[];
     v_groups   text[];
     v_id       bigint;
@@ -1422,10 +1630,12 @@ BEGIN
         RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
+        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -1436,35 +1646,16 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
-    IF p_run_as IS NULL THEN
-        v_run_as := CURRENT_USER;
-    ELSE
-        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-        END IF;
-        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        v_run_as := v_role.rolname;
-    END IF;
+    v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
+                     ELSE broker._check_run_as('broker_add_job', p_run_as) END;
 
-    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM broker.broker_schedule AS s
-         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
-        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
-            USING ERRCODE = 'foreign_key_violation';
+    IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
+        IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id
+                          AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+            RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
     END IF;
 
     ---- idempotency fast path ----------------------------------------------
@@ -1479,8 +1670,12 @@ BEGIN
         END IF;
     END IF;
 
-    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
-    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    IF pg_catalog.cardinality(p_depends_on_job_ids) OPERATOR(pg_catalog.>) 0 THEN
+        v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    END IF;
+    IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 0 THEN
+        v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    END IF;
 
     IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
         RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
@@ -1488,17 +1683,36 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
 
-    -- Take every dependency lock this enqueue needs now, in the global order
-    -- (the triggers below take the same ones again, which is then free).
-    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    v_has_deps := v_ids IS NOT NULL OR v_groups IS NOT NULL;  -- (each set only when not empty)
+    IF v_has_deps THEN
+        -- Take every dependency lock this enqueue needs now, in the global order
+        -- (the triggers below take the same ones again, which is then free).
+        -- Without dependencies the insert trigger takes the only one, its group's.
+        PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    END IF;
 
-    -- The job will run inside its run_as role's executor: make sure it has one.
-    IF broker._executor(v_run_as) IS NULL THEN
+    -- The job will run inside its run_as role's executor: make sure it has one
+    -- (a look-up by name here; broker_create_executor and the run check it fully).
+    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+           'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;
 
     ---- insert -------------------------------------------------------------
-    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF p_idempotency_key IS NULL AND NOT v_has_deps THEN
+        -- the common case: one plain INSERT (its trigger notifies the queue)
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        RETURNING j.job_id INTO v_id;
+        job_id := v_id;
+        is_new := true;
+        RETURN NEXT;
+        RETURN;
+    END IF;
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
     END IF;
@@ -1614,32 +1828,34 @@ AS $$
                      THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
                  WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
                      THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
+                 WHEN pg_catalog.array_ndims(p.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
+                     THEN ARRAY['22023', 'depends_on_job_ids must be a flat array of job ids']
                  WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
                      THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
+                 WHEN pg_catalog.array_ndims(p.depends_on_groups) OPERATOR(pg_catalog.>) 1
+                     THEN ARRAY['22023', 'depends_on_groups must be a flat array of group names']
                  WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
                                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
                      THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
             END
       FROM (
-        SELECT e.o::integer AS ord,
-               e.v OPERATOR(pg_catalog.->>) 'job_name' AS job_name,
-               e.v OPERATOR(pg_catalog.->>) 'execute_str' AS execute_str,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN (e.v OPERATOR(pg_catalog.->>) 'job_queue')::integer ELSE 1 END AS job_queue,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN (e.v OPERATOR(pg_catalog.->>) 'job_priority')::integer ELSE 0 END AS job_priority,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN e.v OPERATOR(pg_catalog.->>) 'job_language' ELSE 'sql' END AS job_language,
-               e.v OPERATOR(pg_catalog.->>) 'run_as' AS run_as,
-               (e.v OPERATOR(pg_catalog.->>) 'schedule_id')::bigint AS schedule_id,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT x::bigint FROM pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') AS x) END AS depends_on_job_ids,
-               e.v OPERATOR(pg_catalog.->>) 'idempotency_key' AS idempotency_key,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN (e.v OPERATOR(pg_catalog.->>) 'max_attempts')::integer ELSE 1 END AS max_attempts,
-               e.v OPERATOR(pg_catalog.->>) 'job_group' AS job_group,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_groups')) END AS depends_on_groups,
-               (e.v OPERATOR(pg_catalog.->>) 'run_after')::timestamptz AS run_after,
-               (e.v OPERATOR(pg_catalog.->>) 'timeout')::interval AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN e.v OPERATOR(pg_catalog.->>) 'search_path' ELSE p_search_path END AS search_path
-          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)) AS p
+        -- jsonb_to_record converts every value at once (the caller checked the
+        -- JSON types); a key that is missing, not null, takes the default
+        SELECT e.o::integer AS ord, r.job_name, r.execute_str,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN r.job_queue ELSE 1 END AS job_queue,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN r.job_priority ELSE 0 END AS job_priority,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN r.job_language ELSE 'sql' END AS job_language,
+               r.run_as, r.schedule_id, r.depends_on_job_ids, r.idempotency_key,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN r.max_attempts ELSE 1 END AS max_attempts,
+               r.job_group, r.depends_on_groups, r.run_after, r.timeout AS job_timeout,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+         CROSS JOIN LATERAL pg_catalog.jsonb_to_record(e.v) AS r(
+               job_name pg_catalog.text, execute_str pg_catalog.text, job_queue pg_catalog.int4,
+               job_priority pg_catalog.int4, job_language pg_catalog.text, run_as pg_catalog.text,
+               schedule_id pg_catalog.int8, depends_on_job_ids pg_catalog.int8[], idempotency_key pg_catalog.text,
+               max_attempts pg_catalog.int4, job_group pg_catalog.text, depends_on_groups pg_catalog.text[],
+               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text)) AS p
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
@@ -1696,31 +1912,53 @@ BEGIN
     END IF;
 
     ---- shape: objects, known keys, values of the right JSON type -------------
-    SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
-           c_types[pg_catalog.array_position(c_keys, k.key)] AS want
-      INTO v_bad
-      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
-      LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
-                                                   THEN e.v END) AS k ON true
-     WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
-        OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
-        OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
-               (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
-     ORDER BY e.o
-     LIMIT 1;
-    IF FOUND THEN
-        IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
-            RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+    -- A quick pass first (no row per key: about a quarter of the cost); only
+    -- when it finds something does the query below say what and where.
+    -- (a missing key: jsonb_typeof(NULL) is NULL, which is no hit)
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v)
+                WHERE CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object' THEN true
+                           ELSE (e.v OPERATOR(pg_catalog.-) c_keys) OPERATOR(pg_catalog.<>) '{}'::jsonb
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_name') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'execute_str') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_queue') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_priority') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_language') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_as') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'schedule_id') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'idempotency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'max_attempts') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_group') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END) THEN
+        SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
+               c_types[pg_catalog.array_position(c_keys, k.key)] AS want
+          INTO v_bad
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+          LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
+                                                       THEN e.v END) AS k ON true
+         WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
+            OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
+            OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
+                   (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
+         ORDER BY e.o
+         LIMIT 1;
+        IF FOUND THEN
+            IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
+                RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+                    USING ERRCODE = 'invalid_parameter_value';
+            ELSIF v_bad.want IS NULL THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'The keys are broker_add_job''s parameter names without p_: '
+                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+            END IF;
+            RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
+                v_bad.o, v_bad.key, v_bad.want, v_bad.got
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF v_bad.want IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'The keys are broker_add_job''s parameter names without p_: '
-                             OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
         END IF;
-        RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
-            v_bad.o, v_bad.key, v_bad.want, v_bad.got
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
     ---- parse and check the arguments of every element -----------------------
@@ -1770,31 +2008,12 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
-    FOR v_bad IN
-        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
-          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
-          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
-         WHERE u.r IS NOT NULL
-         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
-         ORDER BY 1
-    LOOP
-        IF v_bad.rolname IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
-        END IF;
-        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-    END LOOP;
+    PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
+       FROM (SELECT pg_catalog.min(x.o) AS o, x.r
+               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+              WHERE x.r IS NOT NULL
+              GROUP BY x.r
+              ORDER BY 1) AS u;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
@@ -2001,6 +2220,8 @@ COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
 --   claimer are skipped. Returns one row per claimed job, none when idle.
+--   Before it claims, it applies up to 500 deferred dependency releases
+--   (broker._release_backlog).
 --
 --   The claim index holds only pending, unblocked jobs. The probe walks it
 --   one priority level at a time (a loose index scan) and checks each level
@@ -2051,6 +2272,18 @@ BEGIN
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- First apply up to 500 deferred dependency releases (see
+    -- broker_deferred_release), so that the jobs they make ready can be
+    -- claimed now. A failure there (say a deadlock) must not stop claims: it
+    -- is rolled back alone and reported as a WARNING; the next claim retries.
+    IF EXISTS (SELECT 1 FROM broker.broker_deferred_release) THEN
+        BEGIN
+            PERFORM broker._release_backlog(500);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'broker_get: applying deferred dependency releases failed: % (SQLSTATE %)', SQLERRM, SQLSTATE;
+        END;
     END IF;
 
     LOOP
@@ -3890,6 +4123,12 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND pending_deps OPERATOR(pg_catalog.=) 0);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
     'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+
+CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
+    'Read the pending releases of the current tenant.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/grants.sql

@@ -11,6 +11,8 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');

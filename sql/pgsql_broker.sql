@@ -12,6 +12,7 @@
 \i sql/tables/broker_schedule.sql
 \i sql/tables/broker_jobs.sql
 \i sql/tables/broker_job_dependency.sql
+\i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
 

@@ -57,6 +57,15 @@ CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR I
 COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
     'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
 
+-- broker_deferred_release: written and read only by the runtime functions
+ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
+    'Read the pending releases of the current tenant.';
+
 -- broker_schedule -----------------------------------------------------------
 ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schedule FORCE ROW LEVEL SECURITY;

@@ -99,7 +99,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_schedule_tick()
     TO broker_runtime;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
-                broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config
+                broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config,
+                broker.broker_deferred_release
     TO broker_runtime;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
@@ -119,6 +120,7 @@ GRANT EXECUTE ON FUNCTION
     broker._executor(name),
     broker._executor_schema(name),
     broker._may_run_as(name, name),
+    broker._check_run_as(text, text),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
     broker._notify_queues(integer[])
     TO broker_enqueue;

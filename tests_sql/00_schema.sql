@@ -7,7 +7,8 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           OR EXISTS (SELECT 1 FROM broker.broker_schema_migrations WHERE install_path = 'migrations'),
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
-                                   'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config']);
+                                   'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
+                                   'broker_deferred_release']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
@@ -31,7 +32,7 @@ SELECT indexes_are('broker', 'broker_jobs', ARRAY[
     'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx']);
 SELECT index_is_unique('broker', 'broker_jobs', 'broker_jobs_idempotency_key_idx');
 SELECT index_is_unique('broker', 'broker_queueinstance', 'broker_queueinstance_one_active_idx');
-SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_notify_insert_trg', 'enqueue NOTIFY trigger exists');
+SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_after_insert_trg', 'enqueue trigger (group joins, NOTIFY) exists');
 SELECT ok((SELECT every(c.conname ~ '^broker_') FROM pg_constraint c
              JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'broker'),
           'every constraint has an explicit broker_ name');
@@ -43,9 +44,9 @@ SELECT functions_are('broker', ARRAY[
     'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
     'broker_set_tenant', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
-    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_notify_insert', '_retry_delay',
+    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_join_groups', '_lower_pending_deps', '_release_backlog', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_run_begin',
-    '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as',
+    '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_check_run_as',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
     '_count_pending_deps', '_executor_schema', 'broker_queue_stats',

@@ -1,6 +1,6 @@
 -- broker_add_jobs rejects bad input with broker_add_job's SQLSTATEs, naming the array element, and all or nothing.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 
 -- a valid first element, so every error below is about element 2
 CREATE FUNCTION pg_temp.second(p_job text) RETURNS text LANGUAGE sql AS
@@ -26,6 +26,33 @@ SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "r
     'a run_after that is not a timestamp: 22023');
 SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "timeout": "forever"}'), '22023', NULL,
     'a timeout that is not an interval: 22023');
+-- every key, given a value of a wrong JSON type, is caught (the quick pass lists each key by hand)
+CREATE FUNCTION pg_temp.missed_type_checks() RETURNS text[] LANGUAGE plpgsql AS $f$
+DECLARE
+    v_missed text[] := '{}';
+    k record;
+BEGIN
+    FOR k IN SELECT * FROM (VALUES ('job_name', '1'), ('execute_str', '[]'), ('job_queue', '"1"'), ('job_priority', 'true'),
+                                   ('job_language', '{}'), ('run_as', '2'), ('schedule_id', '"1"'), ('depends_on_job_ids', '1'),
+                                   ('idempotency_key', '3'), ('max_attempts', '"2"'), ('job_group', '[]'),
+                                   ('depends_on_groups', '{}'), ('run_after', '0'), ('timeout', '1'), ('search_path', 'false'))
+                         AS t(key, bad) LOOP
+        BEGIN
+            EXECUTE pg_temp.second(format('{"job_name": "x", "execute_str": "SELECT 1", %s: %s}', to_json(k.key), k.bad));
+            v_missed := v_missed || k.key;
+        EXCEPTION WHEN invalid_parameter_value THEN
+            IF SQLERRM NOT LIKE format('broker_add_jobs: element 2: %s must be a JSON %%', k.key) THEN
+                v_missed := v_missed || (k.key || ': ' || SQLERRM);
+            END IF;
+        END;
+    END LOOP;
+    RETURN v_missed;
+END $f$;
+SELECT is(pg_temp.missed_type_checks(), '{}'::text[], 'a value of the wrong JSON type is caught for each of the 15 keys');
+SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "depends_on_job_ids": [[1]]}'), '22023',
+    'broker_add_jobs: element 2: depends_on_job_ids must be a flat array of job ids', 'nested job id array: 22023');
+SELECT throws_ok(pg_temp.second('{"job_name": "x", "execute_str": "SELECT 1", "depends_on_groups": [["g"]]}'), '22023',
+    'broker_add_jobs: element 2: depends_on_groups must be a flat array of group names', 'nested group array: 22023');
 
 -- broker_add_job's argument checks, per element
 SELECT throws_ok(pg_temp.second('{"execute_str": "SELECT 1"}'), '22004',

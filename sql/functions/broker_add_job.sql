@@ -51,7 +51,6 @@ DECLARE
     v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
     v_group    text := COALESCE(p_job_group, p_job_name);
     v_run_as   name;
-    v_role     record;
     v_ids      bigint[];
     v_groups   text[];
     v_id       bigint;
@@ -106,10 +105,12 @@ BEGIN
         RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
+        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -120,35 +121,16 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
-    IF p_run_as IS NULL THEN
-        v_run_as := CURRENT_USER;
-    ELSE
-        SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-          FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'broker_add_job: run_as role % does not exist', pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_job: role % may not enqueue jobs that run as %',
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-        END IF;
-        IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_job: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                pg_catalog.quote_ident(p_run_as)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-        v_run_as := v_role.rolname;
-    END IF;
+    v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
+                     ELSE broker._check_run_as('broker_add_job', p_run_as) END;
 
-    IF p_schedule_id IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM broker.broker_schedule AS s
-         WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
-        RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
-            USING ERRCODE = 'foreign_key_violation';
+    IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
+        IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id
+                          AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+            RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
     END IF;
 
     ---- idempotency fast path ----------------------------------------------
@@ -163,8 +145,12 @@ BEGIN
         END IF;
     END IF;
 
-    v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
-    v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    IF pg_catalog.cardinality(p_depends_on_job_ids) OPERATOR(pg_catalog.>) 0 THEN
+        v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    END IF;
+    IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 0 THEN
+        v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    END IF;
 
     IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
         RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
@@ -172,17 +158,36 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
 
-    -- Take every dependency lock this enqueue needs now, in the global order
-    -- (the triggers below take the same ones again, which is then free).
-    PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    v_has_deps := v_ids IS NOT NULL OR v_groups IS NOT NULL;  -- (each set only when not empty)
+    IF v_has_deps THEN
+        -- Take every dependency lock this enqueue needs now, in the global order
+        -- (the triggers below take the same ones again, which is then free).
+        -- Without dependencies the insert trigger takes the only one, its group's.
+        PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    END IF;
 
-    -- The job will run inside its run_as role's executor: make sure it has one.
-    IF broker._executor(v_run_as) IS NULL THEN
+    -- The job will run inside its run_as role's executor: make sure it has one
+    -- (a look-up by name here; broker_create_executor and the run check it fully).
+    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+           'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;
 
     ---- insert -------------------------------------------------------------
-    v_has_deps := pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 OR pg_catalog.cardinality(v_groups) OPERATOR(pg_catalog.>) 0;
+    IF p_idempotency_key IS NULL AND NOT v_has_deps THEN
+        -- the common case: one plain INSERT (its trigger notifies the queue)
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+        RETURNING j.job_id INTO v_id;
+        job_id := v_id;
+        is_new := true;
+        RETURN NEXT;
+        RETURN;
+    END IF;
     IF v_has_deps THEN
         PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
     END IF;

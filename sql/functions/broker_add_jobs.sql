@@ -42,32 +42,34 @@ AS $$
                      THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
                  WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
                      THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
+                 WHEN pg_catalog.array_ndims(p.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
+                     THEN ARRAY['22023', 'depends_on_job_ids must be a flat array of job ids']
                  WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
                      THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
+                 WHEN pg_catalog.array_ndims(p.depends_on_groups) OPERATOR(pg_catalog.>) 1
+                     THEN ARRAY['22023', 'depends_on_groups must be a flat array of group names']
                  WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
                                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
                      THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
             END
       FROM (
-        SELECT e.o::integer AS ord,
-               e.v OPERATOR(pg_catalog.->>) 'job_name' AS job_name,
-               e.v OPERATOR(pg_catalog.->>) 'execute_str' AS execute_str,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN (e.v OPERATOR(pg_catalog.->>) 'job_queue')::integer ELSE 1 END AS job_queue,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN (e.v OPERATOR(pg_catalog.->>) 'job_priority')::integer ELSE 0 END AS job_priority,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN e.v OPERATOR(pg_catalog.->>) 'job_language' ELSE 'sql' END AS job_language,
-               e.v OPERATOR(pg_catalog.->>) 'run_as' AS run_as,
-               (e.v OPERATOR(pg_catalog.->>) 'schedule_id')::bigint AS schedule_id,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT x::bigint FROM pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') AS x) END AS depends_on_job_ids,
-               e.v OPERATOR(pg_catalog.->>) 'idempotency_key' AS idempotency_key,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN (e.v OPERATOR(pg_catalog.->>) 'max_attempts')::integer ELSE 1 END AS max_attempts,
-               e.v OPERATOR(pg_catalog.->>) 'job_group' AS job_group,
-               CASE WHEN pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.=) 'array'
-                    THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(e.v OPERATOR(pg_catalog.->) 'depends_on_groups')) END AS depends_on_groups,
-               (e.v OPERATOR(pg_catalog.->>) 'run_after')::timestamptz AS run_after,
-               (e.v OPERATOR(pg_catalog.->>) 'timeout')::interval AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN e.v OPERATOR(pg_catalog.->>) 'search_path' ELSE p_search_path END AS search_path
-          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)) AS p
+        -- jsonb_to_record converts every value at once (the caller checked the
+        -- JSON types); a key that is missing, not null, takes the default
+        SELECT e.o::integer AS ord, r.job_name, r.execute_str,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN r.job_queue ELSE 1 END AS job_queue,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN r.job_priority ELSE 0 END AS job_priority,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN r.job_language ELSE 'sql' END AS job_language,
+               r.run_as, r.schedule_id, r.depends_on_job_ids, r.idempotency_key,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN r.max_attempts ELSE 1 END AS max_attempts,
+               r.job_group, r.depends_on_groups, r.run_after, r.timeout AS job_timeout,
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+         CROSS JOIN LATERAL pg_catalog.jsonb_to_record(e.v) AS r(
+               job_name pg_catalog.text, execute_str pg_catalog.text, job_queue pg_catalog.int4,
+               job_priority pg_catalog.int4, job_language pg_catalog.text, run_as pg_catalog.text,
+               schedule_id pg_catalog.int8, depends_on_job_ids pg_catalog.int8[], idempotency_key pg_catalog.text,
+               max_attempts pg_catalog.int4, job_group pg_catalog.text, depends_on_groups pg_catalog.text[],
+               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text)) AS p
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
@@ -124,31 +126,53 @@ BEGIN
     END IF;
 
     ---- shape: objects, known keys, values of the right JSON type -------------
-    SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
-           c_types[pg_catalog.array_position(c_keys, k.key)] AS want
-      INTO v_bad
-      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
-      LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
-                                                   THEN e.v END) AS k ON true
-     WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
-        OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
-        OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
-               (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
-     ORDER BY e.o
-     LIMIT 1;
-    IF FOUND THEN
-        IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
-            RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+    -- A quick pass first (no row per key: about a quarter of the cost); only
+    -- when it finds something does the query below say what and where.
+    -- (a missing key: jsonb_typeof(NULL) is NULL, which is no hit)
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v)
+                WHERE CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object' THEN true
+                           ELSE (e.v OPERATOR(pg_catalog.-) c_keys) OPERATOR(pg_catalog.<>) '{}'::jsonb
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_name') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'execute_str') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_queue') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_priority') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_language') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_as') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'schedule_id') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'idempotency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'max_attempts') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_group') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END) THEN
+        SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
+               c_types[pg_catalog.array_position(c_keys, k.key)] AS want
+          INTO v_bad
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+          LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
+                                                       THEN e.v END) AS k ON true
+         WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
+            OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
+            OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
+                   (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
+         ORDER BY e.o
+         LIMIT 1;
+        IF FOUND THEN
+            IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
+                RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+                    USING ERRCODE = 'invalid_parameter_value';
+            ELSIF v_bad.want IS NULL THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'The keys are broker_add_job''s parameter names without p_: '
+                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+            END IF;
+            RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
+                v_bad.o, v_bad.key, v_bad.want, v_bad.got
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF v_bad.want IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'The keys are broker_add_job''s parameter names without p_: '
-                             OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
         END IF;
-        RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
-            v_bad.o, v_bad.key, v_bad.want, v_bad.got
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
     ---- parse and check the arguments of every element -----------------------
@@ -198,31 +222,12 @@ BEGIN
     END IF;
 
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
-    FOR v_bad IN
-        SELECT pg_catalog.min(u.o) AS o, u.r, x.rolname, x.rolsuper, x.rolbypassrls
-          FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS u(r, o)
-          LEFT JOIN pg_catalog.pg_roles AS x ON x.rolname OPERATOR(pg_catalog.=) u.r
-         WHERE u.r IS NOT NULL
-         GROUP BY u.r, x.rolname, x.rolsuper, x.rolbypassrls
-         ORDER BY 1
-    LOOP
-        IF v_bad.rolname IS NULL THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: run_as role % does not exist', v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'undefined_object';
-        END IF;
-        IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_bad.rolname, 'MEMBER') THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: role % may not enqueue jobs that run as %', v_bad.o,
-                pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', v_bad.r, v_bad.r, CURRENT_USER);
-        END IF;
-        IF (v_bad.rolsuper OR v_bad.rolbypassrls) AND v_bad.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-           AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-            RAISE EXCEPTION 'broker_add_jobs: element %: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %',
-                v_bad.o, pg_catalog.quote_ident(v_bad.r)
-                USING ERRCODE = 'insufficient_privilege';
-        END IF;
-    END LOOP;
+    PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
+       FROM (SELECT pg_catalog.min(x.o) AS o, x.r
+               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+              WHERE x.r IS NOT NULL
+              GROUP BY x.r
+              ORDER BY 1) AS u;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)

@@ -22,14 +22,67 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
     'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._lower_pending_deps(p_job_ids, p_amounts)
+--   Lowers the pending_deps of the pending jobs p_job_ids (ascending) by
+--   p_amounts (element by element), locking them in id order first (every
+--   path that lowers counters locks in that order, so they cannot deadlock),
+--   and notifies the queues that got a ready job. Jobs no longer pending
+--   (cancelled meanwhile) are skipped. Returns how many became ready.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._lower_pending_deps(p_job_ids bigint[], p_amounts integer[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_queues integer[];
+    v_ready  integer;
+BEGIN
+    PERFORM 1 FROM broker.broker_jobs AS d
+     WHERE d.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+       AND d.complete_status OPERATOR(pg_catalog.=) 0
+     ORDER BY d.job_id
+       FOR NO KEY UPDATE OF d;
+    WITH released AS (
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
+          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_amounts)) AS c(id, n)
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0
+        RETURNING d.job_queue, d.pending_deps, d.run_after
+    )
+    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
+               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
+           pg_catalog.count(*)::integer
+      INTO v_queues, v_ready
+      FROM released AS r
+     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN v_ready;
+END;
+$$;
+COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
+    'Internal: lower the pending_deps of pending jobs (locked in id order) and notify queues with newly ready jobs.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents_of(p_tenant_id, p_job_ids, p_groups)
 --   Called when the jobs p_job_ids (of groups p_groups, element by element)
 --   of one tenant completed: every pending job waiting on them, by id or by
 --   group, has pending_deps lowered by the number of such edges, counted per
 --   completed job (two members of a group release a dependent of the group
---   twice). Queues that got a ready job are notified. Returns the number of
---   jobs that became ready. Index probes only (enable_seqscan off, see
---   job_triggers.sql), so its cached plans stay good as the tables grow.
+--   twice). The first 500 of them (by id) are released here; the others
+--   are listed in broker_deferred_release for broker_get to release before
+--   its next claims (broker._release_backlog), and their queues are notified
+--   so that a runner comes for them. Returns the number of jobs that became
+--   ready here. Index probes only (enable_seqscan off, see job_triggers.sql),
+--   so its cached plans stay good as the tables grow.
+--   The list is final when it is taken: a job that starts to wait on one of
+--   these groups later does not count the completed jobs (the dependency
+--   keys, held here, order the two), and a listed job stays pending until
+--   its release is applied (its pending_deps includes it), unless cancelled.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
@@ -38,8 +91,10 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE
-    v_queues integer[];
-    v_ready integer;
+    c_now    CONSTANT integer := 500;   -- released in the completing transaction
+    v_ids    bigint[];
+    v_counts integer[];
+    v_n      integer;
 BEGIN
     PERFORM broker._lock_dependency_keys(p_tenant_id, p_groups, NULL, p_job_ids, NULL);
     -- the common case: nothing ever waited on these jobs or their groups (index probes)
@@ -53,8 +108,6 @@ BEGIN
         RETURN 0;
     END IF;
 
-    PERFORM broker._lock_dependents(p_tenant_id, p_job_ids, p_groups);
-
     WITH edges AS (
         SELECT e.job_id
           FROM pg_catalog.unnest(p_job_ids) AS d(id)
@@ -66,29 +119,71 @@ BEGIN
             ON e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
     ), counted AS (
         SELECT x.job_id, pg_catalog.count(*)::integer AS n FROM edges AS x GROUP BY x.job_id
-    ), released AS (
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
-          FROM counted AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
-        RETURNING d.job_queue, d.pending_deps, d.run_after
     )
-    SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
-               FILTER (WHERE r.run_after OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()),
-           pg_catalog.count(*)::integer
-      INTO v_queues, v_ready
-      FROM released AS r
-     WHERE r.pending_deps OPERATOR(pg_catalog.=) 0;
-
-    IF v_queues IS NOT NULL THEN
-        PERFORM broker._notify_queues(v_queues);
+    -- Running jobs are left out: one that waits on these jobs started when none
+    -- of them was unfinished-and-counted for it (were it to fail, its retry
+    -- counts again). Finished ones are skipped when the release is applied.
+    -- (The running jobs come from the small lease index, not a probe per job.)
+    SELECT pg_catalog.array_agg(c.job_id ORDER BY c.job_id), pg_catalog.array_agg(c.n ORDER BY c.job_id)
+      INTO v_ids, v_counts
+      FROM counted AS c
+     WHERE c.job_id OPERATOR(pg_catalog.<>) ALL (ARRAY(
+               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) 1));
+    v_n := COALESCE(pg_catalog.cardinality(v_ids), 0);
+    IF v_n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN 0;
     END IF;
-    RETURN v_ready;
+    IF v_n OPERATOR(pg_catalog.>) c_now THEN
+        INSERT INTO broker.broker_deferred_release (tenant_id, job_ids, amounts)
+        VALUES (p_tenant_id, v_ids[c_now OPERATOR(pg_catalog.+) 1:], v_counts[c_now OPERATOR(pg_catalog.+) 1:]);
+        -- wake the runners of the queues the next claim's releases concern
+        PERFORM broker._notify_queues(ARRAY(
+            SELECT DISTINCT d.job_queue FROM broker.broker_jobs AS d
+             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_ids[c_now OPERATOR(pg_catalog.+) 1:c_now OPERATOR(pg_catalog.*) 2])));
+    END IF;
+    RETURN broker._lower_pending_deps(v_ids[1:c_now], v_counts[1:c_now]);
 END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
-    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group) and notify queues with newly ready jobs.';
+    'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group), the first 500 now and the rest through broker_deferred_release.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._release_backlog(p_max)
+--   Applies up to p_max releases of the oldest row of broker_deferred_release
+--   that no other transaction is applying (SKIP LOCKED), and removes what it
+--   applied. broker_get calls it before it claims. Returns the number of jobs
+--   that became ready (0 when there was nothing to do).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._release_backlog(p_max integer)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r   record;
+    v_n integer;
+BEGIN
+    SELECT b.release_id, b.job_ids, b.amounts INTO r
+      FROM broker.broker_deferred_release AS b
+     ORDER BY b.release_id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    v_n := LEAST(GREATEST(p_max, 1), pg_catalog.cardinality(r.job_ids));
+    IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
+        DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+    ELSE
+        UPDATE broker.broker_deferred_release AS b
+           SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
+         WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+    END IF;
+    RETURN broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+END;
+$$;
+COMMENT ON FUNCTION broker._release_backlog(integer) IS
+    'Internal: apply up to p_max deferred dependency releases (oldest first, SKIP LOCKED); broker_get calls it before claiming.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)

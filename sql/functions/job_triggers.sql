@@ -11,9 +11,62 @@
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._jobs_join_groups(p_tenants, p_groups, p_members)
+--   For _jobs_after_insert, when some job waits on a group that got new
+--   members: p_members[i] new unfinished jobs joined group p_groups[i] of
+--   tenant p_tenants[i]; every pending job waiting on such a group waits on
+--   them too (its pending_deps grows by the new members of its groups).
+--   The caller holds the shared keys of these groups.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT t.tenant_id, pg_catalog.array_agg(t.grp) AS groups
+          FROM ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups)) AS t(tenant_id, grp)
+         GROUP BY t.tenant_id
+         ORDER BY t.tenant_id
+    LOOP
+        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
+        UPDATE broker.broker_jobs AS d
+           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
+          FROM (SELECT e.job_id, pg_catalog.sum(m.n)::integer AS n
+                  FROM broker.broker_job_dependency AS e
+                  JOIN ROWS FROM (pg_catalog.unnest(p_tenants), pg_catalog.unnest(p_groups), pg_catalog.unnest(p_members)) AS m(tenant_id, grp, n)
+                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                   AND m.grp OPERATOR(pg_catalog.=) e.depends_on_group
+                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                   AND e.depends_on_group IS NOT NULL
+                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
+                 GROUP BY e.job_id) AS c
+         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
+           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
+    'Internal: new unfinished members joined these groups; the pending jobs waiting on them wait on the new members too.';
+
+-- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_after_insert()
---   Statement-level AFTER INSERT on broker_jobs: a new job joins its group,
---   so every pending job that waits on that group waits on it too.
+--   Statement-level AFTER INSERT on broker_jobs, the one trigger an enqueue
+--   pays for, kept to two queries in the common case:
+--   * takes the shared key of every group that got unfinished members (a job
+--     enqueued with a dependency on the group at the same time holds it
+--     exclusively while it counts the members), in key order;
+--   * one NOTIFY per queue that got a job claimable now (same query), unless
+--     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
+--     while they insert jobs whose dependencies they add next, and notify
+--     once those are counted);
+--   * then, with a fresh snapshot, looks whether any job waits on one of
+--     these groups (an index probe per group) and, only then, counts the
+--     new members into their pending_deps (broker._jobs_join_groups).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -22,53 +75,57 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$
 DECLARE
-    r record;
+    v_groups record;
 BEGIN
-    FOR r IN
-        SELECT n.tenant_id, pg_catalog.array_agg(DISTINCT n.job_group) AS groups
-          FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
-         GROUP BY n.tenant_id
-         ORDER BY n.tenant_id
-    LOOP
-        -- shared: members may join a group together; a new dependent waits
-        PERFORM broker._lock_dependency_keys(r.tenant_id, r.groups, NULL, NULL, NULL);
-        -- the common case: nothing waits on these groups (one index probe per group)
-        -- (a LATERAL probe per group: always an index lookup on both columns, never a scan)
-        CONTINUE WHEN NOT EXISTS (
-            SELECT 1 FROM pg_catalog.unnest(r.groups) AS g(name)
-             CROSS JOIN LATERAL (SELECT 1 FROM broker.broker_job_dependency AS e
-                                  WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                                    AND e.depends_on_group OPERATOR(pg_catalog.=) g.name
-                                  LIMIT 1) AS x);
-        PERFORM broker._lock_dependents(r.tenant_id, NULL, r.groups);
-        UPDATE broker.broker_jobs AS d
-           SET pending_deps = d.pending_deps OPERATOR(pg_catalog.+) c.n
-          FROM (SELECT e.job_id, pg_catalog.count(*)::integer AS n
-                  FROM broker.broker_job_dependency AS e
-                  JOIN new_jobs AS m
-                    ON m.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
-                   AND m.job_group OPERATOR(pg_catalog.=) e.depends_on_group
-                 WHERE e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-                   AND e.depends_on_group IS NOT NULL
-                   AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
-                   AND m.complete_status OPERATOR(pg_catalog.<=) 1
-                 GROUP BY e.job_id) AS c
-         WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
-    END LOOP;
+    -- One statement for the common work (each costs an executor start-up, the
+    -- bulk of a one-job enqueue): the shared keys of _lock_dependency_keys
+    -- (group class, in its order), then one NOTIFY per queue with a job
+    -- claimable now (the Append runs its branches in order).
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665, k.obj)
+       FROM (SELECT DISTINCT
+                    pg_catalog.hashtext(n.tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) n.job_group)
+                        OPERATOR(pg_catalog.&) 1023 AS obj
+               FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              ORDER BY 1) AS k
+    UNION ALL
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+       FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
+              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+                AND n.pending_deps OPERATOR(pg_catalog.=) 0
+                AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
+    -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
+    IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                               WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                                 AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
+        SELECT pg_catalog.array_agg(g.tenant_id) AS tenants, pg_catalog.array_agg(g.job_group) AS groups,
+               pg_catalog.array_agg(g.n) AS members
+          INTO v_groups
+          FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
+                  FROM new_jobs AS n
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 GROUP BY n.tenant_id, n.job_group) AS g
+         WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                        WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
+                          AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group);
+        PERFORM broker._jobs_join_groups(v_groups.tenants, v_groups.groups, v_groups.members);
+    END IF;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._jobs_after_insert() IS
-    'Internal trigger: new jobs join their groups; pending jobs waiting on those groups now wait on them too.';
+    'Internal trigger: new jobs join their groups (pending jobs waiting on those groups wait on them too), and their queues are notified.';
 
 CREATE TRIGGER broker_jobs_after_insert_trg
     AFTER INSERT ON broker.broker_jobs
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION broker._jobs_after_insert();
 COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
-    'Counts new group members into the pending_deps of the jobs waiting on their groups.';
+    'Per INSERT statement: counts new group members into the pending_deps of the jobs waiting on their groups, and notifies the queues that got claimable jobs.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_before_insert()

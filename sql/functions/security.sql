@@ -27,8 +27,13 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN NOT broker._strict_tenancy()
-        OR EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+    -- (broker._strict_tenancy() inline: every enqueue and every policy check
+    -- comes here, and a nested call with its own SET costs more than the query)
+    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
+        RETURN true;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
                       AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
 END;
@@ -57,6 +62,49 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_run_as(p_fn, p_run_as)
+--   The role a job the current user enqueues may run as (broker_add_job,
+--   broker_add_jobs): p_run_as must exist and the caller must be a member of
+--   it; a superuser or BYPASSRLS role other than the caller only for a
+--   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+-- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
+RETURNS name
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role record;
+BEGIN
+    IF p_run_as IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+      FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+        RAISE EXCEPTION '%: role % may not enqueue jobs that run as %', p_fn,
+            pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+    END IF;
+    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+            pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_role.rolname;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_run_as(text, text) IS
+    'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_set_strict_tenancy(p_enabled)

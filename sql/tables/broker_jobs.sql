@@ -4,8 +4,9 @@
 --   lease), 2 completed, 3 failed, 4 cancelled.
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
---   group it depends on); it is kept exact by broker_add_job and the finish
---   functions, so that claiming never has to look at blocked jobs.
+--   group it depends on, plus the releases of finished ones still listed in
+--   broker_deferred_release); it is kept exact by broker_add_job and the
+--   finish functions, so that claiming never has to look at blocked jobs.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_jobs (
     job_id              bigint      GENERATED ALWAYS AS IDENTITY,
@@ -99,7 +100,7 @@ COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with t
 COMMENT ON COLUMN broker.broker_jobs.max_attempts IS 'Attempts allowed before the job fails (>= 1).';
 COMMENT ON COLUMN broker.broker_jobs.attempts IS 'Attempts started so far (counted at claim).';
 COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
-COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Unfinished dependencies still blocking the job; claimable only at 0.';
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 COMMENT ON COLUMN broker.broker_jobs.run_after IS 'Not claimable before this time (delays and retry backoff).';
 COMMENT ON COLUMN broker.broker_jobs.job_timeout IS 'Per-job time limit applied by the runner as statement_timeout; NULL: none.';
 COMMENT ON COLUMN broker.broker_jobs.job_search_path IS 'search_path the job''s SQL runs with (broker_add_job: the enqueuer''s at enqueue).';

@@ -45,8 +45,21 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued n
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- Dependency releases deferred by completions with more than 1,000 dependents.
+\i sql/tables/broker_deferred_release.sql
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
+-- </extension-only>
+ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
+COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
+
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
+-- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
+DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
+DROP FUNCTION broker._jobs_notify_insert();
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
@@ -118,6 +131,12 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND pending_deps OPERATOR(pg_catalog.=) 0);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
     'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+
+CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
+    'Read the pending releases of the current tenant.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/grants.sql

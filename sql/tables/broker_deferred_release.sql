@@ -1,0 +1,30 @@
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_deferred_release
+--   Dependency releases not applied yet. Completing a job lowers the
+--   pending_deps of at most 500 of the pending jobs waiting on it in its own
+--   transaction; the rest are written here, one row per completion (job ids
+--   ascending, each with the amount to subtract), and broker_get applies them
+--   500 at a time before it claims (broker._release_backlog). So a job that
+--   thousands wait on completes in bounded time, and its dependents become
+--   claimable over the next claims. Until then they count as blocked: their
+--   pending_deps includes the releases still listed here.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_deferred_release (
+    release_id  bigint      GENERATED ALWAYS AS IDENTITY,
+    tenant_id   text        NOT NULL,
+    job_ids     bigint[]    NOT NULL,
+    amounts     integer[]   NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_deferred_release_pkey PRIMARY KEY (release_id),
+    CONSTRAINT broker_deferred_release_arrays_check
+        CHECK (pg_catalog.cardinality(job_ids) OPERATOR(pg_catalog.>=) 1
+               AND pg_catalog.cardinality(job_ids) OPERATOR(pg_catalog.=) pg_catalog.cardinality(amounts))
+);
+
+COMMENT ON TABLE broker.broker_deferred_release IS
+    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later, 500 per claim.';
+COMMENT ON COLUMN broker.broker_deferred_release.release_id IS 'Release id (applied oldest first).';
+COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the completed job and its dependents.';
+COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
+COMMENT ON COLUMN broker.broker_deferred_release.amounts IS 'For each of job_ids, how much its pending_deps goes down.';
+COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the completion deferred them.';
