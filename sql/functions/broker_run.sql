@@ -164,11 +164,34 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_caller  text := pg_catalog.current_setting('broker.tenant_id', true);
+    v_job     broker.broker_jobs;
+    v_exec    regprocedure;
+    v_run     record;
+    v_status  smallint;
+    v_message text;
 BEGIN
-    -- the errors of a job that cannot run; then the batch of one runs it
-    PERFORM broker._run_begin(p_job_id, p_lease_token);
-    RETURN QUERY SELECT r.job_id, r.complete_status, r.attempts, r.error_sqlstate, r.error_message, r.duration
-                   FROM broker.broker_run_batch(ARRAY[p_job_id], ARRAY[p_lease_token]) AS r;
+    v_job := broker._run_begin(p_job_id, p_lease_token);
+    v_exec := broker._executor(v_job.run_as);
+    IF v_exec IS NULL THEN
+        SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
+    ELSE
+        -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
+        -- of run_job, fewer steps than a batch)
+        SELECT * INTO v_run FROM broker._run_jobs_compat(broker._executor_call(v_exec), ARRAY[v_job.execute_str],
+                                                         ARRAY[v_job.job_language], ARRAY[v_job.job_search_path],
+                                                         v_job.tenant_id) AS r;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
+    END IF;
+    IF v_run.error_sqlstate IS NULL THEN
+        PERFORM broker._complete_job(p_job_id);
+        v_status := 2;
+    ELSE
+        v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
+        v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
+    END IF;
+    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
