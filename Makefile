@@ -148,8 +148,8 @@ bench: deps all
 	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
 # The same cluster and run for pgsql_broker, PgQueuer and Procrastinate (drain, enqueue,
-# latency; pinned versions from PyPI into bench/.venv-peers, not the project's venv), then
-# docs/bench.png. Drain uses 5,000 jobs here (BENCH_DRAIN_JOBS overrides) to stay near 15 min.
+# latency; pinned versions from PyPI into bench/.venv-peers, not the project's venv), plus the
+# pgbench claim+complete ceiling, then docs/bench.png.
 PEERS_VENV = bench/.venv-peers
 PEERS_PACKAGES = 'pgqueuer[asyncpg]==1.6.0' procrastinate==3.10.0
 $(PEERS_VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
@@ -159,8 +159,8 @@ $(PEERS_VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 
 bench-peers: deps all $(PEERS_VENV)/.installed
 	$(MAKE) install >/dev/null
-	BENCH_DRAIN_JOBS=$${BENCH_DRAIN_JOBS:-5000} .ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --peers \
-	  --only drain,enqueue,latency $(BENCH_ARGS)
+	.ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --peers \
+	  --only drain,enqueue,latency,ceiling $(BENCH_ARGS)
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
 .PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers

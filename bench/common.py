@@ -122,12 +122,15 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float, w
     return time.monotonic()
 
 
-async def timed_drain(remaining: Callable[[], Awaitable[int]], n: int, worker: Worker, timeout: float) -> dict:
+async def timed_drain(remaining: Callable[[], Awaitable[int]], n: int, worker: Worker, timeout: float,
+                      any_left: Callable[[], Awaitable[int]]) -> dict:
     """After a worker started (monotonic `started`) on n pre-enqueued jobs: poll the number of
-    unfinished jobs; the drain time runs from the first completion seen to the last."""
+    unfinished jobs until the first completion, then whether any is left; the drain time runs from
+    the first completion seen to the last. (Counting the unfinished jobs every 50 ms during the
+    drain took a third of one core on 20,000 jobs, taken from the system measured.)"""
     started = worker.started
     first = await wait_until(lambda: _below(remaining, n), timeout, "the first completion", 0.02, worker)
-    last = await wait_until(lambda: _below(remaining, 1), timeout, f"{n} jobs to complete", 0.05, worker)
+    last = await wait_until(lambda: _below(any_left, 1), timeout, f"{n} jobs to complete", 0.05, worker)
     return {"jobs": n, "seconds": last - first, "jobs_per_s": n / (last - first),
             "worker_start_to_first_s": first - started}
 

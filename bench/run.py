@@ -12,11 +12,11 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, claim_backlog, common, cron_next, workloads
+from . import broker_deps, ceiling, claim_backlog, common, cron_next, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "backlog", "deps", "cron")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron")
 
 
 def systems(with_peers: bool) -> list:
@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> dict:
             for w, runs in entry["runs"].items():
                 entry["median"][w] = _median(runs)
         broker = results["systems"]["pgsql_broker"]
+        if "ceiling" in only:
+            results["ceiling"] = ceiling.run(args.runs)
         if "backlog" in only:
             broker["backlog"] = claim_backlog.run(chosen[0].template, args.runs)
         if "deps" in only:

@@ -53,7 +53,7 @@ async def drain(system) -> dict:
         outfile = common.RESULTS / f".{db}.starts.json"
         worker = common.Worker(system.worker_argv(db, outfile), cwd=common.ROOT)
         try:
-            return await common.timed_drain(system.remaining, N_DRAIN, worker, TIMEOUT)
+            return await common.timed_drain(system.remaining, N_DRAIN, worker, TIMEOUT, system.any_left)
         finally:
             worker.stop()
             outfile.unlink(missing_ok=True)
@@ -105,7 +105,8 @@ class PgSystem:
 
     name = "?"
     template = "?"
-    remaining_sql = "?"
+    remaining_sql = "?"  # how many jobs are unfinished
+    any_left_sql = "?"   # 1 while a job is unfinished, else 0: one index probe, not a count (see timed_drain)
 
     async def open(self, db: str) -> None:
         common.create_db(db, self.template)
@@ -120,6 +121,9 @@ class PgSystem:
 
     async def remaining(self) -> int:
         return (await (await self.conn.execute(self.remaining_sql)).fetchone())[0]
+
+    async def any_left(self) -> int:
+        return (await (await self.conn.execute(self.any_left_sql)).fetchone())[0]
 
     def batch_variants(self) -> list:
         return [("batch 1000", self.enqueue_batch)]

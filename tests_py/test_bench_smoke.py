@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"BENCH_DRAIN_JOBS": "40", "BENCH_SINGLE_JOBS": "5", "BENCH_BATCHES": "1", "BENCH_LATENCY_JOBS": "5",
-        "BENCH_READY": "20", "BENCH_BACKLOG_SCALE": "0.0001", "BENCH_DEPS_JOBS": "20", "BENCH_TIMEOUT_SEC": "60"}
+        "BENCH_READY": "20", "BENCH_BACKLOG_SCALE": "0.0001", "BENCH_DEPS_JOBS": "20", "BENCH_TIMEOUT_SEC": "60",
+        "BENCH_CEILING_SECONDS": "1", "BENCH_CEILING_ROWS": "1000"}
 
 
 def test_bench_harness_smoke(tmp_path, template_db):
@@ -30,3 +31,4 @@ def test_bench_harness_smoke(tmp_path, template_db):
     assert broker["median"]["latency"]["jobs"] == 5 and "p99_ms" in broker["median"]["latency"]
     assert broker["backlog"]["runs"]["backlog"] and "ratio" in broker["backlog"]
     assert set(broker["deps"]["median"]) >= {"complete_fan_in_ms", "enqueue_into_graph_ms"}
+    assert results["ceiling"]["jobs_per_s"] > 0 and "drain / ceiling" in proc.stdout

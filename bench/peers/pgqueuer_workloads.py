@@ -42,6 +42,7 @@ class PgQueuerSystem(PgSystem):
     name = "pgqueuer"
     template = "bench_tpl_pgqueuer"
     remaining_sql = "SELECT count(*) FROM pgqueuer"
+    any_left_sql = "SELECT count(*) FROM (SELECT 1 FROM pgqueuer LIMIT 1) AS x"
 
     def install_argv(self) -> list[str]:
         return [sys.executable, "-m", "pgqueuer", "install"]

@@ -46,6 +46,7 @@ class ProcrastinateSystem(PgSystem):
     name = "procrastinate"
     template = "bench_tpl_procrastinate"
     remaining_sql = "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+    any_left_sql = "SELECT count(*) FROM (SELECT 1 FROM procrastinate_jobs WHERE status IN ('todo', 'doing') LIMIT 1) AS x"
 
     def install_argv(self) -> list[str]:
         return [sys.executable, "-m", "procrastinate", f"--app={APP}", "schema", "--apply"]
