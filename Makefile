@@ -37,24 +37,15 @@ $(GENERATED): $(SQL_SOURCES) $(EXTENSION).control
 	 } > $@.tmp && mv $@.tmp $@
 	@echo "built $@"
 
-# An upgrade script <ext>--<from>--<to>: its manifest with every \i line replaced by
-# that file, where "CREATE FUNCTION broker.f" and "CREATE TRIGGER broker_t" at the start
-# of a line become CREATE OR REPLACE when the full script of <from> created f or t (new
-# ones stay plain CREATE, so nothing planted beforehand can be taken over; the executor
-# DDL inside a string in executors.sql is never at the start of a line).
-$(UPGRADES): extension/%.sql: sql/upgrades/%.sql $(SQL_SOURCES)
+# An upgrade script <ext>--<from>--<to>: its manifest with its \i lines resolved by
+# sql/upgrades/build.awk (whole files; CREATE OR REPLACE only for what <from> already had).
+$(UPGRADES): extension/%.sql: sql/upgrades/%.sql sql/upgrades/build.awk $(SQL_SOURCES)
 	@mkdir -p extension
 	@base=extension/$$(echo '$*' | sed 's/^\(.*\)--\([^-]*\)--[^-]*$$/\1--\2/').sql; \
 	 test -f $$base || { echo "$@: no full script $$base to upgrade from"; exit 1; }; \
 	 { echo '-- pgsql_broker upgrade: generated from $< by make; do not edit.'; \
 	   printf '%s\n' '\echo Use "ALTER EXTENSION $(EXTENSION) UPDATE" to load this file. \quit'; \
-	   awk -v base=$$base 'BEGIN { while ((getline l < base) > 0) \
-	          if (match(l, /^CREATE (OR REPLACE )?(FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) { \
-	              n = substr(l, RSTART, RLENGTH); sub(/^CREATE (OR REPLACE )?/, "", n); old[n] = 1 } } \
-	        /^\\i /{ f=$$2; print "-- source: " f; while ((getline line < f) > 0) { \
-	          if (match(line, /^CREATE (FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) { \
-	              n = substr(line, 8, RLENGTH - 7); if (n in old) sub(/^CREATE /, "CREATE OR REPLACE ", line) }; \
-	          print line }; close(f); next } { print }' $<; \
+	   awk -v base=$$base -f sql/upgrades/build.awk $<; \
 	 } > $@.tmp && mv $@.tmp $@
 	@echo "built $@"
 

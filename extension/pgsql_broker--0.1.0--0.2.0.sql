@@ -1,10 +1,11 @@
 -- pgsql_broker upgrade: generated from sql/upgrades/pgsql_broker--0.1.0--0.2.0.sql by make; do not edit.
 \echo Use "ALTER EXTENSION pgsql_broker UPDATE" to load this file. \quit
 -- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
--- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it: every \i line is
--- replaced by that file, where CREATE FUNCTION / CREATE TRIGGER of an object that
--- 0.1.0 already had become CREATE OR REPLACE (see the Makefile), so each function file
--- of the release is included whole and nothing is copied by hand. What cannot be
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with
+-- sql/upgrades/build.awk: \i includes a file, \i-functions-of every function file of the
+-- install manifest, in its order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0
+-- already had become CREATE OR REPLACE, so each function file of the release is included
+-- whole and nothing is copied by hand. What cannot be
 -- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
 -- re-signatured functions) is written out here. tests_py/test_install.py checks that a
 -- database upgraded this way has the catalog of a fresh 0.2.0 install.

@@ -1,8 +1,9 @@
 -- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
--- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it: every \i line is
--- replaced by that file, where CREATE FUNCTION / CREATE TRIGGER of an object that
--- 0.1.0 already had become CREATE OR REPLACE (see the Makefile), so each function file
--- of the release is included whole and nothing is copied by hand. What cannot be
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with
+-- sql/upgrades/build.awk: \i includes a file, \i-functions-of every function file of the
+-- install manifest, in its order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0
+-- already had become CREATE OR REPLACE, so each function file of the release is included
+-- whole and nothing is copied by hand. What cannot be
 -- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
 -- re-signatured functions) is written out here. tests_py/test_install.py checks that a
 -- database upgraded this way has the catalog of a fresh 0.2.0 install.
@@ -64,28 +65,7 @@ DROP FUNCTION broker._jobs_notify_insert();
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
 -- ---------------------------------------------------------------------------
-\i sql/functions/settings.sql
-\i sql/functions/tenant.sql
-\i sql/functions/security.sql
-\i sql/functions/executors.sql
-\i sql/functions/dependency_locks.sql
-\i sql/functions/job_notify.sql
-\i sql/functions/job_finish.sql
-\i sql/functions/job_triggers.sql
-\i sql/functions/broker_add_job.sql
-\i sql/functions/broker_add_jobs.sql
-\i sql/functions/broker_get.sql
-\i sql/functions/broker_run.sql
-\i sql/functions/broker_run_batch.sql
-\i sql/functions/broker_cancel_job.sql
-\i sql/functions/broker_recover_stale_jobs.sql
-\i sql/functions/broker_purge_jobs.sql
-\i sql/functions/cron_parse.sql
-\i sql/functions/cron_next.sql
-\i sql/functions/schedules.sql
-\i sql/functions/schedule_tick.sql
-\i sql/functions/instances.sql
-\i sql/functions/broker_queue_stats.sql
+\i-functions-of sql/pgsql_broker.sql
 
 -- ---------------------------------------------------------------------------
 -- Policies that changed (they reference the functions above)

@@ -1,0 +1,37 @@
+# Builds an upgrade script from its manifest (the Makefile runs it with -v base=<full script of
+# the version upgraded from>):
+#   \i FILE                   FILE, included whole;
+#   \i-functions-of MANIFEST  every sql/functions/ file MANIFEST includes, in its order.
+# In included files, "CREATE FUNCTION broker.f" and "CREATE TRIGGER t" at the start of a line
+# become CREATE OR REPLACE when the base script created f or t; new ones stay plain CREATE, so
+# nothing planted beforehand is taken over (the executor DDL inside a string in executors.sql is
+# never at the start of a line).
+function include(f,    line, n) {
+    print "-- source: " f
+    while ((getline line < f) > 0) {
+        if (match(line, /^CREATE (FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) {
+            n = substr(line, 8, RLENGTH - 7)
+            if (n in old) sub(/^CREATE /, "CREATE OR REPLACE ", line)
+        }
+        print line
+    }
+    close(f)
+}
+BEGIN {
+    while ((getline l < base) > 0)
+        if (match(l, /^CREATE (OR REPLACE )?(FUNCTION broker\.|TRIGGER )[a-z_0-9]+/)) {
+            n = substr(l, RSTART, RLENGTH)
+            sub(/^CREATE (OR REPLACE )?/, "", n)
+            old[n] = 1
+        }
+    close(base)
+}
+/^\\i-functions-of / {
+    m = $2
+    while ((getline l < m) > 0)
+        if (l ~ /^\\i sql\/functions\//) { split(l, w, " "); include(w[2]) }
+    close(m)
+    next
+}
+/^\\i / { include($2); next }
+{ print }
