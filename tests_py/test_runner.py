@@ -106,8 +106,10 @@ def test_crash_safety_under_repeated_sigkill_and_terminated_backends(db, start):
     with connect(db) as conn:
         conn.execute("CREATE TABLE public.effects (job bigint)")
         conn.execute("SELECT broker.broker_set('retry_base_seconds', '0')")
+        # 10 ms a job: 1,500 jobs on 2 queues outlast the kill rounds (the batched runner drained
+        # them with 2 ms a job before the first kill)
         conn.execute("SELECT broker.broker_add_job('row ' || i, 'INSERT INTO public.effects SELECT ' || i || '; "
-                     "SELECT pg_sleep(0.002)', 1 + i % 2, p_max_attempts => 1000) FROM generate_series(1, 1500) i")
+                     "SELECT pg_sleep(0.01)', 1 + i % 2, p_max_attempts => 1000) FROM generate_series(1, 1500) i")
     rng = random.Random(7)
     fast = ("--queue-count", "2", "--stale-job-recovery-sec", "0.5", "--queue-timer-sec", "0.5", "--lease-seconds", "2")
     for round_ in range(6):
