@@ -1901,6 +1901,8 @@ DECLARE
     t_ord integer[]; t_id bigint[]; t_new boolean[];
     v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
     v_deps   boolean;
+    v_misshapen boolean;
+    v_special   boolean;  -- an element uses a key the plain path does not take
 BEGIN
     IF p_jobs IS NULL THEN
         RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -1915,9 +1917,9 @@ BEGIN
     ---- shape: objects, known keys, values of the right JSON type -------------
     -- A quick pass first (no row per key: about a quarter of the cost); only
     -- when it finds something does the query below say what and where.
-    -- (a missing key: jsonb_typeof(NULL) is NULL, which is no hit)
-    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v)
-                WHERE CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object' THEN true
+    -- (a missing key: jsonb_typeof(NULL) is NULL, which is no hit). The same
+    -- pass says whether any element uses a key the plain path cannot take.
+    SELECT COALESCE(pg_catalog.bool_or(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object' THEN true
                            ELSE (e.v OPERATOR(pg_catalog.-) c_keys) OPERATOR(pg_catalog.<>) '{}'::jsonb
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_name') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'execute_str') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
@@ -1933,7 +1935,12 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END) THEN
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
+           COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
+                                                                    'depends_on_job_ids', 'depends_on_groups']), false)
+      INTO v_misshapen, v_special
+      FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
+    IF v_misshapen THEN
         SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
                c_types[pg_catalog.array_position(c_keys, k.key)] AS want
           INTO v_bad
@@ -1960,6 +1967,22 @@ BEGIN
                 v_bad.o, v_bad.key, v_bad.want, v_bad.got
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+    END IF;
+
+    ---- the common case: no element with run_as, a schedule, an idempotency key
+    ---- or dependencies, from a caller allowed to act for its tenant ----------
+    -- One INSERT straight from the elements (broker._add_plain_jobs). A value
+    -- that does not convert there is left to the general path below, which
+    -- names its element; nothing was written.
+    IF NOT v_special AND broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        BEGIN
+            RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker._add_plain_jobs(p_jobs, p_search_path) AS a;
+            RETURN;
+        EXCEPTION WHEN data_exception THEN
+            IF pg_catalog.starts_with(SQLERRM, 'broker_add_jobs: ') THEN
+                RAISE;  -- an element's problem, already named
+            END IF;
+        END;
     END IF;
 
     ---- parse and check the arguments of every element -----------------------
@@ -2212,6 +2235,74 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
     'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
+-- source: sql/functions/add_jobs_plain.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._element_error(p_ord, p_problem)
+--   Raises the problem _parse_jobs found in element p_ord of a
+--   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
+--   return text so that a query can call it where a value is expected.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'broker_add_jobs: element %: %', p_ord, p_problem[2] USING ERRCODE = p_problem[1];
+END;
+$$;
+COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
+    'Internal: raise the problem found in an element of a broker_add_jobs array (ARRAY[sqlstate, message]).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._add_plain_jobs(p_jobs, p_search_path)
+--   broker_add_jobs for an array whose elements have no run_as, schedule_id,
+--   idempotency_key, depends_on_job_ids or depends_on_groups key, from a
+--   caller allowed to act for its tenant (_add_jobs checked both, and the
+--   JSON shape): one INSERT straight from the parsed elements, in element
+--   order, no arrays in between. An element with a problem raises it when
+--   the INSERT reaches it (element order, so the first one is reported) and
+--   nothing is written; the jobs run as the caller, whose executor is made
+--   when missing. Same rows, checks and notifications as the general path:
+--   the table's triggers do the bookkeeping. A value that does not convert
+--   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
+--   path, which names the element.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    WITH ins AS (
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, max_attempts, run_after, job_timeout, job_search_path)
+        SELECT p.job_name, COALESCE(p.job_group, p.job_name), p.execute_str,
+               CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim(p.job_language))
+                    ELSE broker._element_error(p.ord, p.problem) END,
+               p.job_queue, p.job_priority, CURRENT_USER, p.max_attempts,
+               COALESCE(p.run_after, pg_catalog.now()), p.job_timeout, COALESCE(p.search_path, '')
+          FROM broker._parse_jobs(p_jobs, p_search_path) AS p
+         ORDER BY p.ord
+        RETURNING j.job_id
+    )
+    SELECT pg_catalog.array_agg(i.job_id ORDER BY i.job_id) INTO v_ids FROM ins AS i;
+    IF v_ids IS NULL THEN
+        RETURN;  -- an empty array
+    END IF;
+    -- the jobs run inside the caller's executor: make sure it exists
+    IF broker._executor(CURRENT_USER) IS NULL THEN
+        PERFORM broker.broker_create_executor(CURRENT_USER);
+    END IF;
+    -- identity ids increase in the order the INSERT took the rows: element order
+    RETURN QUERY SELECT u.o::integer, u.id, true FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, o);
+END;
+$$;
+COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
+    'Internal: broker_add_jobs for elements without run_as, schedule, idempotency key or dependencies: one INSERT in element order.';
 -- source: sql/functions/broker_get.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)

@@ -29,6 +29,7 @@
 \i sql/functions/job_triggers.sql
 \i sql/functions/broker_add_job.sql
 \i sql/functions/broker_add_jobs.sql
+\i sql/functions/add_jobs_plain.sql
 \i sql/functions/broker_get.sql
 \i sql/functions/broker_run.sql
 \i sql/functions/broker_run_batch.sql

@@ -115,6 +115,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_add_jobs(jsonb),
     broker._add_jobs(jsonb, text),
     broker._parse_jobs(jsonb, text),
+    broker._add_plain_jobs(jsonb, text),
+    broker._element_error(integer, text[]),
     broker.broker_cancel_job(bigint, text),
     broker.broker_create_executor(name),
     broker._executor(name),
