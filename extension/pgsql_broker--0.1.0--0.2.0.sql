@@ -2240,11 +2240,12 @@ COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
 -- Function: broker._element_error(p_ord, p_problem)
 --   Raises the problem _parse_jobs found in element p_ord of a
 --   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
---   return text so that a query can call it where a value is expected.
+--   return text so that a query can call it where a value is expected;
+--   VOLATILE so that the planner never runs it ahead of the row.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
 RETURNS text
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
