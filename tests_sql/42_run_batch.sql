@@ -1,6 +1,6 @@
 -- broker_run_batch: several claimed jobs in one transaction, each in its own subtransaction, never mixing roles or tenants.
 BEGIN;
-SELECT plan(20);
+SELECT plan(22);
 
 CREATE TABLE public.batch_effects (v text);
 CREATE ROLE broker_test_batch NOLOGIN IN ROLE broker_enqueue;
@@ -77,6 +77,23 @@ SELECT is(ARRAY(SELECT v FROM public.batch_effects WHERE v LIKE 'c_' ORDER BY v)
 SELECT broker.broker_create_executor('broker_test_batch');
 SELECT is(broker._executor_jobs(broker._executor('broker_test_batch')),
           format('%I.run_jobs', 'broker_exec_' || 'broker_test_batch'::regrole::oid), 'broker_create_executor adds run_jobs to it');
+
+-- session state a job leaves behind never reaches the next job of the batch: each starts with its
+-- own search_path and the batch's tenant, also when its search_path is the one just in effect
+CREATE TABLE public.batch_seen (name text, path text, tenant text);
+SELECT broker.broker_add_jobs('[
+    {"job_name": "changes both", "job_queue": 9, "search_path": "public",
+     "execute_str": "SELECT set_config(''search_path'', ''pg_catalog'', true), set_config(''broker.tenant_id'', ''other'', true)"},
+    {"job_name": "sees", "job_queue": 9, "search_path": "public",
+     "execute_str": "INSERT INTO batch_seen VALUES (''sees'', pg_catalog.current_setting(''search_path''), pg_catalog.current_setting(''broker.tenant_id''))"},
+    {"job_name": "sees too", "job_queue": 9, "search_path": "public",
+     "execute_str": "INSERT INTO batch_seen VALUES (''sees too'', pg_catalog.current_setting(''search_path''), pg_catalog.current_setting(''broker.tenant_id''))"}]');
+CREATE TEMP TABLE out6 AS SELECT * FROM broker.broker_run_batch(
+    ARRAY(SELECT g.job_id FROM broker.broker_get(9, NULL, 60, 10) AS g ORDER BY g.job_id));
+SELECT is(ARRAY(SELECT complete_status FROM out6), ARRAY[2, 2, 2]::smallint[], 'three jobs of one batch');
+SELECT is(ARRAY(SELECT ROW(name, path, tenant)::text FROM public.batch_seen ORDER BY name),
+          ARRAY[ROW('sees', 'public, pg_temp', 'default')::text, ROW('sees too', 'public, pg_temp', 'default')::text],
+          'the job after one that changed search_path and broker.tenant_id runs with its own values');
 
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(NULL)$$, '22004', NULL, 'NULL ids: 22004');
 SELECT throws_ok($$SELECT * FROM broker.broker_run_batch(ARRAY[1, 2]::bigint[], ARRAY[gen_random_uuid()])$$, '22023', NULL,
