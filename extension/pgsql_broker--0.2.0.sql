@@ -2076,7 +2076,7 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
--- source: sql/functions/broker_add_jobs.sql
+-- source: sql/functions/add_jobs_parse.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._parse_jobs(p_jobs, p_search_path)
 --   One row per element of the JSON array p_jobs (ord = 1-based position),
@@ -2152,8 +2152,7 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
-
-
+-- source: sql/functions/broker_add_jobs.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._add_jobs(p_jobs, p_search_path)
 --   The body of broker_add_jobs (see there); p_search_path is the caller's

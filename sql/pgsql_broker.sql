@@ -28,6 +28,7 @@
 \i sql/functions/job_finish.sql
 \i sql/functions/job_triggers.sql
 \i sql/functions/broker_add_job.sql
+\i sql/functions/add_jobs_parse.sql
 \i sql/functions/broker_add_jobs.sql
 \i sql/functions/add_jobs_plain.sql
 \i sql/functions/broker_get.sql
