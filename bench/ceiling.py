@@ -45,10 +45,19 @@ def one_run() -> float:
         common.drop_db(db)
 
 
-def run(runs: int) -> dict:
-    values = []
-    for r in range(runs):
-        values.append(one_run())
-        print(f"  run {r + 1} ceiling  jobs_per_s={common.fmt(values[-1])}", flush=True)
-    return {"runs": values, "jobs_per_s": sorted(values)[len(values) // 2], "clients": CLIENTS, "per_claim": PER_CLAIM,
-            "seconds": SECONDS}
+def run_one(r: int) -> float:
+    value = one_run()
+    print(f"  run {r + 1} ceiling  jobs_per_s={common.fmt(value)}", flush=True)
+    return value
+
+
+def summary(values: list[float], drains: list[float]) -> dict:
+    """The ceiling's runs and median; with drains (run r of the drain measured right before ceiling run r),
+    the drain / ceiling ratio of each run and their median."""
+    out = {"runs": values, "jobs_per_s": sorted(values)[len(values) // 2], "clients": CLIENTS,
+           "per_claim": PER_CLAIM, "seconds": SECONDS}
+    if drains and len(drains) == len(values):
+        ratios = [d / c for d, c in zip(drains, values)]
+        out["drain_ratio_runs"] = ratios
+        out["drain_ratio"] = sorted(ratios)[len(ratios) // 2]
+    return out

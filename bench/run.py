@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
                                "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
                                "latency_jobs": workloads.N_LATENCY},
                      "systems": {s.name: {"runs": {}, "median": {}} for s in chosen}}
+    ceilings: list[float] = []
     try:
         for r in range(args.runs):
             for w in (w for w in ("drain", "enqueue", "latency") if w in only):
@@ -60,13 +61,19 @@ def main(argv: list[str] | None = None) -> dict:
                     res = asyncio.run(workloads.WORKLOADS[w](s))
                     results["systems"][s.name]["runs"].setdefault(w, []).append(res)
                     print(f"  run {r + 1} {w:8s} {s.name:14s} {_short(res)}", flush=True)
+                if w == "drain" and "ceiling" in only:
+                    # right after this round's drains: the ratio compares like with like even when
+                    # the machine drifts over the invocation
+                    ceilings.append(ceiling.run_one(r))
         for s in chosen:
             entry = results["systems"][s.name]
             for w, runs in entry["runs"].items():
                 entry["median"][w] = _median(runs)
         broker = results["systems"]["pgsql_broker"]
         if "ceiling" in only:
-            results["ceiling"] = ceiling.run(args.runs)
+            if not ceilings:
+                ceilings = [ceiling.run_one(r) for r in range(args.runs)]
+            results["ceiling"] = ceiling.summary(ceilings, [d["jobs_per_s"] for d in broker["runs"].get("drain", [])])
         if "backlog" in only:
             broker["backlog"] = claim_backlog.run(chosen[0].template, args.runs)
         if "deps" in only:

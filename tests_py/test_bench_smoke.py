@@ -32,3 +32,6 @@ def test_bench_harness_smoke(tmp_path, template_db):
     assert broker["backlog"]["runs"]["backlog"] and "ratio" in broker["backlog"]
     assert set(broker["deps"]["median"]) >= {"complete_fan_in_ms", "enqueue_into_graph_ms"}
     assert results["ceiling"]["jobs_per_s"] > 0 and "drain / ceiling" in proc.stdout
+    # each ceiling run follows its round's drains, and the ratio is taken per run
+    assert proc.stdout.index("run 1 ceiling") < proc.stdout.index("run 1 enqueue")
+    assert len(results["ceiling"]["drain_ratio_runs"]) == 1 and results["ceiling"]["drain_ratio"] > 0
