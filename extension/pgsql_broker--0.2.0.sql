@@ -576,6 +576,32 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
+--   Checked again when work enqueued in p_role's name is about to happen (a
+--   job about to run: p_role is its enqueued_by; a schedule about to fire:
+--   its owner): p_role must still exist, still act for the tenant (strict
+--   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
+--   NULL when all hold, else why not, naming p_role as p_who.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE
+        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role)
+            THEN pg_catalog.format('%s role %I no longer exists', p_who, p_role)
+        WHEN NOT broker._tenant_allowed(p_tenant_id, p_role)
+            THEN pg_catalog.format('%s %I may no longer act for tenant %L', p_who, p_role, p_tenant_id)
+        WHEN p_run_as OPERATOR(pg_catalog.<>) p_role AND NOT broker._may_run_as(p_run_as, p_role)
+            THEN pg_catalog.format('%s %I may no longer run jobs as %I', p_who, p_role, p_run_as) END;
+END;
+$$;
+COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
+    'Internal: why p_role (a job''s enqueuer, a schedule''s owner) may no longer have work run as p_run_as in the tenant; NULL when it still may.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._check_run_as(p_fn, p_run_as)
 --   The role a job the current user enqueues may run as (broker_add_job,
 --   broker_add_jobs): p_run_as must exist and the caller must be a member of
@@ -2895,7 +2921,10 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --   * failure (any error, including a statement_timeout cancel): the job's
 --     effects roll back, SQLSTATE and message are kept (a permission error
 --     gets the GRANT it needs appended), and the job is retried after a
---     backoff or, with no attempts left, failed with its dependents cancelled.
+--     backoff or, with no attempts left, failed with its dependents cancelled;
+--   * not run when its enqueuer may no longer have it run (role dropped,
+--     tenant or run_as right revoked since, see _authority_lost): the
+--     attempt fails with 42501 and the reason, retried or failed as above.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -2919,10 +2948,17 @@ DECLARE
     v_run     record;
     v_status  smallint;
     v_message text;
+    v_denied  text;    -- why the job's enqueuer may no longer have it run (_authority_lost)
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
-    v_exec := broker._executor(v_job.run_as);
-    IF v_exec IS NULL THEN
+    v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
+    IF v_denied IS NULL THEN
+        v_exec := broker._executor(v_job.run_as);
+    END IF;
+    IF v_denied IS NOT NULL THEN
+        -- not run: its enqueuer may no longer have it run (the attempt fails with the reason)
+        SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
+    ELSIF v_exec IS NULL THEN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
     ELSE
         -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
@@ -2936,7 +2972,7 @@ BEGIN
         PERFORM broker._complete_job(p_job_id);
         v_status := 2;
     ELSE
-        v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
+        v_message := COALESCE(v_denied, broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message));
         v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
@@ -2954,8 +2990,8 @@ COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
 --   no such job). Generic plans: custom ones were made again at every call.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
-RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, tenant_id text,
-               job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
+RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, enqueued_by name,
+               tenant_id text, job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -2966,7 +3002,7 @@ BEGIN
       ORDER BY j.job_id
         FOR NO KEY UPDATE;
     RETURN QUERY
-        SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.tenant_id,
+        SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.enqueued_by, j.tenant_id,
                j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, ord)
           LEFT JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
@@ -3030,7 +3066,9 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   Returns one row per job it took up, in order: broker_run's outcome, or,
 --   when the job could not be run (lease lost: 55000, unknown job: P0002),
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
---   get no row. A job's own errors never abort the batch; an error in the
+--   get no row. A job whose enqueuer may no longer have it run (see
+--   _authority_lost: role dropped, tenant or run_as right revoked) is not
+--   run: its attempt fails with 42501 and the reason, and is retried or failed. A job's own errors never abort the batch; an error in the
 --   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
 --   for broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
@@ -3058,6 +3096,8 @@ DECLARE
     v_caller  text := pg_catalog.current_setting('broker.tenant_id', true);
     v_run_as  name;    -- run_as and tenant of the first job run
     v_tenant  text;
+    v_enqueuer name;   -- the enqueuer last checked (_authority_lost), and why it may not
+    v_denied  text;
     v_job     record;
     -- one element per row returned, in order (status 2 until the run says otherwise)
     o_ids     bigint[] := '{}';
@@ -3114,15 +3154,21 @@ BEGIN
         o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
         o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
         o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
-        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
-        o_msgs := o_msgs OPERATOR(pg_catalog.||) NULL::text;
+        -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
+        IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
+            v_enqueuer := v_job.enqueued_by;
+            v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
+        END IF;
+        o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_denied IS NOT NULL THEN '42501' END;
+        o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
+        CONTINUE WHEN v_denied IS NOT NULL;  -- not run; its attempt fails below
         r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
         r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
         r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
         r_paths := r_paths OPERATOR(pg_catalog.||) v_job.job_search_path;
     END LOOP;
 
-    IF v_run_as IS NOT NULL THEN
+    IF pg_catalog.cardinality(r_pos) OPERATOR(pg_catalog.>) 0 THEN
         -- run them, as broker_run would, in one call of the role's executor (each job in a
         -- subtransaction of its own there); an executor without run_jobs runs them one call each
         v_exec := broker._executor(v_run_as);
@@ -3147,24 +3193,28 @@ BEGIN
             END IF;
         END IF;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
-        -- the failed ones: retried or failed, in order (rare; the others are completed together below)
         FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
             CONTINUE WHEN v_states[i] IS NULL;
             o_states[r_pos[i]] := v_states[i];
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
-            o_status[r_pos[i]] := broker._fail_attempt(o_ids[r_pos[i]], v_states[i], o_msgs[r_pos[i]]);
         END LOOP;
-        -- the jobs that succeeded are completed together, in this transaction (their effects and
-        -- their completion still commit together), and their dependents released at once
-        v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
-                         WHERE p.state IS NULL);
-        IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
-            PERFORM broker._complete_jobs(v_done);
-        END IF;
+    END IF;
+    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare)
+    FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
+        CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
+        o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
+    END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
+                     WHERE p.state IS NULL);
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
     END IF;
 
     RETURN QUERY
-        SELECT o.id, o.status, o.att, o.state, o.msg, r.dur
+        SELECT o.id, o.status, o.att, o.state, o.msg,
+               COALESCE(r.dur, CASE WHEN o.status IS NOT NULL THEN interval '0' END)
           FROM ROWS FROM (pg_catalog.unnest(o_ids), pg_catalog.unnest(o_status), pg_catalog.unnest(o_attempts),
                           pg_catalog.unnest(o_states), pg_catalog.unnest(o_msgs)) WITH ORDINALITY AS o(id, status, att, state, msg, n)
           LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
@@ -4250,13 +4300,7 @@ BEGIN
         v_last_job := NULL;
         v_last_fire := NULL;
         BEGIN
-            v_error := CASE
-                WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) s.created_by)
-                    THEN pg_catalog.format('owner role %I no longer exists', s.created_by)
-                WHEN NOT broker._tenant_allowed(s.tenant_id, s.created_by)
-                    THEN pg_catalog.format('owner %I may no longer act for tenant %L', s.created_by, s.tenant_id)
-                WHEN NOT broker._may_run_as(s.run_as, s.created_by)
-                    THEN pg_catalog.format('owner %I may no longer run jobs as %I', s.created_by, s.run_as) END;
+            v_error := broker._authority_lost(s.created_by, s.tenant_id, s.run_as, 'owner');
             IF v_error IS NULL AND s.next_fire_at IS NULL THEN
                 -- written directly without a plan: plan it, fire nothing now
                 v_next := broker.broker_cron_next(s.cron_expr, v_now, s.time_zone);

@@ -147,7 +147,10 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --   * failure (any error, including a statement_timeout cancel): the job's
 --     effects roll back, SQLSTATE and message are kept (a permission error
 --     gets the GRANT it needs appended), and the job is retried after a
---     backoff or, with no attempts left, failed with its dependents cancelled.
+--     backoff or, with no attempts left, failed with its dependents cancelled;
+--   * not run when its enqueuer may no longer have it run (role dropped,
+--     tenant or run_as right revoked since, see _authority_lost): the
+--     attempt fails with 42501 and the reason, retried or failed as above.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -171,10 +174,17 @@ DECLARE
     v_run     record;
     v_status  smallint;
     v_message text;
+    v_denied  text;    -- why the job's enqueuer may no longer have it run (_authority_lost)
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
-    v_exec := broker._executor(v_job.run_as);
-    IF v_exec IS NULL THEN
+    v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
+    IF v_denied IS NULL THEN
+        v_exec := broker._executor(v_job.run_as);
+    END IF;
+    IF v_denied IS NOT NULL THEN
+        -- not run: its enqueuer may no longer have it run (the attempt fails with the reason)
+        SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
+    ELSIF v_exec IS NULL THEN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
     ELSE
         -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
@@ -188,7 +198,7 @@ BEGIN
         PERFORM broker._complete_job(p_job_id);
         v_status := 2;
     ELSE
-        v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
+        v_message := COALESCE(v_denied, broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message));
         v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;

@@ -7,8 +7,8 @@
 --   no such job). Generic plans: custom ones were made again at every call.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
-RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, tenant_id text,
-               job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
+RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, enqueued_by name,
+               tenant_id text, job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -19,7 +19,7 @@ BEGIN
       ORDER BY j.job_id
         FOR NO KEY UPDATE;
     RETURN QUERY
-        SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.tenant_id,
+        SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.enqueued_by, j.tenant_id,
                j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, ord)
           LEFT JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
@@ -83,7 +83,9 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   Returns one row per job it took up, in order: broker_run's outcome, or,
 --   when the job could not be run (lease lost: 55000, unknown job: P0002),
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
---   get no row. A job's own errors never abort the batch; an error in the
+--   get no row. A job whose enqueuer may no longer have it run (see
+--   _authority_lost: role dropped, tenant or run_as right revoked) is not
+--   run: its attempt fails with 42501 and the reason, and is retried or failed. A job's own errors never abort the batch; an error in the
 --   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
 --   for broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
@@ -111,6 +113,8 @@ DECLARE
     v_caller  text := pg_catalog.current_setting('broker.tenant_id', true);
     v_run_as  name;    -- run_as and tenant of the first job run
     v_tenant  text;
+    v_enqueuer name;   -- the enqueuer last checked (_authority_lost), and why it may not
+    v_denied  text;
     v_job     record;
     -- one element per row returned, in order (status 2 until the run says otherwise)
     o_ids     bigint[] := '{}';
@@ -167,15 +171,21 @@ BEGIN
         o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
         o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
         o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
-        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
-        o_msgs := o_msgs OPERATOR(pg_catalog.||) NULL::text;
+        -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
+        IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
+            v_enqueuer := v_job.enqueued_by;
+            v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
+        END IF;
+        o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_denied IS NOT NULL THEN '42501' END;
+        o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
+        CONTINUE WHEN v_denied IS NOT NULL;  -- not run; its attempt fails below
         r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
         r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
         r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
         r_paths := r_paths OPERATOR(pg_catalog.||) v_job.job_search_path;
     END LOOP;
 
-    IF v_run_as IS NOT NULL THEN
+    IF pg_catalog.cardinality(r_pos) OPERATOR(pg_catalog.>) 0 THEN
         -- run them, as broker_run would, in one call of the role's executor (each job in a
         -- subtransaction of its own there); an executor without run_jobs runs them one call each
         v_exec := broker._executor(v_run_as);
@@ -200,24 +210,28 @@ BEGIN
             END IF;
         END IF;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
-        -- the failed ones: retried or failed, in order (rare; the others are completed together below)
         FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
             CONTINUE WHEN v_states[i] IS NULL;
             o_states[r_pos[i]] := v_states[i];
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
-            o_status[r_pos[i]] := broker._fail_attempt(o_ids[r_pos[i]], v_states[i], o_msgs[r_pos[i]]);
         END LOOP;
-        -- the jobs that succeeded are completed together, in this transaction (their effects and
-        -- their completion still commit together), and their dependents released at once
-        v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
-                         WHERE p.state IS NULL);
-        IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
-            PERFORM broker._complete_jobs(v_done);
-        END IF;
+    END IF;
+    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare)
+    FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
+        CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
+        o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
+    END LOOP;
+    -- the jobs that succeeded are completed together, in this transaction (their effects and
+    -- their completion still commit together), and their dependents released at once
+    v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
+                     WHERE p.state IS NULL);
+    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM broker._complete_jobs(v_done);
     END IF;
 
     RETURN QUERY
-        SELECT o.id, o.status, o.att, o.state, o.msg, r.dur
+        SELECT o.id, o.status, o.att, o.state, o.msg,
+               COALESCE(r.dur, CASE WHEN o.status IS NOT NULL THEN interval '0' END)
           FROM ROWS FROM (pg_catalog.unnest(o_ids), pg_catalog.unnest(o_status), pg_catalog.unnest(o_attempts),
                           pg_catalog.unnest(o_states), pg_catalog.unnest(o_msgs)) WITH ORDINALITY AS o(id, status, att, state, msg, n)
           LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)

@@ -161,13 +161,7 @@ BEGIN
         v_last_job := NULL;
         v_last_fire := NULL;
         BEGIN
-            v_error := CASE
-                WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) s.created_by)
-                    THEN pg_catalog.format('owner role %I no longer exists', s.created_by)
-                WHEN NOT broker._tenant_allowed(s.tenant_id, s.created_by)
-                    THEN pg_catalog.format('owner %I may no longer act for tenant %L', s.created_by, s.tenant_id)
-                WHEN NOT broker._may_run_as(s.run_as, s.created_by)
-                    THEN pg_catalog.format('owner %I may no longer run jobs as %I', s.created_by, s.run_as) END;
+            v_error := broker._authority_lost(s.created_by, s.tenant_id, s.run_as, 'owner');
             IF v_error IS NULL AND s.next_fire_at IS NULL THEN
                 -- written directly without a plan: plan it, fire nothing now
                 v_next := broker.broker_cron_next(s.cron_expr, v_now, s.time_zone);

@@ -64,6 +64,32 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
+--   Checked again when work enqueued in p_role's name is about to happen (a
+--   job about to run: p_role is its enqueued_by; a schedule about to fire:
+--   its owner): p_role must still exist, still act for the tenant (strict
+--   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
+--   NULL when all hold, else why not, naming p_role as p_who.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE
+        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role)
+            THEN pg_catalog.format('%s role %I no longer exists', p_who, p_role)
+        WHEN NOT broker._tenant_allowed(p_tenant_id, p_role)
+            THEN pg_catalog.format('%s %I may no longer act for tenant %L', p_who, p_role, p_tenant_id)
+        WHEN p_run_as OPERATOR(pg_catalog.<>) p_role AND NOT broker._may_run_as(p_run_as, p_role)
+            THEN pg_catalog.format('%s %I may no longer run jobs as %I', p_who, p_role, p_run_as) END;
+END;
+$$;
+COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
+    'Internal: why p_role (a job''s enqueuer, a schedule''s owner) may no longer have work run as p_run_as in the tenant; NULL when it still may.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._check_run_as(p_fn, p_run_as)
 --   The role a job the current user enqueues may run as (broker_add_job,
 --   broker_add_jobs): p_run_as must exist and the caller must be a member of
