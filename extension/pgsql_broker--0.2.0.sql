@@ -1006,18 +1006,19 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 -- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
 --   Row-locks, in job_id order, the pending jobs that wait on any of the
 --   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
---   Returns how many rows it locked. Every pending_deps update goes through
+--   Returns their ids (NULL: none), which _cancel_dependents cancels as they
+--   are. Every pending_deps update goes through
 --   this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
-RETURNS integer
+RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT pg_catalog.count(*)::integer FROM (
+    RETURN (SELECT pg_catalog.array_agg(locked.job_id ORDER BY locked.job_id) FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
@@ -1033,7 +1034,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
-    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
+    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups; returns their ids.';
 
 -- job lifecycle
 -- source: sql/functions/job_notify.sql
@@ -1276,29 +1277,24 @@ DECLARE
     v_groups text[]   := ARRAY[p_job_group];
     v_total  integer  := 0;
     v_n      integer;
+    v_locked bigint[];
 BEGIN
     LOOP
         -- Lock the frontier before reading its dependents, so an enqueue that
         -- is counting one of these jobs as unfinished commits first and is seen.
         PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
 
-        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+        -- the pending jobs waiting on the frontier, locked (their keys are held, so the set
+        -- cannot grow before they are cancelled)
+        v_locked := broker._lock_dependents(p_tenant_id, v_ids, v_groups);
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
                SET complete_status = 4,
                    finished_at = pg_catalog.clock_timestamp(),
                    cancel_reason = p_reason
-             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-               AND d.job_id IN (
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
-                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                   UNION
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND e.depends_on_group IS NOT NULL
-                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
+             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
+               AND d.complete_status OPERATOR(pg_catalog.=) 0
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)

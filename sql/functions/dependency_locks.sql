@@ -77,18 +77,19 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 -- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
 --   Row-locks, in job_id order, the pending jobs that wait on any of the
 --   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
---   Returns how many rows it locked. Every pending_deps update goes through
+--   Returns their ids (NULL: none), which _cancel_dependents cancels as they
+--   are. Every pending_deps update goes through
 --   this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
-RETURNS integer
+RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT pg_catalog.count(*)::integer FROM (
+    RETURN (SELECT pg_catalog.array_agg(locked.job_id ORDER BY locked.job_id) FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
          WHERE d.complete_status OPERATOR(pg_catalog.=) 0
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
@@ -104,4 +105,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
-    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups.';
+    'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups; returns their ids.';

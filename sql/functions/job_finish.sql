@@ -217,29 +217,24 @@ DECLARE
     v_groups text[]   := ARRAY[p_job_group];
     v_total  integer  := 0;
     v_n      integer;
+    v_locked bigint[];
 BEGIN
     LOOP
         -- Lock the frontier before reading its dependents, so an enqueue that
         -- is counting one of these jobs as unfinished commits first and is seen.
         PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
 
-        PERFORM broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+        -- the pending jobs waiting on the frontier, locked (their keys are held, so the set
+        -- cannot grow before they are cancelled)
+        v_locked := broker._lock_dependents(p_tenant_id, v_ids, v_groups);
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
                SET complete_status = 4,
                    finished_at = pg_catalog.clock_timestamp(),
                    cancel_reason = p_reason
-             WHERE d.complete_status OPERATOR(pg_catalog.=) 0
-               AND d.job_id IN (
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
-                      AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                   UNION
-                   SELECT e.job_id FROM broker.broker_job_dependency AS e
-                    WHERE e.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND e.depends_on_group IS NOT NULL
-                      AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (v_groups))
+             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
+               AND d.complete_status OPERATOR(pg_catalog.=) 0
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)

@@ -61,6 +61,8 @@ DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_depende
 -- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
 DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
 DROP FUNCTION broker._jobs_notify_insert();
+-- _lock_dependents returns the ids it locked (was: how many).
+DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
