@@ -3094,6 +3094,7 @@ DECLARE
     v_tenant  text;
     v_enqueuer name;   -- the enqueuer last checked (_authority_lost), and why it may not
     v_denied  text;
+    v_failed  boolean := false;  -- some job taken up failed or was not run
     v_job     record;
     -- one element per row returned, in order (status 2 until the run says otherwise)
     o_ids     bigint[] := '{}';
@@ -3155,9 +3156,13 @@ BEGIN
             v_enqueuer := v_job.enqueued_by;
             v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
         END IF;
-        o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_denied IS NOT NULL THEN '42501' END;
         o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
-        CONTINUE WHEN v_denied IS NOT NULL;  -- not run; its attempt fails below
+        IF v_denied IS NOT NULL THEN  -- not run; its attempt fails below
+            o_states := o_states OPERATOR(pg_catalog.||) '42501'::text;
+            v_failed := true;
+            CONTINUE;
+        END IF;
+        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
         r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
         r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
         r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
@@ -3191,15 +3196,19 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
         FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
             CONTINUE WHEN v_states[i] IS NULL;
+            v_failed := true;
             o_states[r_pos[i]] := v_states[i];
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
-    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare)
-    FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
-        CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-        o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
-    END LOOP;
+    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare;
+    -- skipped, loop and all, when none)
+    IF v_failed THEN
+        FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
+            CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
+            o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
+        END LOOP;
+    END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and
     -- their completion still commit together), and their dependents released at once
     v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
