@@ -1,7 +1,7 @@
 -- broker_schedule_tick: due fires enqueue once, catch-up none/one/all with a cap, overlap skip/allow,
 -- owners that lose their rights, tenants, and who may tick. (Two concurrent ticks: tests_py/test_schedules.py.)
 BEGIN;
-SELECT plan(37);
+SELECT plan(41);
 SET LOCAL TimeZone = 'UTC';
 
 CREATE ROLE broker_test_alice NOLOGIN IN ROLE broker_enqueue;
@@ -139,6 +139,25 @@ SET LOCAL ROLE broker_test_alice;
 SELECT isnt(broker.broker_enable_schedule('every-minute'), NULL, 'once the right is back, enabling works');
 RESET ROLE;
 SELECT is((pg_temp.sched('every-minute')).last_error, NULL, '... and clears the error');
+
+-- an owner no longer mapped to the schedule's tenant (strict tenancy), an owner that was dropped
+UPDATE broker.broker_schedule SET next_fire_at = date_trunc('minute', now()), overlap = 'allow'
+ WHERE schedule_name = 'acme-job';
+SELECT broker.broker_set_strict_tenancy(true);
+SELECT is(pg_temp.tick(), 0, 'no job when the owner may no longer act for the tenant');
+SELECT is((pg_temp.sched('acme-job')).last_error, 'owner broker_test_alice may no longer act for tenant ''acme''',
+          '... and the reason');
+SELECT broker.broker_set_strict_tenancy(false);
+CREATE ROLE broker_test_gone NOLOGIN IN ROLE broker_enqueue;
+SET LOCAL ROLE broker_test_gone;
+SELECT broker.broker_add_schedule('orphan', '* * * * *', 'SELECT 1');
+RESET ROLE;
+DROP OWNED BY broker_test_gone;
+DROP ROLE broker_test_gone;
+UPDATE broker.broker_schedule SET next_fire_at = date_trunc('minute', now()) WHERE schedule_name = 'orphan';
+SELECT is(pg_temp.tick(), 0, 'no job when the owner was dropped');
+SELECT is(ROW((pg_temp.sched('orphan')).enabled, (pg_temp.sched('orphan')).last_error)::text,
+          ROW(false, 'owner role broker_test_gone no longer exists')::text, '... disabled, with the reason');
 
 -- who may tick
 SELECT function_privs_are('broker', 'broker_schedule_tick', '{}'::text[], 'broker_runtime', ARRAY['EXECUTE'],
