@@ -259,9 +259,13 @@ BEGIN
                       WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
         RETURN true;
     END IF;
+    -- roles by oid: a mapping left behind by a dropped role, or a p_role that no longer
+    -- exists, must answer false, not raise (pg_has_role raises for an unknown role name)
     RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                     JOIN pg_catalog.pg_roles AS t ON t.rolname OPERATOR(pg_catalog.=) m.role_name
+                     JOIN pg_catalog.pg_roles AS u ON u.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+                      AND pg_catalog.pg_has_role(u.oid, t.oid, 'MEMBER'));
 END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
@@ -278,13 +282,14 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+    -- (roles by oid: a p_role that no longer exists answers false, not an error)
     SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                     JOIN pg_catalog.pg_roles AS s ON s.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
-                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND pg_catalog.pg_has_role(s.oid, t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
-                           OR t.rolname OPERATOR(pg_catalog.=) p_role
-                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+                           OR t.oid OPERATOR(pg_catalog.=) s.oid
+                           OR s.rolsuper))
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
@@ -1120,10 +1125,43 @@ COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
     'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
+--   Fails a running job for good (3), whatever attempts it has left, with
+--   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
+--   such job). _fail_attempt's last attempt, and a job refused at run time.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
+    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
 --   Records a failed attempt of a running job. While attempts < max_attempts
 --   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled. Returns the new status.
+--   is failed (3) and its dependents are cancelled (_fail_job). Returns the
+--   new status.
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -1149,15 +1187,7 @@ BEGIN
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
         RETURN 0;
     END IF;
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = p_message
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
-        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
+    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
 END;
 $$;
 COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
@@ -2629,8 +2659,10 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     gets the GRANT it needs appended), and the job is retried after a
 --     backoff or, with no attempts left, failed with its dependents cancelled;
 --   * not run when its enqueuer may no longer have it run (role dropped,
---     tenant or run_as right revoked since, see _authority_lost): the
---     attempt fails with 42501 and the reason, retried or failed as above.
+--     tenant or run_as right revoked since, see _authority_lost): failed at
+--     once (3, whatever attempts are left) with 42501 and the reason, and its
+--     dependents cancelled: losing a right is no passing fault, and a retry
+--     would run it as soon as any role of that name had the right again.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -2677,8 +2709,11 @@ BEGIN
     IF v_run.error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
         v_status := 2;
+    ELSIF v_denied IS NOT NULL THEN
+        v_message := v_denied;
+        v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
     ELSE
-        v_message := COALESCE(v_denied, broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message));
+        v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
         v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
@@ -2774,7 +2809,7 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: its attempt fails with 42501 and the reason, and is retried or failed. A job's own errors never abort the batch; an error in the
+--   run: it fails at once with 42501 and the reason, as in broker_run. A job's own errors never abort the batch; an error in the
 --   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
 --   for broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
@@ -2784,8 +2819,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
--- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
---   more than 1000 jobs.
+-- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
+--   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (
@@ -2805,6 +2840,7 @@ DECLARE
     v_enqueuer name;   -- the enqueuer last checked (_authority_lost), and why it may not
     v_denied  text;
     v_failed  boolean := false;  -- some job taken up failed or was not run
+    x_pos     integer[] := '{}'; -- the positions of the jobs not run for their enqueuer
     v_job     record;
     -- one element per row returned, in order (status 2 until the run says otherwise)
     o_ids     bigint[] := '{}';
@@ -2834,6 +2870,14 @@ BEGIN
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
         RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1
+       AND EXISTS (SELECT FROM pg_catalog.unnest(p_job_ids) AS u(id)
+                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN  -- (about 25 µs for 50 ids)
+        RAISE EXCEPTION 'broker_run_batch: job % is given more than once',
+            (SELECT COALESCE(u.id::text, 'NULL') FROM pg_catalog.unnest(p_job_ids) AS u(id)
+              GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -2867,8 +2911,9 @@ BEGIN
             v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
         END IF;
         o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
-        IF v_denied IS NOT NULL THEN  -- not run; its attempt fails below
+        IF v_denied IS NOT NULL THEN  -- not run; it fails below
             o_states := o_states OPERATOR(pg_catalog.||) '42501'::text;
+            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
             v_failed := true;
             CONTINUE;
         END IF;
@@ -2911,12 +2956,14 @@ BEGIN
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
-    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare;
-    -- skipped, loop and all, when none)
+    -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in order
+    -- (rare; skipped, loop and all, when none)
     IF v_failed THEN
         FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
             CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
+            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
+                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
+                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
         END LOOP;
     END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and

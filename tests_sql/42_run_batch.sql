@@ -1,6 +1,6 @@
 -- broker_run_batch: several claimed jobs in one transaction, each in its own subtransaction, never mixing roles or tenants.
 BEGIN;
-SELECT plan(22);
+SELECT plan(23);
 
 CREATE TABLE public.batch_effects (v text);
 CREATE ROLE broker_test_batch NOLOGIN IN ROLE broker_enqueue;
@@ -51,6 +51,9 @@ SELECT broker.broker_add_job('stolen', 'SELECT 1', 3);
 CREATE TEMP TABLE stolen AS SELECT g.job_id FROM broker.broker_get(3) AS g;
 SELECT is((SELECT error_sqlstate FROM broker.broker_run_batch(ARRAY(SELECT job_id FROM stolen), ARRAY[gen_random_uuid()])),
           '55000', 'another lease''s token: 55000 in its row');
+SELECT throws_ok(format('SELECT * FROM broker.broker_run_batch(ARRAY[%1$s, %1$s]::bigint[])', (SELECT job_id FROM stolen)),
+                 '22023', format('broker_run_batch: job %s is given more than once', (SELECT job_id FROM stolen)),
+                 'a job id given twice: 22023 (it would run twice)');
 
 -- the jobs a batch completed release their dependents (each member of a group once)
 SELECT broker.broker_add_jobs('[{"job_name": "m1", "execute_str": "SELECT 1", "job_queue": 5, "job_group": "bg"},

@@ -1,6 +1,6 @@
 -- A job runs only while its enqueuer may still have it run: the enqueuer's rights are checked again at run time.
 BEGIN;
-SELECT plan(19);
+SELECT plan(21);
 
 CREATE ROLE broker_test_ra_bob NOLOGIN IN ROLE broker_enqueue;
 CREATE ROLE broker_test_ra_alice NOLOGIN IN ROLE broker_enqueue, broker_test_ra_bob;
@@ -13,18 +13,21 @@ SELECT broker.broker_create_executor('broker_test_ra_bob');
 
 -- alice may run jobs as bob (she is a member) when she enqueues them; bob enqueues one of his own
 SET LOCAL ROLE broker_test_ra_alice;
-SELECT broker.broker_add_job('retried', $$INSERT INTO public.ra_effects VALUES ('retried')$$, 11,
-                             p_run_as => 'broker_test_ra_bob', p_max_attempts => 2);
+CREATE TEMP TABLE first AS
+SELECT job_id FROM broker.broker_add_job('attempts left', $$INSERT INTO public.ra_effects VALUES ('attempts left')$$, 11,
+                                         p_run_as => 'broker_test_ra_bob', p_max_attempts => 3);
 SELECT broker.broker_add_job('once', $$INSERT INTO public.ra_effects VALUES ('once')$$, 11,
                              p_run_as => 'broker_test_ra_bob');
 SELECT broker.broker_add_job('single', $$INSERT INTO public.ra_effects VALUES ('single')$$, 12,
                              p_run_as => 'broker_test_ra_bob');
+SELECT broker.broker_add_job('after', $$INSERT INTO public.ra_effects VALUES ('after')$$, 19,
+                             p_run_as => 'broker_test_ra_bob', p_depends_on_job_ids => ARRAY(SELECT job_id FROM first));
 RESET ROLE;
 SET LOCAL ROLE broker_test_ra_bob;
 SELECT broker.broker_add_job('bob''s own', $$INSERT INTO public.ra_effects VALUES ('bob')$$, 11);
 RESET ROLE;
-SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE run_as = 'broker_test_ra_bob'), 4::bigint,
-          'four jobs run as bob, three of them enqueued by alice');
+SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE run_as = 'broker_test_ra_bob'), 5::bigint,
+          'five jobs run as bob, four of them enqueued by alice');
 
 -- then alice loses the right to run jobs as bob
 REVOKE broker_test_ra_bob FROM broker_test_ra_alice;
@@ -34,10 +37,10 @@ CREATE TEMP TABLE claimed AS SELECT g.job_id, g.job_name, g.lease_token FROM bro
 CREATE TEMP TABLE out1 AS SELECT * FROM broker.broker_run_batch(
     ARRAY(SELECT job_id FROM claimed ORDER BY job_id), ARRAY(SELECT lease_token FROM claimed ORDER BY job_id));
 RESET ROLE;
-SELECT is(ARRAY(SELECT c.job_name FROM out1 JOIN claimed AS c USING (job_id)), ARRAY['retried', 'once', 'bob''s own'],
+SELECT is(ARRAY(SELECT c.job_name FROM out1 JOIN claimed AS c USING (job_id)), ARRAY['attempts left', 'once', 'bob''s own'],
           'broker_run_batch takes up all three jobs of role bob');
-SELECT is(ARRAY(SELECT complete_status FROM out1), ARRAY[0, 3, 2]::smallint[],
-          'alice''s jobs are not run (one is retried, one failed for good); bob''s own job completes');
+SELECT is(ARRAY(SELECT complete_status FROM out1), ARRAY[3, 3, 2]::smallint[],
+          'alice''s jobs are not run and fail at once, attempts left or not; bob''s own job completes');
 SELECT is(ARRAY(SELECT COALESCE(error_sqlstate, '-') FROM out1), ARRAY['42501', '42501', '-'], 'the refused jobs get 42501');
 SELECT is((SELECT error_message FROM out1 o JOIN claimed AS c USING (job_id) WHERE c.job_name = 'once'),
           'enqueuer broker_test_ra_alice may no longer run jobs as broker_test_ra_bob', 'and the reason');
@@ -45,17 +48,16 @@ SELECT is(ARRAY(SELECT duration FROM out1 ORDER BY job_id LIMIT 2), ARRAY['0', '
           'a job not run took no time');
 SELECT is(ARRAY(SELECT v FROM public.ra_effects), ARRAY['bob'], 'only bob''s own job had an effect');
 SELECT is((SELECT ROW(complete_status, attempts, last_error_sqlstate, last_error_message)::text
-             FROM broker.broker_jobs WHERE job_name = 'once'),
+             FROM broker.broker_jobs WHERE job_name = 'attempts left'),
           ROW(3::smallint, 1, '42501', 'enqueuer broker_test_ra_alice may no longer run jobs as broker_test_ra_bob')::text,
           'the failed job keeps the SQLSTATE and the reason');
+SELECT is((SELECT ROW(complete_status, cancel_reason)::text FROM broker.broker_jobs WHERE job_name = 'after'),
+          ROW(4::smallint, format('dependency job %s (attempts left) failed', (SELECT job_id FROM first)))::text,
+          'its dependents are cancelled');
 
--- the retry runs once alice has the right again
+-- it stays failed once alice has the right again: losing a right is no passing fault
 GRANT broker_test_ra_bob TO broker_test_ra_alice;
-UPDATE broker.broker_jobs SET run_after = now() - interval '1 s' WHERE job_name = 'retried';
-SELECT is((SELECT ROW(r.complete_status, r.attempts)::text
-             FROM broker.broker_get(11) AS g, LATERAL broker.broker_run(g.job_id, g.lease_token) AS r),
-          ROW(2::smallint, 2)::text, 'with the right granted again, the retry runs and completes');
-SELECT is(ARRAY(SELECT v FROM public.ra_effects ORDER BY v), ARRAY['bob', 'retried'], 'and has its effect');
+SELECT is_empty($$SELECT * FROM broker.broker_get(11)$$, 'a refused job is not retried, even once the right is back');
 
 -- broker_run checks the same
 REVOKE broker_test_ra_bob FROM broker_test_ra_alice;
@@ -79,35 +81,46 @@ SELECT is((SELECT ROW(complete_status, error_sqlstate, error_message)::text
           ROW(3::smallint, '42501', 'enqueuer role broker_test_ra_dave no longer exists')::text,
           'a job whose enqueuer was dropped is not run');
 SELECT is((SELECT count(*) FROM public.ra_effects WHERE v = 'dave'), 0::bigint, 'no effect');
+SELECT is(broker._may_run_as('broker_test_ra_bob', 'broker_test_ra_dave'), false,
+          '_may_run_as answers false for a role that no longer exists (no error)');
 
--- strict tenancy: an enqueuer no longer mapped to the job's tenant
+-- strict tenancy: an enqueuer no longer mapped to the job's tenant; a mapping a dropped role left behind
 SELECT broker.broker_set_strict_tenancy(true);
+CREATE ROLE broker_test_ra_gone NOLOGIN;
+INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('ra_tenant', 'broker_test_ra_gone');
 INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('ra_tenant', 'broker_test_ra_erin');
+DROP ROLE broker_test_ra_gone;
+SELECT is(broker._tenant_allowed('ra_tenant', 'broker_test_ra_dave'), false,
+          '_tenant_allowed answers false for a role that no longer exists (no error)');
 SET LOCAL ROLE broker_test_ra_erin;
 SELECT broker.broker_set_tenant('ra_tenant');
 SELECT broker.broker_add_job('erin''s', $$INSERT INTO public.ra_effects VALUES ('erin')$$, 14, p_max_attempts => 2);
 SELECT broker.broker_add_job('erin''s too', $$INSERT INTO public.ra_effects VALUES ('erin too')$$, 15);
 RESET ROLE;
 SELECT is((SELECT r.complete_status FROM broker.broker_get(15) AS g, LATERAL broker.broker_run(g.job_id) AS r), 2::smallint,
-          'while erin is mapped to the tenant, her job runs');
+          'while erin is mapped to the tenant, her job runs (beside the mapping of a dropped role)');
 DELETE FROM broker.broker_tenant_roles WHERE role_name = 'broker_test_ra_erin';
 CREATE TEMP TABLE out3 AS SELECT * FROM broker.broker_run_batch(ARRAY(SELECT g.job_id FROM broker.broker_get(14) AS g));
 SELECT is((SELECT ROW(complete_status, error_sqlstate, error_message)::text FROM out3),
-          ROW(0::smallint, '42501', 'enqueuer broker_test_ra_erin may no longer act for tenant ''ra_tenant''')::text,
-          'once unmapped, her job is not run (and is retried)');
+          ROW(3::smallint, '42501', 'enqueuer broker_test_ra_erin may no longer act for tenant ''ra_tenant''')::text,
+          'once unmapped, her job is not run');
 SELECT is(ARRAY(SELECT v FROM public.ra_effects WHERE v LIKE 'erin%'), ARRAY['erin too'], 'no effect');
 SELECT broker.broker_set_strict_tenancy(false);
-UPDATE broker.broker_jobs SET run_after = now() - interval '1 s' WHERE job_name = 'erin''s';
-SELECT is((SELECT r.complete_status FROM broker.broker_get(14) AS g, LATERAL broker.broker_run(g.job_id) AS r), 2::smallint,
-          'without strict tenancy, the retry runs');
 
--- a superuser's raw row may name any enqueuer role that exists and may run as run_as
+-- a superuser's raw row may name any enqueuer role; it is held to the same rule
 INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue, run_as, enqueued_by)
 VALUES ('raw', 'raw', $$INSERT INTO public.ra_effects VALUES ('raw')$$, 16, 'broker_test_ra_bob', 'broker_test_ra_erin');
 SELECT is((SELECT ROW(r.complete_status, r.error_message)::text
              FROM broker.broker_get(16) AS g, LATERAL broker.broker_run(g.job_id) AS r),
           ROW(3::smallint, 'enqueuer broker_test_ra_erin may no longer run jobs as broker_test_ra_bob')::text,
           'a row written directly is held to the same rule');
+
+-- a job of a role that may still run as bob is unaffected by all of this
+SET LOCAL ROLE broker_test_ra_bob;
+SELECT broker.broker_add_job('bob again', $$INSERT INTO public.ra_effects VALUES ('bob again')$$, 17, p_max_attempts => 2);
+RESET ROLE;
+SELECT is((SELECT r.complete_status FROM broker.broker_get(17) AS g, LATERAL broker.broker_run(g.job_id) AS r), 2::smallint,
+          'bob''s own jobs still run');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -149,8 +149,10 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     gets the GRANT it needs appended), and the job is retried after a
 --     backoff or, with no attempts left, failed with its dependents cancelled;
 --   * not run when its enqueuer may no longer have it run (role dropped,
---     tenant or run_as right revoked since, see _authority_lost): the
---     attempt fails with 42501 and the reason, retried or failed as above.
+--     tenant or run_as right revoked since, see _authority_lost): failed at
+--     once (3, whatever attempts are left) with 42501 and the reason, and its
+--     dependents cancelled: losing a right is no passing fault, and a retry
+--     would run it as soon as any role of that name had the right again.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -197,8 +199,11 @@ BEGIN
     IF v_run.error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
         v_status := 2;
+    ELSIF v_denied IS NOT NULL THEN
+        v_message := v_denied;
+        v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
     ELSE
-        v_message := COALESCE(v_denied, broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message));
+        v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
         v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;

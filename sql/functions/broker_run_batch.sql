@@ -85,7 +85,7 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: its attempt fails with 42501 and the reason, and is retried or failed. A job's own errors never abort the batch; an error in the
+--   run: it fails at once with 42501 and the reason, as in broker_run. A job's own errors never abort the batch; an error in the
 --   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
 --   for broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
@@ -95,8 +95,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
--- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length, or
---   more than 1000 jobs.
+-- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
+--   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (
@@ -116,6 +116,7 @@ DECLARE
     v_enqueuer name;   -- the enqueuer last checked (_authority_lost), and why it may not
     v_denied  text;
     v_failed  boolean := false;  -- some job taken up failed or was not run
+    x_pos     integer[] := '{}'; -- the positions of the jobs not run for their enqueuer
     v_job     record;
     -- one element per row returned, in order (status 2 until the run says otherwise)
     o_ids     bigint[] := '{}';
@@ -145,6 +146,14 @@ BEGIN
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
         RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1
+       AND EXISTS (SELECT FROM pg_catalog.unnest(p_job_ids) AS u(id)
+                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN  -- (about 25 µs for 50 ids)
+        RAISE EXCEPTION 'broker_run_batch: job % is given more than once',
+            (SELECT COALESCE(u.id::text, 'NULL') FROM pg_catalog.unnest(p_job_ids) AS u(id)
+              GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -178,8 +187,9 @@ BEGIN
             v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
         END IF;
         o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
-        IF v_denied IS NOT NULL THEN  -- not run; its attempt fails below
+        IF v_denied IS NOT NULL THEN  -- not run; it fails below
             o_states := o_states OPERATOR(pg_catalog.||) '42501'::text;
+            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
             v_failed := true;
             CONTINUE;
         END IF;
@@ -222,12 +232,14 @@ BEGIN
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
-    -- the failed ones and those not run for their enqueuer: retried or failed, in order (rare;
-    -- skipped, loop and all, when none)
+    -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in order
+    -- (rare; skipped, loop and all, when none)
     IF v_failed THEN
         FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
             CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
+            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
+                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
+                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
         END LOOP;
     END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and

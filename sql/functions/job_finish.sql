@@ -350,10 +350,43 @@ COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
     'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
+--   Fails a running job for good (3), whatever attempts it has left, with
+--   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
+--   such job). _fail_attempt's last attempt, and a job refused at run time.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
+    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
 --   Records a failed attempt of a running job. While attempts < max_attempts
 --   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled. Returns the new status.
+--   is failed (3) and its dependents are cancelled (_fail_job). Returns the
+--   new status.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -379,15 +412,7 @@ BEGIN
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
         RETURN 0;
     END IF;
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = p_message
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
-        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
+    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
 END;
 $$;
 COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS

@@ -33,9 +33,13 @@ BEGIN
                       WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
         RETURN true;
     END IF;
+    -- roles by oid: a mapping left behind by a dropped role, or a p_role that no longer
+    -- exists, must answer false, not raise (pg_has_role raises for an unknown role name)
     RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                     JOIN pg_catalog.pg_roles AS t ON t.rolname OPERATOR(pg_catalog.=) m.role_name
+                     JOIN pg_catalog.pg_roles AS u ON u.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(p_role, m.role_name, 'MEMBER'));
+                      AND pg_catalog.pg_has_role(u.oid, t.oid, 'MEMBER'));
 END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
@@ -52,13 +56,14 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+    -- (roles by oid: a p_role that no longer exists answers false, not an error)
     SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                     JOIN pg_catalog.pg_roles AS s ON s.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
-                      AND pg_catalog.pg_has_role(p_role, t.oid, 'MEMBER')
+                      AND pg_catalog.pg_has_role(s.oid, t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
-                           OR t.rolname OPERATOR(pg_catalog.=) p_role
-                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+                           OR t.oid OPERATOR(pg_catalog.=) s.oid
+                           OR s.rolsuper))
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
