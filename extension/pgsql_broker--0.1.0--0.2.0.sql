@@ -724,8 +724,7 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 --   Row-locks, in job_id order, the pending jobs that wait on any of the
 --   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
 --   Returns their ids (NULL: none), which _cancel_dependents cancels as they
---   are. Every pending_deps update goes through
---   this first, so concurrent
+--   are. Every pending_deps update goes through this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
 -- ---------------------------------------------------------------------------
@@ -2694,7 +2693,7 @@ BEGIN
         v_exec := broker._executor(v_job.run_as);
     END IF;
     IF v_denied IS NOT NULL THEN
-        -- not run: its enqueuer may no longer have it run (the attempt fails with the reason)
+        -- not run: its enqueuer may no longer have it run (it fails for good below)
         SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
     ELSIF v_exec IS NULL THEN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
@@ -2809,9 +2808,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: it fails at once with 42501 and the reason, as in broker_run. A job's own errors never abort the batch; an error in the
---   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
---   for broker_run, and lease recovery takes the jobs up again.
+--   run: it fails at once with 42501 and the reason, as in broker_run. A
+--   job's own errors never abort the batch; an error in the bookkeeping
+--   (e.g. a deadlock) aborts the caller's transaction as it does for
+--   broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
 --   subtransaction id, and PostgreSQL caches 64 per transaction.
 --   Cost: the jobs are locked with one statement (in job_id order, what marks

@@ -184,7 +184,7 @@ BEGIN
         v_exec := broker._executor(v_job.run_as);
     END IF;
     IF v_denied IS NOT NULL THEN
-        -- not run: its enqueuer may no longer have it run (the attempt fails with the reason)
+        -- not run: its enqueuer may no longer have it run (it fails for good below)
         SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
     ELSIF v_exec IS NULL THEN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;

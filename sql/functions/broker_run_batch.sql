@@ -85,9 +85,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: it fails at once with 42501 and the reason, as in broker_run. A job's own errors never abort the batch; an error in the
---   bookkeeping (e.g. a deadlock) aborts the caller's transaction as it does
---   for broker_run, and lease recovery takes the jobs up again.
+--   run: it fails at once with 42501 and the reason, as in broker_run. A
+--   job's own errors never abort the batch; an error in the bookkeeping
+--   (e.g. a deadlock) aborts the caller's transaction as it does for
+--   broker_run, and lease recovery takes the jobs up again.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
 --   subtransaction id, and PostgreSQL caches 64 per transaction.
 --   Cost: the jobs are locked with one statement (in job_id order, what marks

@@ -78,8 +78,7 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 --   Row-locks, in job_id order, the pending jobs that wait on any of the
 --   jobs p_job_ids (id edges) or groups p_groups (group edges) of a tenant.
 --   Returns their ids (NULL: none), which _cancel_dependents cancels as they
---   are. Every pending_deps update goes through
---   this first, so concurrent
+--   are. Every pending_deps update goes through this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
 -- ---------------------------------------------------------------------------
