@@ -57,3 +57,43 @@ def test_session_settings_of_one_job_do_not_reach_a_job_of_another_role(db, star
             conn.execute("DROP ROLE broker_test_batch_other")
     except Exception:
         pass
+
+
+def test_a_job_whose_enqueuer_lost_the_right_fails_and_the_rest_of_its_batch_runs(db, start):
+    roles = ("broker_test_rr_alice", "broker_test_rr_bob")
+    with connect(db) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE broker_test_rr_bob NOLOGIN IN ROLE broker_enqueue; "
+                     "CREATE ROLE broker_test_rr_alice NOLOGIN IN ROLE broker_enqueue, broker_test_rr_bob; "
+                     "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        conn.execute("CREATE TABLE public.effects (v text)")
+        conn.execute("GRANT USAGE ON SCHEMA public TO broker_test_rr_bob")
+        conn.execute("GRANT INSERT ON public.effects TO broker_test_rr_bob")
+        conn.execute("SELECT broker.broker_create_executor('broker_test_rr_bob')")
+        conn.execute("SET ROLE broker_test_rr_alice")
+        conn.execute("""SELECT broker.broker_add_jobs(jsonb_build_array(
+            jsonb_build_object('job_name', 'alice 1', 'run_as', 'broker_test_rr_bob', 'max_attempts', 3,
+                               'execute_str', 'INSERT INTO public.effects VALUES (''alice 1'')'),
+            jsonb_build_object('job_name', 'alice 2', 'run_as', 'broker_test_rr_bob',
+                               'execute_str', 'INSERT INTO public.effects VALUES (''alice 2'')')))""")
+        conn.execute("SET ROLE broker_test_rr_bob")
+        conn.execute("SELECT broker.broker_add_job('bob', $$INSERT INTO public.effects VALUES ('bob')$$)")
+        conn.execute("RESET ROLE")
+        conn.execute("REVOKE broker_test_rr_bob FROM broker_test_rr_alice")
+    try:
+        runner = start(db)
+        runner.wait_for(lambda r: r.role(db) == "active", what="active")
+        wait_until(lambda: set(_statuses(db).values()) == {2, 3}, what="the three jobs to finish")
+        assert _statuses(db) == {"alice 1": 3, "alice 2": 3, "bob": 2}
+        with connect(db) as conn:
+            assert conn.execute("SELECT array_agg(v) FROM public.effects").fetchone()[0] == ["bob"]
+            assert conn.execute("""SELECT DISTINCT last_error_sqlstate || ' ' || last_error_message
+                                     FROM broker.broker_jobs WHERE job_name LIKE 'alice%'""").fetchall() == [
+                ("42501 enqueuer broker_test_rr_alice may no longer run jobs as broker_test_rr_bob",)]
+            conn.execute("SELECT broker.broker_add_job('after', 'SELECT 1')")
+        wait_until(lambda: _statuses(db).get("after") == 2, what="a job enqueued afterwards")
+        assert '"sqlstate": "42501"' in runner.log() and "enqueuer broker_test_rr_alice may no longer" in runner.log()
+    finally:
+        with connect(db) as conn:
+            for role in roles:
+                conn.execute(f"DROP OWNED BY {role}")
+            conn.execute("DROP ROLE " + ", ".join(roles))
