@@ -773,29 +773,6 @@ COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
 -- source: sql/functions/job_finish.sql
 -- ---------------------------------------------------------------------------
--- Function: broker._retry_delay(p_attempts)
---   Backoff before the next attempt after p_attempts attempts failed:
---   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._retry_delay(p_attempts integer)
-RETURNS interval
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
-    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
-    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
-BEGIN
-    RETURN pg_catalog.make_interval(secs =>
-        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
-              v_max::double precision));
-END;
-$$;
-COMMENT ON FUNCTION broker._retry_delay(integer) IS
-    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._lower_pending_deps(p_job_ids, p_amounts)
 --   Lowers the pending_deps of the pending jobs p_job_ids (ascending) by
 --   p_amounts (element by element), locking them in id order first (every
@@ -976,55 +953,6 @@ COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
     'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
---   Called when job p_job_id ended failed or cancelled: every pending job
---   waiting on it (by id, or by its group), and transitively every pending job
---   waiting on those, is cancelled with p_reason. Returns how many.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_ids    bigint[] := ARRAY[p_job_id];
-    v_groups text[]   := ARRAY[p_job_group];
-    v_total  integer  := 0;
-    v_n      integer;
-    v_locked bigint[];
-BEGIN
-    LOOP
-        -- Lock the frontier before reading its dependents, so an enqueue that
-        -- is counting one of these jobs as unfinished commits first and is seen.
-        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
-
-        -- the pending jobs waiting on the frontier, locked (their keys are held, so the set
-        -- cannot grow before they are cancelled)
-        v_locked := broker._lock_dependents(p_tenant_id, v_ids, v_groups);
-
-        WITH victims AS (
-            UPDATE broker.broker_jobs AS d
-               SET complete_status = 4,
-                   finished_at = pg_catalog.clock_timestamp(),
-                   cancel_reason = p_reason
-             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
-               AND d.complete_status OPERATOR(pg_catalog.=) 0
-            RETURNING d.job_id, d.job_group
-        )
-        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
-          INTO v_ids, v_groups, v_n
-          FROM victims AS v;
-
-        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
-        v_total := v_total OPERATOR(pg_catalog.+) v_n;
-    END LOOP;
-    RETURN v_total;
-END;
-$$;
-COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
-    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._complete_job(p_job_id)
 --   Marks a running job completed and releases its dependents.
 -- ---------------------------------------------------------------------------
@@ -1086,6 +1014,78 @@ END;
 $$;
 COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
     'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+-- source: sql/functions/job_fail.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
+--   Called when job p_job_id ended failed or cancelled: every pending job
+--   waiting on it (by id, or by its group), and transitively every pending job
+--   waiting on those, is cancelled with p_reason. Returns how many.
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids    bigint[] := ARRAY[p_job_id];
+    v_groups text[]   := ARRAY[p_job_group];
+    v_total  integer  := 0;
+    v_n      integer;
+    v_locked bigint[];
+BEGIN
+    LOOP
+        -- Lock the frontier before reading its dependents, so an enqueue that
+        -- is counting one of these jobs as unfinished commits first and is seen.
+        PERFORM broker._lock_dependency_keys(p_tenant_id, v_groups, NULL, v_ids, NULL);
+
+        -- the pending jobs waiting on the frontier, locked (their keys are held, so the set
+        -- cannot grow before they are cancelled)
+        v_locked := broker._lock_dependents(p_tenant_id, v_ids, v_groups);
+
+        WITH victims AS (
+            UPDATE broker.broker_jobs AS d
+               SET complete_status = 4,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   cancel_reason = p_reason
+             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
+               AND d.complete_status OPERATOR(pg_catalog.=) 0
+            RETURNING d.job_id, d.job_group
+        )
+        SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
+          INTO v_ids, v_groups, v_n
+          FROM victims AS v;
+
+        EXIT WHEN v_n OPERATOR(pg_catalog.=) 0;
+        v_total := v_total OPERATOR(pg_catalog.+) v_n;
+    END LOOP;
+    RETURN v_total;
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
+    'Internal: a job failed or was cancelled; cancel (status 4) every pending job waiting on it by id or group, transitively, with the given reason.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)

@@ -26,6 +26,7 @@
 -- job lifecycle
 \i sql/functions/job_notify.sql
 \i sql/functions/job_finish.sql
+\i sql/functions/job_fail.sql
 \i sql/functions/job_triggers.sql
 \i sql/functions/broker_add_job.sql
 \i sql/functions/add_jobs_parse.sql
