@@ -538,6 +538,8 @@ RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_role oid;
 BEGIN
     -- (broker._strict_tenancy() inline: every enqueue and every policy check
     -- comes here, and a nested call with its own SET costs more than the query)
@@ -545,13 +547,17 @@ BEGIN
                       WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
         RETURN true;
     END IF;
-    -- roles by oid: a mapping left behind by a dropped role, or a p_role that no longer
-    -- exists, must answer false, not raise (pg_has_role raises for an unknown role name)
+    -- roles by oid (to_regrole: NULL, not an error, for a name no role has): a p_role that no
+    -- longer exists answers false, a mapping left behind by a dropped role is skipped
+    -- (pg_has_role raises for an unknown role name, and is strict)
+    v_role := pg_catalog.to_regrole(pg_catalog.quote_ident(p_role));
+    IF v_role IS NULL THEN
+        RETURN false;
+    END IF;
     RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
-                     JOIN pg_catalog.pg_roles AS t ON t.rolname OPERATOR(pg_catalog.=) m.role_name
-                     JOIN pg_catalog.pg_roles AS u ON u.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(u.oid, t.oid, 'MEMBER'));
+                      AND pg_catalog.pg_has_role(v_role, pg_catalog.to_regrole(pg_catalog.quote_ident(m.role_name)),
+                                                 'MEMBER'));
 END;
 $$;
 COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
@@ -568,14 +574,14 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    -- (roles by oid: a p_role that no longer exists answers false, not an error)
+    -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
     SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
-                     JOIN pg_catalog.pg_roles AS s ON s.rolname OPERATOR(pg_catalog.=) p_role
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
-                      AND pg_catalog.pg_has_role(s.oid, t.oid, 'MEMBER')
+                      AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
-                           OR t.oid OPERATOR(pg_catalog.=) s.oid
-                           OR s.rolsuper))
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
@@ -4740,8 +4746,9 @@ COMMENT ON POLICY broker_config_tenant ON broker.broker_config IS 'Options are d
 -- broker_tenant_roles: keyed on the role, since it defines who may act for a tenant.
 ALTER TABLE broker.broker_tenant_roles ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
+-- (to_regrole: a mapping left behind by a dropped role is hidden, not an error)
 CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
-    USING (pg_catalog.pg_has_role(CURRENT_USER, role_name, 'MEMBER'));
+    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
 -- source: sql/grants.sql
 -- ---------------------------------------------------------------------------

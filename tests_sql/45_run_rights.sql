@@ -1,6 +1,6 @@
 -- A job runs only while its enqueuer may still have it run: the enqueuer's rights are checked again at run time.
 BEGIN;
-SELECT plan(21);
+SELECT plan(22);
 
 CREATE ROLE broker_test_ra_bob NOLOGIN IN ROLE broker_enqueue;
 CREATE ROLE broker_test_ra_alice NOLOGIN IN ROLE broker_enqueue, broker_test_ra_bob;
@@ -99,6 +99,10 @@ SELECT broker.broker_add_job('erin''s too', $$INSERT INTO public.ra_effects VALU
 RESET ROLE;
 SELECT is((SELECT r.complete_status FROM broker.broker_get(15) AS g, LATERAL broker.broker_run(g.job_id) AS r), 2::smallint,
           'while erin is mapped to the tenant, her job runs (beside the mapping of a dropped role)');
+SET LOCAL ROLE broker_test_ra_erin;
+SELECT is(ARRAY(SELECT role_name::text FROM broker.broker_tenant_roles), ARRAY['broker_test_ra_erin'],
+          'she reads her own mappings; the dropped role''s is hidden, not an error');
+RESET ROLE;
 DELETE FROM broker.broker_tenant_roles WHERE role_name = 'broker_test_ra_erin';
 CREATE TEMP TABLE out3 AS SELECT * FROM broker.broker_run_batch(ARRAY(SELECT g.job_id FROM broker.broker_get(14) AS g));
 SELECT is((SELECT ROW(complete_status, error_sqlstate, error_message)::text FROM out3),

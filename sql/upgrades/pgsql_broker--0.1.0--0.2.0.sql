@@ -100,6 +100,9 @@ CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
            AND broker._may_run_as(created_by, CURRENT_USER));
 COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
 
+-- A tenant mapping left behind by a dropped role is hidden, not an error.
+ALTER POLICY broker_tenant_roles_own ON broker.broker_tenant_roles
+    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 
 DROP POLICY broker_jobs_insert ON broker.broker_jobs;
 CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
