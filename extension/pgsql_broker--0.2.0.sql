@@ -3187,7 +3187,7 @@ BEGIN
             o_attempts := o_attempts OPERATOR(pg_catalog.||) NULL::integer;
             o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END;
             o_msgs := o_msgs OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL
-                THEN pg_catalog.format('broker_run: job %s does not exist', v_job.id)
+                THEN pg_catalog.format('broker_run: job %s does not exist', COALESCE(v_job.id::text, 'NULL'))
                 ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END;
             CONTINUE;
         END IF;
