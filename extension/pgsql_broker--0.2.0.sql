@@ -2985,9 +2985,7 @@ DECLARE
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
-    IF v_denied IS NULL THEN
-        v_exec := broker._executor(v_job.run_as);
-    END IF;
+    v_exec := CASE WHEN v_denied IS NULL THEN broker._executor(v_job.run_as) END;
     IF v_denied IS NOT NULL THEN
         -- not run: its enqueuer may no longer have it run (it fails for good below)
         SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
