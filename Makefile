@@ -82,7 +82,7 @@ catalog: $(VENV)/.installed all
 installcheck:
 	@psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'DROP DATABASE IF EXISTS $(TEST_DB)' -c 'CREATE DATABASE $(TEST_DB)'
 	@psql -X -q -v ON_ERROR_STOP=1 -d $(TEST_DB) -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION $(EXTENSION)' -f sql/roles.sql
-	pg_prove -d $(TEST_DB) --failures tests_sql/*.sql
+	pg_prove -d $(TEST_DB) --failures -r --ext .sql tests_sql
 
 pytest: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests_py

@@ -58,7 +58,7 @@ def test_upgrade(version, no_extension, empty_db, template_db):
         conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, "
                      "broker.broker_queueinstance")
         conn.execute("CREATE EXTENSION pgtap")
-    prove = subprocess.run(["pg_prove", "-d", empty_db, *sorted(str(p) for p in (ROOT / "tests_sql").glob("*.sql"))],
+    prove = subprocess.run(["pg_prove", "-d", empty_db, *sorted(str(p) for p in (ROOT / "tests_sql").rglob("*.sql"))],
                            capture_output=True, text=True, cwd=ROOT)
     assert prove.returncode == 0, prove.stdout[-3000:] + prove.stderr[-2000:]
     assert "All tests successful" in prove.stdout

@@ -3,7 +3,7 @@
 -- 500 at a time before it claims; the counters end exact whatever happens in between.
 BEGIN;
 SELECT plan(16);
-\ir lib/run_next.sql
+\ir lib/run_next.psql
 
 -- the member (queue 1) and 2,500 dependents of its group (queue 9)
 SELECT broker.broker_add_job('member', 'SELECT 1', 1, p_job_group => 'big');
