@@ -23,6 +23,7 @@ ALTER TABLE broker.broker_schedule
     ADD COLUMN last_job_id     bigint,
     ADD COLUMN skipped_fires   bigint      NOT NULL DEFAULT 0,
     ADD COLUMN last_error      text,
+    ADD COLUMN skipped_fires_capped boolean NOT NULL DEFAULT false,
     ADD CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     ADD CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     ADD CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
@@ -44,7 +45,8 @@ COMMENT ON COLUMN broker.broker_schedule.catch_up IS 'Missed fires after downtim
 COMMENT ON COLUMN broker.broker_schedule.catch_up_max IS 'With catch_up = all: at most this many jobs for the missed fires (the latest ones).';
 COMMENT ON COLUMN broker.broker_schedule.overlap IS 'skip (default): no job while an earlier job of this schedule is pending or running; allow: always enqueue.';
 COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueued.';
-COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued no job (missed beyond the catch-up policy, or skipped for overlap).';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
@@ -3944,122 +3946,160 @@ COMMENT ON FUNCTION broker._schedule_fire(broker.broker_schedule, timestamptz[])
     'Internal: the tick''s enqueue of one job per fire time for a schedule, idempotent per (schedule, fire time).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._skipped_fires_cap()
+--   The most skipped fires one tick adds to a schedule's skipped_fires: an
+--   outage that skipped more adds this many and sets skipped_fires_capped,
+--   so the tick's work stays bounded however long the outage was.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._skipped_fires_cap()
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN 1000;
+COMMENT ON FUNCTION broker._skipped_fires_cap() IS
+    'Internal: the most skipped fires one tick counts for a schedule (beyond it skipped_fires_capped is set).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._schedule_due(s, p_now)
 --   The due fires of schedule row s (fire times <= p_now) that its catch-up
---   policy may still enqueue, oldest first, the number of due fires it
---   looked at, and the next fire after p_now. Bounded work whatever
---   next_fire_at says: it needs only the latest fire (catch_up none/one) or
---   the latest catch_up_max fires (all), so it scans back from p_now over a
---   window that grows fourfold until it holds that many fires, or reaches
---   next_fire_at; fires older than the window are dropped without being
---   enumerated (and not counted). At most 100,000 fires are evaluated.
+--   policy may still enqueue, oldest first; how many fires were due
+--   (missed: exact while it is at most 1,000 plus the fires the policy keeps,
+--   else that bound, with capped = true); and the next fire after p_now.
+--   Bounded work whatever next_fire_at says: it counts forward from
+--   next_fire_at up to that bound; past it, the fires the policy keeps are
+--   found by scanning back from p_now over a window that grows fourfold until
+--   it holds enough of them. At most 100,000 fires are evaluated.
+-- Calls: broker.broker_cron_next
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_due(s broker.broker_schedule, p_now timestamptz,
-    OUT fires timestamptz[], OUT seen integer, OUT next_fire timestamptz)
+    OUT fires timestamptz[], OUT missed integer, OUT capped boolean, OUT next_fire timestamptz)
 RETURNS record
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_need   integer := CASE WHEN s.catch_up OPERATOR(pg_catalog.=) 'all' THEN s.catch_up_max ELSE 1 END;
-    v_window interval := pg_catalog.make_interval(mins => v_need OPERATOR(pg_catalog.+) 1);
-    v_from   timestamptz;
-    v_fire   timestamptz;
+    v_need   integer := CASE WHEN s.catch_up = 'all' THEN s.catch_up_max ELSE 1 END;
+    v_count  integer := broker._skipped_fires_cap() + v_need;
+    v_window interval;
+    v_fire   timestamptz := s.next_fire_at;
     v_budget integer := 100000;
+    v_seen   integer;
 BEGIN
-    LOOP
-        fires := ARRAY[]::timestamptz[];
-        IF s.next_fire_at OPERATOR(pg_catalog.>=) (p_now OPERATOR(pg_catalog.-) v_window) THEN
-            v_fire := s.next_fire_at;                      -- the whole backlog fits the window
-            v_from := NULL;
-        ELSE
-            v_from := p_now OPERATOR(pg_catalog.-) v_window;
-            v_fire := broker.broker_cron_next(s.cron_expr, v_from, s.time_zone);
-        END IF;
-        WHILE v_fire OPERATOR(pg_catalog.<=) p_now LOOP
-            fires := fires OPERATOR(pg_catalog.||) v_fire;
-            v_budget := v_budget OPERATOR(pg_catalog.-) 1;
-            IF v_budget OPERATOR(pg_catalog.<) 0 THEN
-                RAISE EXCEPTION 'catch-up of schedule % evaluated 100000 fires without reaching now', s.schedule_id
-                    USING ERRCODE = 'program_limit_exceeded';
-            END IF;
-            v_fire := broker.broker_cron_next(s.cron_expr, v_fire, s.time_zone);
-        END LOOP;
-        EXIT WHEN v_from IS NULL OR pg_catalog.cardinality(fires) OPERATOR(pg_catalog.>=) v_need;
-        v_window := v_window OPERATOR(pg_catalog.*) 4;
+    -- forward from next_fire_at: exact while the outage is short
+    fires := ARRAY[]::timestamptz[];
+    missed := 0;
+    WHILE v_fire <= p_now AND missed < v_count AND missed < v_budget LOOP
+        fires := fires || v_fire;
+        missed := missed + 1;
+        v_fire := broker.broker_cron_next(s.cron_expr, v_fire, s.time_zone);
     END LOOP;
-    seen := pg_catalog.cardinality(fires);
+    capped := v_fire <= p_now;
+    IF capped THEN
+        -- a longer outage: the latest v_need fires, scanning back from p_now
+        v_budget := v_budget - missed;
+        v_window := pg_catalog.make_interval(mins => v_need + 1);
+        LOOP
+            fires := ARRAY[]::timestamptz[];
+            v_fire := broker.broker_cron_next(s.cron_expr, p_now - v_window, s.time_zone);
+            WHILE v_fire <= p_now LOOP
+                fires := fires || v_fire;
+                v_budget := v_budget - 1;
+                IF v_budget < 0 THEN
+                    RAISE EXCEPTION 'catch-up of schedule % evaluated 100000 fires without reaching now', s.schedule_id
+                        USING ERRCODE = 'program_limit_exceeded';
+                END IF;
+                v_fire := broker.broker_cron_next(s.cron_expr, v_fire, s.time_zone);
+            END LOOP;
+            EXIT WHEN pg_catalog.cardinality(fires) >= v_need OR p_now - v_window <= s.next_fire_at;
+            v_window := v_window * 4;
+        END LOOP;
+    END IF;
     next_fire := v_fire;
+    v_seen := pg_catalog.cardinality(fires);
     -- keep what the policy may enqueue
     fires := CASE
-        WHEN seen OPERATOR(pg_catalog.=) 0 THEN fires
-        WHEN fires[seen] OPERATOR(pg_catalog.>=) (p_now OPERATOR(pg_catalog.-) interval '60 seconds')
-             AND s.catch_up OPERATOR(pg_catalog.<>) 'all'
-            THEN fires[seen:]                                        -- on time
-        WHEN s.catch_up OPERATOR(pg_catalog.=) 'none' THEN ARRAY[]::timestamptz[]
-        WHEN s.catch_up OPERATOR(pg_catalog.=) 'one' THEN fires[seen:]
-        ELSE fires[GREATEST(1, seen OPERATOR(pg_catalog.-) s.catch_up_max OPERATOR(pg_catalog.+) 1):]
+        WHEN v_seen = 0 THEN fires
+        WHEN fires[v_seen] >= p_now - interval '60 seconds' AND s.catch_up <> 'all'
+            THEN fires[v_seen:]                                        -- on time
+        WHEN s.catch_up = 'none' THEN ARRAY[]::timestamptz[]
+        WHEN s.catch_up = 'one' THEN fires[v_seen:]
+        ELSE fires[GREATEST(1, v_seen - s.catch_up_max + 1):]
     END;
 END;
 $$;
 COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
-    'Internal: a schedule''s due fires its catch-up policy keeps, how many due fires were seen, and the next fire (bounded work).';
+    'Internal: a schedule''s due fires its catch-up policy keeps, how many fires were due (exact up to a bound), and the next fire (bounded work).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_schedule_tick()
---   Enqueues the jobs of every due fire of every enabled schedule (all
---   tenants) and plans each schedule's next fire. Returns how many jobs it
---   enqueued, the earliest next fire time of all enabled schedules, and the
---   seconds from now until then (server clock), so a runner can sleep
---   exactly that long: NULL when no schedule is enabled, 1 when a due
---   schedule was locked by someone else and must be tried again.
---   * Exactly once: each due schedule row is locked (FOR NO KEY UPDATE SKIP LOCKED)
---     and its next_fire_at moves past now in the same transaction, so two
---     runners or two transactions ticking at the same moment enqueue each
---     fire once; the idempotency key per (schedule, fire time) backs it up.
+-- Function: broker._schedule_tick_at(p_now)
+--   The tick at instant p_now: enqueues the jobs of every due fire (fire
+--   time <= p_now) of every enabled schedule (all tenants) and plans each
+--   schedule's next fire after p_now. Returns how many jobs it enqueued, the
+--   earliest next fire time of all enabled schedules, and the seconds from
+--   the server clock until then, so a runner can sleep exactly that long:
+--   NULL when no schedule is enabled, 1 when a due schedule was locked by
+--   someone else and must be tried again.
+--   broker_schedule_tick() calls it with now(). Only the broker's owner (an
+--   administrator) may name another instant: a later one fires future jobs
+--   early. Tests hand it fixed instants, so no outcome depends on the date.
+--   * Exactly once: each due schedule row is locked (FOR NO KEY UPDATE SKIP
+--     LOCKED) and its next_fire_at moves past p_now in the same transaction,
+--     so two ticks at the same moment enqueue each fire once; the
+--     idempotency key per (schedule, fire time) backs it up.
 --   * Missed fires (the runner was down): a fire more than 60 seconds late
 --     is missed. catch_up = none drops them, one (default) enqueues one job
 --     for the latest missed fire, all enqueues one per missed fire (the
---     latest catch_up_max). A fire on time always enqueues its job. Fires
---     that enqueue nothing are counted in skipped_fires (after a long outage
---     only those in the window broker._schedule_due looks at).
+--     latest catch_up_max). A fire on time always enqueues its job.
+--   * skipped_fires: every due fire that enqueued no job (dropped by the
+--     catch-up policy, skipped for overlap, or its key still taken) adds
+--     one, exactly, up to broker._skipped_fires_cap() per tick; a tick that
+--     skipped more adds the cap and sets skipped_fires_capped, so the
+--     column is then a lower bound.
 --   * Overlap: with overlap = skip (default), nothing is enqueued while the
---     previous job of the schedule (last_job_id) is pending or running;
---     those fires are counted in skipped_fires.
+--     previous job of the schedule (last_job_id) is pending or running.
 --   * A schedule whose owner (created_by) may no longer run jobs as run_as
 --     or act for its tenant, or that cannot be evaluated any more (say its
 --     time zone was removed), is disabled, with the reason in last_error.
 --   SECURITY DEFINER (the runner has no BYPASSRLS): it must see every
 --   tenant's schedules; the jobs carry the schedule's tenant and owner.
+-- Calls: broker._authority_lost, broker._schedule_due, broker._schedule_fire,
+--   broker.broker_cron_next, broker._skipped_fires_cap
+-- Tables: broker_schedule (read, lock, update), broker_jobs (read; insert
+--   through _schedule_fire)
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_schedule_tick(
+CREATE FUNCTION broker._schedule_tick_at(p_now timestamptz,
     OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)
 RETURNS record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s       broker.broker_schedule;
-    v_now   timestamptz := pg_catalog.now();
+    s           broker.broker_schedule;
+    v_cap       integer := broker._skipped_fires_cap();
     v_fires     timestamptz[];
     v_next      timestamptz;
-    v_seen      integer;
+    v_missed    integer;
+    v_capped    boolean;
     v_jobs      integer;
     v_last_job  bigint;
     v_last_fire timestamptz;
     v_error     text;
 BEGIN
+    IF p_now IS NULL OR NOT pg_catalog.isfinite(p_now) THEN
+        RAISE EXCEPTION '_schedule_tick_at: p_now must be a finite instant' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     jobs_enqueued := 0;
     FOR s IN
         -- NO KEY UPDATE: does not wait for, nor skip on, the key-share locks that inserting a job of the
         -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it
         SELECT * FROM broker.broker_schedule AS x
-         WHERE x.enabled AND (x.next_fire_at IS NULL OR x.next_fire_at OPERATOR(pg_catalog.<=) v_now)
+         WHERE x.enabled AND (x.next_fire_at IS NULL OR x.next_fire_at <= p_now)
          ORDER BY x.next_fire_at NULLS FIRST
            FOR NO KEY UPDATE SKIP LOCKED
     LOOP
         v_next := NULL;
-        v_seen := 0;
+        v_missed := 0;
+        v_capped := false;
         v_jobs := 0;
         v_last_job := NULL;
         v_last_fire := NULL;
@@ -4067,18 +4107,17 @@ BEGIN
             v_error := broker._authority_lost(s.created_by, s.tenant_id, s.run_as, 'owner');
             IF v_error IS NULL AND s.next_fire_at IS NULL THEN
                 -- written directly without a plan: plan it, fire nothing now
-                v_next := broker.broker_cron_next(s.cron_expr, v_now, s.time_zone);
+                v_next := broker.broker_cron_next(s.cron_expr, p_now, s.time_zone);
                 v_error := CASE WHEN v_next IS NULL THEN 'the cron expression never fires' END;
             ELSIF v_error IS NULL THEN
-                SELECT d.fires, d.seen, d.next_fire INTO v_fires, v_seen, v_next   -- v_next NULL: never again
-                  FROM broker._schedule_due(s, v_now) AS d;
-                IF s.overlap OPERATOR(pg_catalog.=) 'skip' AND EXISTS (
+                SELECT d.fires, d.missed, d.capped, d.next_fire INTO v_fires, v_missed, v_capped, v_next
+                  FROM broker._schedule_due(s, p_now) AS d;                     -- v_next NULL: never again
+                IF s.overlap = 'skip' AND EXISTS (
                     SELECT 1 FROM broker.broker_jobs AS j
-                     WHERE j.job_id OPERATOR(pg_catalog.=) s.last_job_id
-                       AND j.complete_status OPERATOR(pg_catalog.<=) 1) THEN
+                     WHERE j.job_id = s.last_job_id AND j.complete_status <= 1) THEN
                     v_fires := ARRAY[]::timestamptz[];
                 END IF;
-                IF pg_catalog.cardinality(v_fires) OPERATOR(pg_catalog.>) 0 THEN
+                IF pg_catalog.cardinality(v_fires) > 0 THEN
                     SELECT f.jobs, f.last_job_id, f.last_fire_at INTO v_jobs, v_last_job, v_last_fire
                       FROM broker._schedule_fire(s, v_fires) AS f;
                 END IF;
@@ -4091,24 +4130,47 @@ BEGIN
                 pg_catalog.quote_literal(s.tenant_id), v_error;
             UPDATE broker.broker_schedule AS t
                SET enabled = false, next_fire_at = NULL, last_error = v_error
-             WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
+             WHERE t.schedule_id = s.schedule_id;
         ELSE
-            jobs_enqueued := jobs_enqueued OPERATOR(pg_catalog.+) v_jobs;
-            -- fires that enqueued nothing (policy, overlap, or a key still taken) count as skipped
+            jobs_enqueued := jobs_enqueued + v_jobs;
             UPDATE broker.broker_schedule AS t
                SET next_fire_at = v_next,
                    last_fire_at = COALESCE(v_last_fire, t.last_fire_at),
                    last_job_id = COALESCE(v_last_job, t.last_job_id),
-                   skipped_fires = t.skipped_fires OPERATOR(pg_catalog.+) v_seen OPERATOR(pg_catalog.-) v_jobs
-             WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
+                   skipped_fires = t.skipped_fires + LEAST(v_missed - v_jobs, v_cap),
+                   skipped_fires_capped = t.skipped_fires_capped OR v_capped OR v_missed - v_jobs > v_cap
+             WHERE t.schedule_id = s.schedule_id;
         END IF;
     END LOOP;
     next_fire_at := (SELECT pg_catalog.min(x.next_fire_at) FROM broker.broker_schedule AS x WHERE x.enabled);
-    -- a fire still due here belongs to a schedule that was locked: come back in a second
+    -- a fire still due here belongs to a schedule that was locked: come back in a second. The
+    -- seconds count from the server clock as it is now, p_now advanced by the time this call took.
     seconds_until_next := CASE
         WHEN next_fire_at IS NULL THEN NULL
-        WHEN next_fire_at OPERATOR(pg_catalog.<=) v_now THEN 1
-        ELSE GREATEST(0, pg_catalog.date_part('epoch', next_fire_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())) END;
+        WHEN next_fire_at <= p_now THEN 1
+        ELSE GREATEST(0, pg_catalog.date_part('epoch',
+                 next_fire_at - (p_now + (pg_catalog.clock_timestamp() - pg_catalog.now())))) END;
+END;
+$$;
+COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz) IS
+    'Internal: the schedule tick at a given instant (broker_schedule_tick passes now()); administrators only.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_schedule_tick()
+--   The runner's tick: broker._schedule_tick_at(now()), see there. Returns
+--   (jobs_enqueued, next_fire_at, seconds_until_next).
+-- Calls: broker._schedule_tick_at
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_schedule_tick(
+    OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)
+RETURNS record
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT t.jobs_enqueued, t.next_fire_at, t.seconds_until_next
+      INTO jobs_enqueued, next_fire_at, seconds_until_next
+      FROM broker._schedule_tick_at(pg_catalog.now()) AS t;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_schedule_tick() IS

@@ -11,12 +11,14 @@ from runner_process import Runner
 
 SCHEDULES = 30
 ROUNDS = 15
+# the instant the tests tick at (broker._schedule_tick_at): no outcome depends on the date they run
+TICK_AT = "2027-06-15 10:00:30+00"
 
 
 def _tick_in_transaction(db: str, barrier: threading.Barrier, hold: float, results: list[int]) -> None:
     with connect(db, autocommit=False) as conn:
         barrier.wait()
-        results.append(conn.execute("SELECT jobs_enqueued FROM broker.broker_schedule_tick()").fetchone()[0])
+        results.append(conn.execute("SELECT jobs_enqueued FROM broker._schedule_tick_at(%s)", (TICK_AT,)).fetchone()[0])
         time.sleep(hold)  # keep the row locks a moment: the other session ticks meanwhile
         conn.commit()
 
@@ -28,8 +30,9 @@ def test_two_sessions_ticking_at_once_enqueue_each_fire_exactly_once(db):
                          " p_overlap => 'allow')", (f"s{i}",))
         last_job = 0
         for round_ in range(ROUNDS):
-            # every schedule is 3 to 4 fires behind (catch-up all): both sessions find them due at once
-            conn.execute("UPDATE broker.broker_schedule SET next_fire_at = date_trunc('minute', now()) - interval '3 minutes'")
+            # every schedule is 4 fires behind TICK_AT (catch-up all): both sessions find them due at once
+            conn.execute("UPDATE broker.broker_schedule SET next_fire_at = %s::timestamptz - interval '3 minutes 30 seconds'",
+                         (TICK_AT,))
             start = conn.execute("SELECT min(next_fire_at) FROM broker.broker_schedule").fetchone()[0]
             enqueued: list[int] = []
             barrier = threading.Barrier(2)
@@ -49,7 +52,7 @@ def test_two_sessions_ticking_at_once_enqueue_each_fire_exactly_once(db):
                 assert jobs == keys == fires, f"round {round_}, {name}: {jobs} jobs, {keys} keys, {fires} fires"
             new = sum(r[1] for r in rows)
             assert sum(enqueued) == new, "the two ticks together report exactly the jobs enqueued"
-            assert new >= SCHEDULES * 4
+            assert new == SCHEDULES * 4
             # finish them, so the same fire times may be used again next round
             conn.execute("UPDATE broker.broker_jobs SET complete_status = 2, finished_at = now() WHERE complete_status = 0")
             last_job = conn.execute("SELECT max(job_id) FROM broker.broker_jobs").fetchone()[0]
@@ -90,15 +93,15 @@ def test_a_locked_due_schedule_is_retried_in_a_second_and_job_inserts_do_not_blo
     with connect(db) as conn:
         conn.execute("SELECT broker.broker_add_schedule('s', '* * * * *', 'SELECT 1', p_overlap => 'allow')")
         sid = conn.execute("SELECT schedule_id FROM broker.broker_schedule").fetchone()[0]
-        conn.execute("UPDATE broker.broker_schedule SET next_fire_at = date_trunc('minute', now())")
+        conn.execute("UPDATE broker.broker_schedule SET next_fire_at = %s::timestamptz - interval '30 seconds'", (TICK_AT,))
         with connect(db, autocommit=False) as holder:
             # its owner holds the row: the tick skips it and asks to be called again soon, not at once
             holder.execute("SELECT 1 FROM broker.broker_schedule FOR UPDATE")
-            jobs, _, seconds = conn.execute("SELECT * FROM broker.broker_schedule_tick()").fetchone()
+            jobs, _, seconds = conn.execute("SELECT * FROM broker._schedule_tick_at(%s)", (TICK_AT,)).fetchone()
             assert (jobs, seconds) == (0, 1)
             holder.rollback()
             # a job of the schedule being inserted (its foreign key locks the row FOR KEY SHARE) does not stop it
             holder.execute("SELECT broker.broker_add_job('linked', 'SELECT 1', p_schedule_id => %s)", (sid,))
-            jobs, _, seconds = conn.execute("SELECT * FROM broker.broker_schedule_tick()").fetchone()
+            jobs, _, seconds = conn.execute("SELECT * FROM broker._schedule_tick_at(%s)", (TICK_AT,)).fetchone()
             assert jobs == 1 and seconds > 0
             holder.rollback()

@@ -53,7 +53,7 @@ SELECT functions_are('broker', ARRAY[
     -- cron schedules
     'broker_cron_next', '_cron_parse', '_cron_field', '_cron_next_wall', '_cron_utc_offset', 'broker_add_schedule',
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
-    '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_before_write',
+    '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', '_element_error', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle',
     '_job_error', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat']);

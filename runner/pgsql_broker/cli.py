@@ -198,10 +198,11 @@ def status_command(dsns, config_path) -> None:
                     click.echo(f"  {q[0]:5d} {q[1]:20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
                 if not stats:
                     click.echo("  (no jobs)")
-                for name, expr, zone, enabled, next_at, last_at, skipped, error in conn.execute(queries.SCHEDULES):
+                for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
+                        queries.SCHEDULES):
                     when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
                     last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
-                    click.echo(f"  schedule {name!r} '{expr}' ({zone}): {when}{last}, {skipped} skipped"
+                    click.echo(f"  schedule {name!r} '{expr}' ({zone}): {when}{last}, {skipped}{'+' if capped else ''} skipped"
                                + (f"; error: {error}" if error else ""))
         except psycopg.Error as exc:
             click.echo(f"database {label}: error: {exc}", err=True)

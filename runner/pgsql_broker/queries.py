@@ -25,7 +25,8 @@ RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_ca
 RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
-SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires, last_error
+SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires,
+                      skipped_fires_capped, last_error
                  FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at

@@ -21,6 +21,7 @@ ALTER TABLE broker.broker_schedule
     ADD COLUMN last_job_id     bigint,
     ADD COLUMN skipped_fires   bigint      NOT NULL DEFAULT 0,
     ADD COLUMN last_error      text,
+    ADD COLUMN skipped_fires_capped boolean NOT NULL DEFAULT false,
     ADD CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     ADD CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     ADD CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
@@ -42,7 +43,8 @@ COMMENT ON COLUMN broker.broker_schedule.catch_up IS 'Missed fires after downtim
 COMMENT ON COLUMN broker.broker_schedule.catch_up_max IS 'With catch_up = all: at most this many jobs for the missed fires (the latest ones).';
 COMMENT ON COLUMN broker.broker_schedule.overlap IS 'skip (default): no job while an earlier job of this schedule is pending or running; allow: always enqueue.';
 COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueued.';
-COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued no job (missed beyond the catch-up policy, or skipped for overlap).';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
+COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
