@@ -50,6 +50,15 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a ti
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- A new database-wide option: max_schedules_per_tenant.
+ALTER TABLE broker.broker_config
+    DROP CONSTRAINT broker_config_setting_check,
+    ADD CONSTRAINT broker_config_setting_check
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds',
+                                                           'max_schedules_per_tenant']));
+COMMENT ON TABLE broker.broker_config IS
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 -- source: sql/tables/broker_deferred_release.sql
 -- ---------------------------------------------------------------------------
@@ -128,7 +137,8 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 --     lease_seconds       default lease of broker_get (default 60)
 --     retry_base_seconds  first retry delay, doubling per attempt (default 5)
 --     retry_max_seconds   upper bound of the retry delay (default 3600)
---   The last three are database-wide options in broker_config: only roles
+--     max_schedules_per_tenant  schedules a tenant may have (default 1000)
+--   The last four are database-wide options in broker_config: only roles
 --   that may write it (broker_admin, superusers) can set them, and they take
 --   effect when the transaction commits.
 -- Errors: 22023 unknown option or invalid value; 22004 NULL value;
@@ -152,7 +162,8 @@ BEGIN
         RETURN broker.broker_set_tenant(p_value);
     ELSIF v_setting OPERATOR(pg_catalog.=) 'application_name' THEN
         RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
-    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
+    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds',
+                                                    'max_schedules_per_tenant']) THEN
         v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
         BEGIN
             v_val := p_value::integer;
@@ -174,11 +185,11 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
         USING ERRCODE = 'invalid_parameter_value',
-              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id.';
+              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant, application_name, tenant_id.';
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
-    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant; returns the value in force.';
 -- source: sql/functions/tenant.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_current_tenant()
@@ -3878,13 +3889,36 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
 --   for writers without BYPASSRLS (enqueuers, through the functions or
 --   directly) a next_fire_at in the past becomes now, so nobody can make the
 --   tick walk years of missed fires; the tick itself (the owner) is exempt.
+--   A new schedule (or one moved to another tenant) counts against the
+--   tenant's quota, max_schedules_per_tenant (broker_config, default
+--   1,000), however it is written: the tick's work grows with the due
+--   schedules, so no tenant may make it arbitrarily large (53400). The count
+--   is serialised per tenant by a transaction-level advisory lock, taken
+--   here and nowhere else: a trigger cannot be called directly, so only a
+--   write of a schedule of that tenant takes it, and one the policies then
+--   refuse gives it back with its (sub)transaction.
+-- Calls: broker._setting_int
+-- Tables: broker_schedule (count, as the writer: the policies show a
+--   writer its own tenant's rows, the only ones it may add to)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_max integer;
 BEGIN
+    IF TG_OP = 'INSERT' OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id THEN
+        v_max := broker._setting_int('max_schedules_per_tenant', 1000, 1);
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('broker_schedule_quota'),
+                                                 pg_catalog.hashtext(NEW.tenant_id));
+        IF (SELECT pg_catalog.count(*) FROM broker.broker_schedule AS q WHERE q.tenant_id = NEW.tenant_id) >= v_max THEN
+            RAISE EXCEPTION 'tenant % already has % schedules, the most it may have', pg_catalog.quote_literal(NEW.tenant_id), v_max
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      HINT = 'Remove schedules it no longer needs, or have broker_admin raise max_schedules_per_tenant (broker_set).';
+        END IF;
+    END IF;
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
@@ -3895,13 +3929,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._schedule_before_write() IS
-    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
+    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up); new schedules count against the tenant''s quota.';
 
 CREATE TRIGGER broker_schedule_before_write_trg
-    BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
+    BEFORE INSERT OR UPDATE OF next_fire_at, tenant_id ON broker.broker_schedule
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
 COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
-    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
+    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now; enforces the per-tenant schedule quota.';
 -- source: sql/functions/schedule_tick.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
@@ -4031,14 +4065,20 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
     'Internal: a schedule''s due fires its catch-up policy keeps, how many fires were due (exact up to a bound), and the next fire (bounded work).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._schedule_tick_at(p_now)
---   The tick at instant p_now: enqueues the jobs of every due fire (fire
---   time <= p_now) of every enabled schedule (all tenants) and plans each
---   schedule's next fire after p_now. Returns how many jobs it enqueued, the
---   earliest next fire time of all enabled schedules, and the seconds from
---   the server clock until then, so a runner can sleep exactly that long:
---   NULL when no schedule is enabled, 1 when a due schedule was locked by
---   someone else and must be tried again.
+-- Function: broker._schedule_tick_at(p_now, p_max_schedules)
+--   The tick at instant p_now: enqueues the jobs of the due fires (fire
+--   time <= p_now) of at most p_max_schedules enabled schedules (all
+--   tenants) and plans each one's next fire after p_now. Returns how many
+--   jobs it enqueued, the earliest next fire time of all enabled schedules,
+--   and the seconds from the server clock until then, so a runner can sleep
+--   exactly that long: NULL when no schedule is enabled, 0 when due
+--   schedules are left for the next call, 1 when a due schedule was locked
+--   by someone else and must be tried again.
+--   * Bounded and fair: one call (one transaction) handles at most
+--     p_max_schedules schedules, taking the tenants in turn (each tenant's
+--     most overdue schedule first, then each one's second, ...), so a tenant
+--     with thousands of due schedules delays another's fire by one call at
+--     the most, and no tick transaction grows with one tenant's schedules.
 --   broker_schedule_tick() calls it with now(). Only the broker's owner (an
 --   administrator) may name another instant: a later one fires future jobs
 --   early. Tests hand it fixed instants, so no outcome depends on the date.
@@ -4067,7 +4107,7 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
 -- Tables: broker_schedule (read, lock, update), broker_jobs (read; insert
 --   through _schedule_fire)
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._schedule_tick_at(p_now timestamptz,
+CREATE FUNCTION broker._schedule_tick_at(p_now timestamptz, p_max_schedules integer DEFAULT 100,
     OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)
 RETURNS record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -4084,19 +4124,32 @@ DECLARE
     v_last_job  bigint;
     v_last_fire timestamptz;
     v_error     text;
+    v_done      integer := 0;
 BEGIN
     IF p_now IS NULL OR NOT pg_catalog.isfinite(p_now) THEN
         RAISE EXCEPTION '_schedule_tick_at: p_now must be a finite instant' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_max_schedules IS NULL OR p_max_schedules < 1 THEN
+        RAISE EXCEPTION '_schedule_tick_at: p_max_schedules must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     jobs_enqueued := 0;
     FOR s IN
         -- NO KEY UPDATE: does not wait for, nor skip on, the key-share locks that inserting a job of the
-        -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it
-        SELECT * FROM broker.broker_schedule AS x
+        -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it. The
+        -- conditions on x are checked again on the row version locked (one another tick just moved on).
+        SELECT x.* FROM broker.broker_schedule AS x
+          JOIN (SELECT d.schedule_id, d.next_fire_at,
+                       pg_catalog.row_number() OVER (PARTITION BY d.tenant_id
+                                                     ORDER BY d.next_fire_at NULLS FIRST, d.schedule_id) AS turn
+                  FROM broker.broker_schedule AS d
+                 WHERE d.enabled AND (d.next_fire_at IS NULL OR d.next_fire_at <= p_now)) AS r
+            ON r.schedule_id = x.schedule_id
          WHERE x.enabled AND (x.next_fire_at IS NULL OR x.next_fire_at <= p_now)
-         ORDER BY x.next_fire_at NULLS FIRST
-           FOR NO KEY UPDATE SKIP LOCKED
+         ORDER BY r.turn, r.next_fire_at NULLS FIRST, x.schedule_id
+         LIMIT p_max_schedules
+           FOR NO KEY UPDATE OF x SKIP LOCKED
     LOOP
+        v_done := v_done + 1;
         v_next := NULL;
         v_missed := 0;
         v_capped := false;
@@ -4143,22 +4196,26 @@ BEGIN
         END IF;
     END LOOP;
     next_fire_at := (SELECT pg_catalog.min(x.next_fire_at) FROM broker.broker_schedule AS x WHERE x.enabled);
-    -- a fire still due here belongs to a schedule that was locked: come back in a second. The
-    -- seconds count from the server clock as it is now, p_now advanced by the time this call took.
+    -- a fire still due here was left for the next call (come back at once) or belongs to a schedule
+    -- that was locked (come back in a second). The seconds count from the server clock as it is now,
+    -- p_now advanced by the time this call took.
     seconds_until_next := CASE
         WHEN next_fire_at IS NULL THEN NULL
+        WHEN next_fire_at <= p_now AND v_done >= p_max_schedules THEN 0
         WHEN next_fire_at <= p_now THEN 1
         ELSE GREATEST(0, pg_catalog.date_part('epoch',
                  next_fire_at - (p_now + (pg_catalog.clock_timestamp() - pg_catalog.now())))) END;
 END;
 $$;
-COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz) IS
-    'Internal: the schedule tick at a given instant (broker_schedule_tick passes now()); administrators only.';
+COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz, integer) IS
+    'Internal: one bounded, tenant-fair schedule tick at a given instant (broker_schedule_tick passes now()); administrators only.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_schedule_tick()
---   The runner's tick: broker._schedule_tick_at(now()), see there. Returns
---   (jobs_enqueued, next_fire_at, seconds_until_next).
+--   The runner's tick: broker._schedule_tick_at(now()), see there: at most
+--   100 schedules per call, the tenants in turn; seconds_until_next = 0 says
+--   that more are due. Returns (jobs_enqueued, next_fire_at,
+--   seconds_until_next).
 -- Calls: broker._schedule_tick_at
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_schedule_tick(

@@ -126,14 +126,20 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
     'Internal: a schedule''s due fires its catch-up policy keeps, how many fires were due (exact up to a bound), and the next fire (bounded work).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._schedule_tick_at(p_now)
---   The tick at instant p_now: enqueues the jobs of every due fire (fire
---   time <= p_now) of every enabled schedule (all tenants) and plans each
---   schedule's next fire after p_now. Returns how many jobs it enqueued, the
---   earliest next fire time of all enabled schedules, and the seconds from
---   the server clock until then, so a runner can sleep exactly that long:
---   NULL when no schedule is enabled, 1 when a due schedule was locked by
---   someone else and must be tried again.
+-- Function: broker._schedule_tick_at(p_now, p_max_schedules)
+--   The tick at instant p_now: enqueues the jobs of the due fires (fire
+--   time <= p_now) of at most p_max_schedules enabled schedules (all
+--   tenants) and plans each one's next fire after p_now. Returns how many
+--   jobs it enqueued, the earliest next fire time of all enabled schedules,
+--   and the seconds from the server clock until then, so a runner can sleep
+--   exactly that long: NULL when no schedule is enabled, 0 when due
+--   schedules are left for the next call, 1 when a due schedule was locked
+--   by someone else and must be tried again.
+--   * Bounded and fair: one call (one transaction) handles at most
+--     p_max_schedules schedules, taking the tenants in turn (each tenant's
+--     most overdue schedule first, then each one's second, ...), so a tenant
+--     with thousands of due schedules delays another's fire by one call at
+--     the most, and no tick transaction grows with one tenant's schedules.
 --   broker_schedule_tick() calls it with now(). Only the broker's owner (an
 --   administrator) may name another instant: a later one fires future jobs
 --   early. Tests hand it fixed instants, so no outcome depends on the date.
@@ -162,7 +168,7 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
 -- Tables: broker_schedule (read, lock, update), broker_jobs (read; insert
 --   through _schedule_fire)
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._schedule_tick_at(p_now timestamptz,
+CREATE FUNCTION broker._schedule_tick_at(p_now timestamptz, p_max_schedules integer DEFAULT 100,
     OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)
 RETURNS record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -179,19 +185,32 @@ DECLARE
     v_last_job  bigint;
     v_last_fire timestamptz;
     v_error     text;
+    v_done      integer := 0;
 BEGIN
     IF p_now IS NULL OR NOT pg_catalog.isfinite(p_now) THEN
         RAISE EXCEPTION '_schedule_tick_at: p_now must be a finite instant' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_max_schedules IS NULL OR p_max_schedules < 1 THEN
+        RAISE EXCEPTION '_schedule_tick_at: p_max_schedules must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     jobs_enqueued := 0;
     FOR s IN
         -- NO KEY UPDATE: does not wait for, nor skip on, the key-share locks that inserting a job of the
-        -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it
-        SELECT * FROM broker.broker_schedule AS x
+        -- schedule takes; SKIP LOCKED: a schedule another tick (or its owner) holds is left to it. The
+        -- conditions on x are checked again on the row version locked (one another tick just moved on).
+        SELECT x.* FROM broker.broker_schedule AS x
+          JOIN (SELECT d.schedule_id, d.next_fire_at,
+                       pg_catalog.row_number() OVER (PARTITION BY d.tenant_id
+                                                     ORDER BY d.next_fire_at NULLS FIRST, d.schedule_id) AS turn
+                  FROM broker.broker_schedule AS d
+                 WHERE d.enabled AND (d.next_fire_at IS NULL OR d.next_fire_at <= p_now)) AS r
+            ON r.schedule_id = x.schedule_id
          WHERE x.enabled AND (x.next_fire_at IS NULL OR x.next_fire_at <= p_now)
-         ORDER BY x.next_fire_at NULLS FIRST
-           FOR NO KEY UPDATE SKIP LOCKED
+         ORDER BY r.turn, r.next_fire_at NULLS FIRST, x.schedule_id
+         LIMIT p_max_schedules
+           FOR NO KEY UPDATE OF x SKIP LOCKED
     LOOP
+        v_done := v_done + 1;
         v_next := NULL;
         v_missed := 0;
         v_capped := false;
@@ -238,22 +257,26 @@ BEGIN
         END IF;
     END LOOP;
     next_fire_at := (SELECT pg_catalog.min(x.next_fire_at) FROM broker.broker_schedule AS x WHERE x.enabled);
-    -- a fire still due here belongs to a schedule that was locked: come back in a second. The
-    -- seconds count from the server clock as it is now, p_now advanced by the time this call took.
+    -- a fire still due here was left for the next call (come back at once) or belongs to a schedule
+    -- that was locked (come back in a second). The seconds count from the server clock as it is now,
+    -- p_now advanced by the time this call took.
     seconds_until_next := CASE
         WHEN next_fire_at IS NULL THEN NULL
+        WHEN next_fire_at <= p_now AND v_done >= p_max_schedules THEN 0
         WHEN next_fire_at <= p_now THEN 1
         ELSE GREATEST(0, pg_catalog.date_part('epoch',
                  next_fire_at - (p_now + (pg_catalog.clock_timestamp() - pg_catalog.now())))) END;
 END;
 $$;
-COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz) IS
-    'Internal: the schedule tick at a given instant (broker_schedule_tick passes now()); administrators only.';
+COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz, integer) IS
+    'Internal: one bounded, tenant-fair schedule tick at a given instant (broker_schedule_tick passes now()); administrators only.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_schedule_tick()
---   The runner's tick: broker._schedule_tick_at(now()), see there. Returns
---   (jobs_enqueued, next_fire_at, seconds_until_next).
+--   The runner's tick: broker._schedule_tick_at(now()), see there: at most
+--   100 schedules per call, the tenants in turn; seconds_until_next = 0 says
+--   that more are due. Returns (jobs_enqueued, next_fire_at,
+--   seconds_until_next).
 -- Calls: broker._schedule_tick_at
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_schedule_tick(

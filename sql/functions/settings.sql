@@ -24,7 +24,8 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 --     lease_seconds       default lease of broker_get (default 60)
 --     retry_base_seconds  first retry delay, doubling per attempt (default 5)
 --     retry_max_seconds   upper bound of the retry delay (default 3600)
---   The last three are database-wide options in broker_config: only roles
+--     max_schedules_per_tenant  schedules a tenant may have (default 1000)
+--   The last four are database-wide options in broker_config: only roles
 --   that may write it (broker_admin, superusers) can set them, and they take
 --   effect when the transaction commits.
 -- Errors: 22023 unknown option or invalid value; 22004 NULL value;
@@ -48,7 +49,8 @@ BEGIN
         RETURN broker.broker_set_tenant(p_value);
     ELSIF v_setting OPERATOR(pg_catalog.=) 'application_name' THEN
         RETURN pg_catalog.set_config('application_name', p_value, COALESCE(p_is_local, false));
-    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds']) THEN
+    ELSIF v_setting OPERATOR(pg_catalog.=) ANY (ARRAY['lease_seconds', 'retry_base_seconds', 'retry_max_seconds',
+                                                    'max_schedules_per_tenant']) THEN
         v_min := CASE v_setting WHEN 'retry_base_seconds' THEN 0 ELSE 1 END;
         BEGIN
             v_val := p_value::integer;
@@ -70,8 +72,8 @@ BEGIN
     END IF;
     RAISE EXCEPTION 'broker_set: unknown setting %', pg_catalog.quote_literal(p_setting)
         USING ERRCODE = 'invalid_parameter_value',
-              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, application_name, tenant_id.';
+              HINT = 'Known settings: lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant, application_name, tenant_id.';
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
-    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds; returns the value in force.';
+    'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant; returns the value in force.';

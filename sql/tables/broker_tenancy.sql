@@ -26,13 +26,14 @@ CREATE TABLE broker.broker_config (
     value      text NOT NULL,
     CONSTRAINT broker_config_pkey PRIMARY KEY (setting),
     CONSTRAINT broker_config_setting_check
-        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds'])),
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds',
+                                                           'max_schedules_per_tenant'])),
     CONSTRAINT broker_config_value_check
         CHECK (CASE WHEN setting OPERATOR(pg_catalog.=) 'strict_tenancy' THEN value OPERATOR(pg_catalog.=) ANY (ARRAY['on', 'off'])
                     ELSE value OPERATOR(pg_catalog.~) '^[0-9]{1,9}$' END)
 );
 COMMENT ON TABLE broker.broker_config IS
-    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds.';
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant.';
 COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
 COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
 COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';

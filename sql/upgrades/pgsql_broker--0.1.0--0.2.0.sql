@@ -48,6 +48,15 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a ti
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- A new database-wide option: max_schedules_per_tenant.
+ALTER TABLE broker.broker_config
+    DROP CONSTRAINT broker_config_setting_check,
+    ADD CONSTRAINT broker_config_setting_check
+        CHECK (setting OPERATOR(pg_catalog.=) ANY (ARRAY['strict_tenancy', 'lease_seconds', 'retry_base_seconds', 'retry_max_seconds',
+                                                           'max_schedules_per_tenant']));
+COMMENT ON TABLE broker.broker_config IS
+    'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)

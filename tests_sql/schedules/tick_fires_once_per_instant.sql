@@ -133,16 +133,16 @@ SELECT function_privs_are('broker', 'broker_schedule_tick', '{}'::text[], 'broke
                           'the runner role may tick');
 SELECT function_privs_are('broker', 'broker_schedule_tick', '{}'::text[], 'broker_enqueue', '{}'::text[],
                           'enqueuers may not');
-SELECT function_privs_are('broker', '_schedule_tick_at', ARRAY['timestamptz'], 'broker_runtime', '{}'::text[],
+SELECT function_privs_are('broker', '_schedule_tick_at', ARRAY['timestamptz', 'integer'], 'broker_runtime', '{}'::text[],
                           'the runner role may not tick at an instant of its choosing');
-SELECT function_privs_are('broker', '_schedule_tick_at', ARRAY['timestamptz'], 'broker_enqueue', '{}'::text[],
+SELECT function_privs_are('broker', '_schedule_tick_at', ARRAY['timestamptz', 'integer'], 'broker_enqueue', '{}'::text[],
                           '... nor may enqueuers');
 CREATE ROLE broker_test_runner NOLOGIN IN ROLE broker_runtime;
 SET LOCAL ROLE broker_test_runner;
 SELECT throws_ok($$SELECT broker._schedule_tick_at(now() + interval '1 year')$$, '42501', NULL,
                  'a runtime member cannot fire next year''s jobs today');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM pg_catalog.pg_proc p WHERE p.oid = 'broker._schedule_tick_at(timestamptz)'::regprocedure
+SELECT is((SELECT count(*) FROM pg_catalog.pg_proc p WHERE p.oid = 'broker._schedule_tick_at(timestamptz, integer)'::regprocedure
             AND has_function_privilege('broker_admin', p.oid, 'EXECUTE')), 1::bigint,
           'administrators may tick at a given instant');
 
