@@ -5,6 +5,7 @@
 #   make installcheck  run the pgTAP suite against the server named by PG* variables
 #   make test       everything from a fresh machine: packages, build, install,
 #                   a throwaway cluster, pgTAP and pytest
+#   make docs       the docs site (MkDocs) into site/, with the generated SQL reference
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
 #   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
 #   make bench-peers  the same plus PgQueuer and Procrastinate, and docs/bench.png
@@ -113,9 +114,20 @@ lint-sql: $(VENV)/.installed all
 check-frozen:
 	@sha256sum --quiet -c extension/frozen.sha256 || { echo "a frozen extension script changed: add an upgrade script instead"; exit 1; }
 
+# The docs site (MkDocs, Material theme) into site/; the SQL reference is generated first.
+docs: $(VENV)/.installed all
+	$(VENV)/bin/python tools/sql_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# Fails when docs/reference/sql.md is stale, or when the site does not build (broken links too).
+check-docs: $(VENV)/.installed all
+	$(VENV)/bin/python tools/sql_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
 test: deps all
 	$(MAKE) check-frozen
 	$(MAKE) check-generated
+	$(MAKE) check-docs
 	$(MAKE) lint-sql
 	$(MAKE) lint-docker
 	$(MAKE) install >/dev/null
@@ -154,7 +166,7 @@ bench-peers: deps all $(PEERS_VENV)/.installed
 	  --only drain,enqueue,latency,ceiling $(BENCH_ARGS)
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
-.PHONY: all screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
