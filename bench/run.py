@@ -12,11 +12,11 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, ceiling, claim_backlog, common, cron_next, workloads
+from . import broker_deps, ceiling, claim_backlog, common, cron_next, purge, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge")
 
 
 def systems(with_peers: bool) -> list:
@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
             broker["deps"] = {"runs": runs, "median": common.median_of(runs)}
         if "cron" in only:
             broker["cron"] = cron_next.run(chosen[0].template, args.runs)
+        if "purge" in only:
+            broker["purge"] = purge.run(chosen[0].template, args.runs)
     finally:
         for s in chosen:
             common.drop_db(s.template)

@@ -91,7 +91,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_run(bigint, uuid),
     broker.broker_run_batch(bigint[], uuid[]),
     broker.broker_recover_stale_jobs(integer),
-    broker.broker_purge_jobs(interval, integer),
+    broker.broker_purge_jobs(interval, integer, smallint),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),

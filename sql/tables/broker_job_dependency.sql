@@ -24,6 +24,9 @@ CREATE UNIQUE INDEX broker_job_dependency_job_idx
     ON broker.broker_job_dependency (job_id, depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
 CREATE UNIQUE INDEX broker_job_dependency_job_group_idx
     ON broker.broker_job_dependency (job_id, depends_on_group) WHERE depends_on_group IS NOT NULL;
+-- Deleting a job (purge) deletes its edges through the foreign key's ON DELETE CASCADE, which
+-- looks them up by job_id alone: the partial indexes above cannot serve that.
+CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (job_id);
 CREATE INDEX broker_job_dependency_target_job_idx
     ON broker.broker_job_dependency (depends_on_job_id) WHERE depends_on_job_id IS NOT NULL;
 CREATE INDEX broker_job_dependency_target_group_idx

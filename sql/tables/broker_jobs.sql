@@ -71,8 +71,9 @@ CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
--- Retention: finished jobs by age.
-CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (finished_at)
+-- Retention: finished jobs by final state and age (broker_purge_jobs reads one state at a time,
+-- oldest first, so each batch reads only the rows it deletes).
+CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, finished_at)
     WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
 CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
     WHERE schedule_id IS NOT NULL;

@@ -72,6 +72,13 @@ DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_depende
 -- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
 DROP TRIGGER broker_jobs_notify_insert_trg ON broker.broker_jobs;
 DROP FUNCTION broker._jobs_notify_insert();
+-- Retention reads finished jobs one final state at a time, and deletes edges by job_id.
+DROP INDEX broker.broker_jobs_finished_idx;
+CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, finished_at)
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
+CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (job_id);
+-- broker_purge_jobs takes the final state to purge (a trailing parameter).
+DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
