@@ -7,9 +7,9 @@
 -- owner could replace or drop what is installed, and sql/roles.sql would make
 -- broker_admin the owner of what it planted. So the install stops (42P06,
 -- nothing is created) unless schema broker is owned by the installing role, a
--- superuser or broker_admin (a restore of pg_dump output makes it so first),
--- grants no privilege to another role, has no default privileges, and holds
--- nothing but this extension.
+-- superuser or broker_admin (a restore of pg_dump output makes it so first,
+-- and DROP EXTENSION leaves it so), lets no other role create in it, has no
+-- default privileges, and holds nothing but this extension.
 -- ---------------------------------------------------------------------------
 DO $guard$
 DECLARE
@@ -31,9 +31,10 @@ BEGIN
     END IF;
     SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO v_found
       FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
-     WHERE n.oid OPERATOR(pg_catalog.=) v_schema AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
+     WHERE n.oid OPERATOR(pg_catalog.=) v_schema AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE';
     IF v_found IS NOT NULL THEN
-        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and grants privileges on it to %', v_found
+        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and grants CREATE on it to %', v_found
             USING ERRCODE = 'duplicate_schema',
                   HINT = 'Others could create objects in it: drop it (or REVOKE ALL ON SCHEMA broker from them), then install again.';
     END IF;

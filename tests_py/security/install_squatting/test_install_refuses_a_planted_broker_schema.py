@@ -96,3 +96,16 @@ def test_a_planted_migrations_record_is_neither_read_nor_believed(empty_db, mall
             assert result.returncode == 1 and f"schema broker is owned by {mallory}" in result.stdout, result.stdout
         else:
             assert_refused(result, "schema broker", mallory)
+
+
+def test_the_schema_drop_extension_leaves_is_installed_into_again(empty_db):
+    """DROP EXTENSION keeps schema broker (broker_admin's, USAGE for the broker roles): empty and
+    nobody else's, so a new CREATE EXTENSION and roles.sql use it."""
+    assert install(empty_db, "--with-roles").returncode == 0
+    with connect(empty_db) as conn:
+        conn.execute("DROP EXTENSION pgsql_broker")
+        conn.execute("CREATE EXTENSION pgsql_broker")
+        conn.execute(ROLES_SQL)
+    again = install(empty_db, "--with-roles")
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr
+    assert owner_of_schema(empty_db, "broker") == "broker_admin"
