@@ -5,6 +5,73 @@
 -- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
 -- repository root runs the same sources directly (schema broker must exist).
 
+-- first: schema broker must be the installer's own and new (nothing planted in it)
+-- source: sql/guards/fresh_schema.sql
+-- ---------------------------------------------------------------------------
+-- Install guard: the schema broker this script fills must be the installer's
+-- own and new. CREATE EXTENSION (control file: schema = broker, not
+-- relocatable) creates schema broker, or uses one that already exists; the
+-- migrations path creates it just before this script. A schema made
+-- beforehand by another role, or holding anything, would be adopted: its
+-- owner could replace or drop what is installed, and sql/roles.sql would make
+-- broker_admin the owner of what it planted. So the install stops (42P06,
+-- nothing is created) unless schema broker is owned by the installing role, a
+-- superuser or broker_admin (a restore of pg_dump output makes it so first,
+-- and DROP EXTENSION leaves it so), lets no other role create in it, has no
+-- default privileges, and holds nothing but this extension.
+-- ---------------------------------------------------------------------------
+DO $guard$
+DECLARE
+    v_schema  oid := pg_catalog.to_regnamespace('broker');
+    v_owner   oid;
+    v_found   text;
+BEGIN
+    IF v_schema IS NULL THEN
+        RAISE EXCEPTION 'pgsql_broker: schema broker does not exist' USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    SELECT n.nspowner INTO v_owner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema;
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) v_owner)
+       AND COALESCE(v_owner OPERATOR(pg_catalog.<>) pg_catalog.to_regrole('broker_admin')::pg_catalog.oid, true) THEN
+        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and is owned by %, not by the installing role %',
+            v_owner::pg_catalog.regrole, CURRENT_USER
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Another role made it: find out who and why, drop it, then install again.';
+    END IF;
+    SELECT pg_catalog.string_agg(DISTINCT a.grantee::pg_catalog.regrole::pg_catalog.text, ', ') INTO v_found
+      FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
+     WHERE n.oid OPERATOR(pg_catalog.=) v_schema AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE';
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and grants CREATE on it to %', v_found
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Others could create objects in it: drop it (or REVOKE ALL ON SCHEMA broker from them), then install again.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_default_acl AS d WHERE d.defaclnamespace OPERATOR(pg_catalog.=) v_schema) THEN
+        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and has default privileges for objects made in it'
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Drop it (or its ALTER DEFAULT PRIVILEGES ... IN SCHEMA broker), then install again.';
+    END IF;
+    -- everything in a schema depends on it in pg_depend (the extension being created too)
+    SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity), ', '
+                                 ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
+      INTO v_found
+      FROM pg_catalog.pg_depend AS d
+     CROSS JOIN LATERAL pg_catalog.pg_identify_object(d.classid, d.objid, 0) AS i
+     WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) v_schema
+       AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                AND d.objid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT e.oid FROM pg_catalog.pg_extension AS e
+                                                               WHERE e.extname OPERATOR(pg_catalog.=) 'pgsql_broker')));
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'pgsql_broker: schema broker already exists and holds objects pgsql_broker did not create: %',
+            pg_catalog.left(v_found, 1000)
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'Find out who made them and why; drop them (or the schema), then install again.';
+    END IF;
+END
+$guard$;
+
 -- settings and tenancy (table defaults call these)
 -- source: sql/functions/settings.sql
 -- ---------------------------------------------------------------------------
@@ -774,8 +841,10 @@ COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor_schema(p_role)
 --   Creates (if missing) the executor schema of p_role: owned by the broker's
---   owner, CREATE and USAGE for p_role only. Returns its name.
--- Errors: 42704 unknown role.
+--   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
+--   that name owned by anyone else was not made here (another role can make
+--   it before the broker does): it is never used.
+-- Errors: 42704 unknown role; 42501 the schema exists with another owner.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_schema(p_role name)
 RETURNS text
@@ -785,12 +854,22 @@ AS $$
 DECLARE
     v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
     v_schema text;
+    v_owner  oid;
 BEGIN
     IF v_oid IS NULL THEN
         RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
     END IF;
     v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
-    IF pg_catalog.to_regnamespace(v_schema) IS NULL THEN
+    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
+        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
+            v_schema, v_owner::pg_catalog.regrole,
+            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
+    END IF;
+    IF v_owner IS NULL THEN
         BEGIN
             EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
         EXCEPTION WHEN duplicate_schema OR unique_violation THEN

@@ -3,6 +3,9 @@
 -- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
 -- repository root runs the same sources directly (schema broker must exist).
 
+-- first: schema broker must be the installer's own and new (nothing planted in it)
+\i sql/guards/fresh_schema.sql
+
 -- settings and tenancy (table defaults call these)
 \i sql/functions/settings.sql
 \i sql/functions/tenant.sql

@@ -15,7 +15,91 @@
 --   broker_enqueue  enqueue, read and cancel jobs of its tenant; may create
 --                   its own job executor (in its own schema). No BYPASSRLS.
 -- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
+-- It hands to broker_admin only what pgsql_broker made, and first refuses
+-- (42501, changing nothing) a database whose schema broker or executor
+-- schemas hold anything else. With psql, run it as one transaction that
+-- stops at the first error: psql -v ON_ERROR_STOP=1 -1 -f sql/roles.sql
 -- ---------------------------------------------------------------------------
+
+-- Refuse first. What pgsql_broker made (the same rule as the upgrade guard,
+-- sql/guards/objects_are_the_brokers.sql): with CREATE EXTENSION, a member of
+-- the extension (pg_depend deptype 'e') in a schema owned by the extension's
+-- owner, broker_admin or a superuser; with tracked migrations, a table or
+-- function owned by the schema's owner or broker_admin, in a schema owned by
+-- a superuser or broker_admin. An executor schema broker_exec_<oid> is the
+-- broker's when owned by schema broker's owner, the extension's owner or
+-- broker_admin (broker._executor_schema makes them so).
+DO $guard$
+DECLARE
+    v_schema oid := pg_catalog.to_regnamespace('broker');
+    v_ext    oid := (SELECT e.oid FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'pgsql_broker');
+    v_admin  oid := pg_catalog.to_regrole('broker_admin');
+    v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
+    v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
+    v_found  text;
+BEGIN
+    IF v_schema IS NULL THEN
+        RAISE EXCEPTION 'roles.sql: schema broker does not exist' USING ERRCODE = 'invalid_schema_name',
+            HINT = 'Install pgsql_broker first (CREATE EXTENSION pgsql_broker, or pgsql-broker install).';
+    END IF;
+    IF v_ext IS NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c
+                                      WHERE c.relnamespace OPERATOR(pg_catalog.=) v_schema
+                                        AND c.relname OPERATOR(pg_catalog.=) 'broker_schema_migrations'
+                                        AND c.relkind OPERATOR(pg_catalog.=) 'r') THEN
+        RAISE EXCEPTION 'roles.sql: schema broker exists but pgsql_broker is not installed in it (no extension, no recorded migrations)'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Another role may have made it: find out who and why before installing.';
+    END IF;
+    -- (= ANY of an array holding NULLs is NULL, not false, when nothing matches: hence COALESCE)
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+            OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) v_owner)) THEN
+        RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker; nothing was changed',
+            v_owner::pg_catalog.regrole
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'It was made before the install by another role: move your data out and drop it.';
+    END IF;
+    SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity) OPERATOR(pg_catalog.||)
+                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner)::pg_catalog.regrole::pg_catalog.text
+                                          OPERATOR(pg_catalog.||) ')', ''), ', '
+                                 ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
+      INTO v_found
+      FROM pg_catalog.pg_depend AS d
+     CROSS JOIN LATERAL pg_catalog.pg_identify_object(d.classid, d.objid, 0) AS i
+      LEFT JOIN pg_catalog.pg_class AS c
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) d.objid
+      LEFT JOIN pg_catalog.pg_proc AS p
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) d.objid
+     WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) v_schema
+       AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                AND COALESCE(d.objid OPERATOR(pg_catalog.=) v_ext, false))
+       AND NOT CASE WHEN v_ext IS NOT NULL
+                    THEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS m
+                                  WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
+                                    AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                    AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
+                    ELSE COALESCE(COALESCE(c.relowner, p.proowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
+               END;
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'roles.sql: schema broker holds objects pgsql_broker did not create: %; nothing was changed',
+            pg_catalog.left(v_found, 1000)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Find out who made them and why, and drop them, then run roles.sql again.';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%I (owner %s)', n.nspname, n.nspowner::pg_catalog.regrole), ', '
+                                 ORDER BY n.nspname)
+      INTO v_found
+      FROM pg_catalog.pg_namespace AS n
+     WHERE n.nspname OPERATOR(pg_catalog.~) '^broker_exec_[0-9]+$'
+       AND NOT COALESCE(n.nspowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_extown, v_admin]), false);
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'roles.sql: executor schemas that pgsql_broker did not make: schema %; nothing was changed',
+            pg_catalog.left(v_found, 1000)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Another role made them under the name of a job executor schema: find out who and why, and drop them.';
+    END IF;
+END
+$guard$;
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
@@ -36,27 +120,55 @@ COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRL
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
 
--- Ownership: everything in broker, and the executor schemas, belong to
--- broker_admin (the executors themselves keep their run_as owner).
-ALTER SCHEMA broker OWNER TO broker_admin;
+-- Ownership: what pgsql_broker made in broker (the rule above), and its
+-- executor schemas, belong to broker_admin (the executors themselves keep
+-- their run_as owner). The filters repeat the guard, so nothing else is
+-- handed over even where a client went on past its error.
 DO $owner$
 DECLARE
-    r record;
+    r        record;
+    v_schema oid := pg_catalog.to_regnamespace('broker');
+    v_ext    oid := (SELECT e.oid FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'pgsql_broker');
+    v_admin  oid := pg_catalog.to_regrole('broker_admin');
+    v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
+    v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
 BEGIN
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+            OR (SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid OPERATOR(pg_catalog.=) v_owner)) THEN
+        RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker', v_owner::pg_catalog.regrole
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    ALTER SCHEMA broker OWNER TO broker_admin;
     EXECUTE pg_catalog.format('GRANT CREATE ON DATABASE %I TO broker_admin', pg_catalog.current_database());
-    FOR r IN SELECT n.nspname FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.~) '^broker_exec_[0-9]+$'
+    FOR r IN SELECT n.nspname FROM pg_catalog.pg_namespace AS n
+              WHERE n.nspname OPERATOR(pg_catalog.~) '^broker_exec_[0-9]+$'
+                AND n.nspowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_extown, v_admin])
     LOOP
         EXECUTE pg_catalog.format('ALTER SCHEMA %I OWNER TO broker_admin', r.nspname);
         -- broker_admin calls every executor (broker_run runs as broker_admin)
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO broker_admin', r.nspname);
     END LOOP;
-    FOR r IN SELECT c.oid::regclass AS rel FROM pg_catalog.pg_class AS c
-              WHERE c.relnamespace OPERATOR(pg_catalog.=) 'broker'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
+    FOR r IN SELECT c.oid::pg_catalog.regclass AS rel FROM pg_catalog.pg_class AS c
+              WHERE c.relnamespace OPERATOR(pg_catalog.=) v_schema AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m}'::"char"[])
+                AND CASE WHEN v_ext IS NOT NULL
+                         THEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS m
+                                       WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                                         AND m.objid OPERATOR(pg_catalog.=) c.oid
+                                         AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                         AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
+                         ELSE c.relowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]) END
     LOOP
         EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO broker_admin', r.rel);
     END LOOP;
-    FOR r IN SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc AS p
-              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'broker'::regnamespace
+    FOR r IN SELECT p.oid::pg_catalog.regprocedure AS fn FROM pg_catalog.pg_proc AS p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) v_schema
+                AND CASE WHEN v_ext IS NOT NULL
+                         THEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS m
+                                       WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                         AND m.objid OPERATOR(pg_catalog.=) p.oid
+                                         AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                         AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
+                         ELSE p.proowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]) END
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO broker_admin', r.fn);
     END LOOP;

@@ -70,7 +70,7 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, ad
             try:
                 report = verify(dsn)
             except psycopg.Error as exc:
-                click.echo(f"{label}: cannot connect or read: {exc}", err=True)
+                click.echo(f"{label}: cannot connect or read: {_one_line(exc)}", err=True)
                 failed = True
                 continue
             for line in report.lines():
@@ -95,9 +95,20 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, ad
             if with_roles:
                 apply_roles(dsn, passwords, log=lambda msg, label=label: click.echo(f"{label}: {msg}"))
         except (InstallError, psycopg.Error) as exc:
-            click.echo(f"{label}: error: {exc}", err=True)
+            click.echo(f"{label}: error: {_one_line(exc)}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+def _one_line(exc: Exception) -> str:
+    """An install error as one line: the server's message, SQLSTATE and hint (not its context)."""
+    if isinstance(exc, psycopg.Error) and exc.diag.message_primary:
+        text = f"{exc.diag.message_primary} (SQLSTATE {exc.sqlstate})"
+        if exc.diag.message_hint:
+            text += f"; hint: {exc.diag.message_hint}"
+    else:
+        text = str(exc)
+    return " ".join(text.split())
 
 
 # -- running the broker ---------------------------------------------------------

@@ -3,6 +3,13 @@
 Both paths run the same versioned scripts (see scripts.py). The migrations
 path applies them with yoyo-migrations (its bookkeeping in schema broker_yoyo)
 and records each version in broker.broker_schema_migrations.
+
+Nothing another role made is used or adopted (another role may create schemas
+before the first install): every session pins search_path to pg_catalog; schema
+broker, its migrations record and schema broker_yoyo are read or used only when
+the installer, a superuser or broker_admin owns them (yoyo's schema: only the
+installer or a superuser, and only yoyo's own tables in it); the scripts and
+roles.sql refuse objects in schema broker that pgsql_broker did not make.
 """
 from __future__ import annotations
 
@@ -25,6 +32,12 @@ from .scripts import EXTENSION, control_version, migration_chain, roles_sql, ver
 YOYO_SCHEMA = "broker_yoyo"
 # Serialises concurrent installers on one database (same class as the broker's locks).
 _INSTALL_LOCK = (1651665664, 1)
+# yoyo-migrations' own tables (yoyo/backends/base.py), the only objects allowed in YOYO_SCHEMA.
+_YOYO_TABLES = ("_yoyo_log", "_yoyo_migration", "_yoyo_version", "yoyo_lock")
+# Roles whose schemas and tables the installer may read or use: itself, a superuser, and
+# broker_admin, which roles.sql makes the owner of what pgsql_broker made. (SQL, role r.)
+_TRUSTED_OWNER = ("(r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) CURRENT_USER "
+                  "OR r.rolname OPERATOR(pg_catalog.=) 'broker_admin')")
 
 Log = Callable[[str], None]
 
@@ -40,6 +53,7 @@ class DatabaseState:
     schema_exists: bool
     extension_available: bool
     superuser: bool
+    problem: str | None = None  # why schema broker must not be touched (see _foreign_broker_schema)
 
     @property
     def path(self) -> str | None:
@@ -76,22 +90,67 @@ class VerifyReport:
         return out
 
 
+def pin_search_path(conn: psycopg.Connection) -> None:
+    """Resolve nothing through "$user" or public, where other roles may have created look-alikes
+    (psycopg sends 1 as smallint, so a planted f(integer, smallint) beats pg_catalog's f(integer, integer))."""
+    conn.execute("SET search_path = pg_catalog, pg_temp")
+
+
+def _foreign_broker_schema(conn: psycopg.Connection) -> str | None:
+    """Why schema broker (or its migrations record) must be neither read nor used, else None.
+
+    Reading a table runs code of its owner's choosing (a view, a policy), so this looks only
+    at the catalog."""
+    row = conn.execute(f"""
+        SELECT n.nspowner::pg_catalog.regrole::text, e.extowner::pg_catalog.regrole::text,
+               (SELECT {_TRUSTED_OWNER} FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) n.nspowner),
+               (SELECT c.relkind::text FROM pg_catalog.pg_class AS c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND c.relname OPERATOR(pg_catalog.=) 'broker_schema_migrations'),
+               (SELECT c.relowner::pg_catalog.regrole::text FROM pg_catalog.pg_class AS c
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND c.relname OPERATOR(pg_catalog.=) 'broker_schema_migrations'),
+               (SELECT {_TRUSTED_OWNER} FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_roles AS r
+                    ON r.oid OPERATOR(pg_catalog.=) c.relowner
+                 WHERE c.relnamespace OPERATOR(pg_catalog.=) n.oid
+                   AND c.relname OPERATOR(pg_catalog.=) 'broker_schema_migrations')
+          FROM pg_catalog.pg_namespace AS n
+          LEFT JOIN pg_catalog.pg_extension AS e
+            ON e.extname OPERATOR(pg_catalog.=) %s AND e.extnamespace OPERATOR(pg_catalog.=) n.oid
+         WHERE n.nspname OPERATOR(pg_catalog.=) 'broker'""", (EXTENSION,)).fetchone()
+    if row is None:
+        return None
+    owner, extension_owner, owner_trusted, kind, table_owner, table_trusted = row
+    if extension_owner is not None and owner in (extension_owner, "broker_admin"):
+        return None
+    if not owner_trusted:
+        return (f"schema broker is owned by {owner}, not by the installer, a superuser or broker_admin: another "
+                "role made it (before the install?); refusing to read or use it: find out who and why, and drop it")
+    if kind is not None and (kind != "r" or not table_trusted):
+        return (f"broker.broker_schema_migrations is {'a table' if kind == 'r' else 'not a table'} owned by "
+                f"{table_owner}: pgsql-broker did not make it; refusing to read it")
+    return None
+
+
 def inspect(conn: psycopg.Connection) -> DatabaseState:
     target = control_version()
     row = conn.execute(
-        """SELECT (SELECT extversion FROM pg_extension WHERE extname = %(ext)s),
-                  to_regnamespace('broker') IS NOT NULL,
-                  EXISTS (SELECT 1 FROM pg_available_extension_versions WHERE name = %(ext)s AND version = %(target)s),
-                  (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)""",
+        """SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) %(ext)s),
+                  pg_catalog.to_regnamespace('broker') IS NOT NULL,
+                  EXISTS (SELECT 1 FROM pg_catalog.pg_available_extension_versions
+                           WHERE name OPERATOR(pg_catalog.=) %(ext)s AND version OPERATOR(pg_catalog.=) %(target)s),
+                  (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) CURRENT_USER)""",
         {"ext": EXTENSION, "target": target}).fetchone()
+    problem = _foreign_broker_schema(conn)
     migrated = None
-    if row[1] and not row[0]:
-        if conn.execute("SELECT to_regclass('broker.broker_schema_migrations') IS NOT NULL").fetchone()[0]:
+    if row[1] and not row[0] and problem is None:
+        if conn.execute("SELECT pg_catalog.to_regclass('broker.broker_schema_migrations') IS NOT NULL").fetchone()[0]:
             versions = [r[0] for r in conn.execute(
-                "SELECT version FROM broker.broker_schema_migrations WHERE install_path = 'migrations'")]
+                "SELECT version FROM broker.broker_schema_migrations "
+                "WHERE install_path OPERATOR(pg_catalog.=) 'migrations'")]
             migrated = max(versions, key=version_key) if versions else None
     return DatabaseState(extension_version=row[0], migrated_version=migrated, schema_exists=row[1],
-                         extension_available=row[2], superuser=row[3])
+                         extension_available=row[2], superuser=row[3], problem=problem)
 
 
 def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: str | None = None) -> DatabaseState:
@@ -99,8 +158,11 @@ def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: s
     Idempotent; refuses to mix paths or downgrade."""
     target = target or control_version()
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s, %s)", _INSTALL_LOCK)
+        pin_search_path(conn)
+        conn.execute("SELECT pg_catalog.pg_advisory_lock(%s, %s)", _INSTALL_LOCK)
         state = inspect(conn)
+        if state.problem:
+            raise InstallError(state.problem)
         if state.version and version_key(state.version) > version_key(target):
             raise InstallError(f"the database has pgsql_broker {state.version}, newer than this package ({target}); "
                                "refusing to downgrade: upgrade the pgsql-broker package instead")
@@ -130,10 +192,62 @@ def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: s
         return inspect(conn)
 
 
+def _prepare_yoyo_schema(conn: psycopg.Connection) -> None:
+    """Create schema broker_yoyo, or check that the one there is the installer's (_foreign_yoyo_objects)."""
+    if conn.execute("SELECT pg_catalog.to_regnamespace(%s) IS NULL", (YOYO_SCHEMA,)).fetchone()[0]:
+        # no IF NOT EXISTS: a schema another role makes meanwhile fails this, rather than being used
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(YOYO_SCHEMA)))
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+            sql.Identifier(YOYO_SCHEMA), sql.Literal("yoyo-migrations bookkeeping of pgsql-broker install")))
+        return
+    foreign = _foreign_yoyo_objects(conn)
+    if foreign:
+        raise InstallError(f"schema {YOYO_SCHEMA} exists and is not the installer's own ({'; '.join(foreign)}); "
+                           "yoyo would run as this login whatever is planted there: refusing. Find out who made it "
+                           f"and why, and drop it (DROP SCHEMA {YOYO_SCHEMA} CASCADE; the next install recreates it)")
+
+
+def _foreign_yoyo_objects(conn: psycopg.Connection) -> list[str]:
+    """What in schema broker_yoyo the installer must not use: an owner other than the installer or a
+    superuser, privileges or default privileges for anyone else, anything but yoyo's own tables
+    (and their indexes), triggers or rules on those. Empty when the schema is the installer's own."""
+    found = [r[0] for r in conn.execute(f"""
+        SELECT pg_catalog.format('schema owned by %%s', n.nspowner::pg_catalog.regrole)
+          FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+         WHERE n.nspname OPERATOR(pg_catalog.=) %(s)s AND NOT (r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+        UNION ALL
+        SELECT pg_catalog.format('%%s granted to %%s', a.privilege_type, a.grantee::pg_catalog.regrole)
+          FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
+         WHERE n.nspname OPERATOR(pg_catalog.=) %(s)s AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+        UNION ALL
+        SELECT 'default privileges' FROM pg_catalog.pg_default_acl AS d
+         WHERE d.defaclnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace(%(s)s)
+        UNION ALL
+        SELECT i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity
+          FROM pg_catalog.pg_depend AS d, pg_catalog.pg_identify_object(d.classid, d.objid, 0) AS i
+         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace(%(s)s)
+           AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c
+                                 WHERE c.oid OPERATOR(pg_catalog.=) d.objid AND c.relkind OPERATOR(pg_catalog.=) 'r'
+                                   AND c.relname OPERATOR(pg_catalog.=) ANY (%(tables)s)))
+        UNION ALL
+        SELECT pg_catalog.format('table %%s: %%s', c.oid::pg_catalog.regclass, problem)
+          FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner,
+               LATERAL (SELECT pg_catalog.format('owned by %%s', c.relowner::pg_catalog.regrole)
+                         WHERE NOT (r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                        UNION ALL SELECT 'has triggers' WHERE c.relhastriggers
+                        UNION ALL SELECT 'has rules' WHERE c.relhasrules
+                        UNION ALL SELECT 'has row security' WHERE c.relrowsecurity
+                        UNION ALL SELECT pg_catalog.format('%%s granted to %%s', a.privilege_type, a.grantee::pg_catalog.regrole)
+                          FROM pg_catalog.aclexplode(c.relacl) AS a WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner) AS p(problem)
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace(%(s)s)
+        """, {"s": YOYO_SCHEMA, "tables": list(_YOYO_TABLES)})]
+    return found
+
+
 def _apply_migrations(dsn: str, conn: psycopg.Connection, state: DatabaseState, log: Log, target: str) -> None:
-    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(YOYO_SCHEMA)))
-    conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
-        sql.Identifier(YOYO_SCHEMA), sql.Literal("yoyo-migrations bookkeeping of pgsql-broker install")))
+    _prepare_yoyo_schema(conn)
     backend = get_backend(_yoyo_uri(dsn))
     with tempfile.TemporaryDirectory(prefix="pgsql_broker_migrations_") as tmp:
         _write_migrations(Path(tmp), target)
@@ -186,9 +300,12 @@ def verify(dsn: str) -> VerifyReport:
     """Read-only: version, pending migrations, and objects that differ from the package's catalog."""
     with psycopg.connect(dsn) as conn:
         conn.read_only = True
+        pin_search_path(conn)
         state = inspect(conn)
         report = VerifyReport(state=state, target=control_version(), pending=pending_migrations(conn, state))
-        if state.version == report.target:
+        if state.problem:
+            report.differences = [state.problem]
+        elif state.version == report.target:
             report.differences = catalog.differences(expected_catalog(), catalog.snapshot(conn))
         conn.rollback()
     return report
@@ -200,6 +317,8 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str], log: Log = print) -> 
     Passwords travel as SCRAM verifiers computed here, so the plain text never
     reaches the server (nor its statement log)."""
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        pin_search_path(conn)
+        _check_migrations_catalog(conn)
         with conn.transaction():
             conn.execute(roles_sql())
             for role, password in passwords.items():
@@ -207,3 +326,19 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str], log: Log = print) -> 
                 conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
                     sql.Identifier(role), sql.Literal(verifier.decode())))
         log(f"roles {', '.join(sorted(passwords))} created or updated; grants applied")
+
+
+def _check_migrations_catalog(conn: psycopg.Connection) -> None:
+    """Before roles.sql hands a migrations install to broker_admin: schema broker holds exactly the
+    package's catalog (catalog.json), nothing added. (roles.sql itself refuses what another role owns;
+    an extension's objects are told apart by membership.)"""
+    state = inspect(conn)
+    if state.problem:
+        raise InstallError(state.problem)
+    if state.path != "migrations" or state.version != control_version():
+        return
+    unexpected = [line for line in catalog.differences(expected_catalog(), catalog.snapshot(conn))
+                  if ": unexpected or changed: " in line]
+    if unexpected:
+        raise InstallError("schema broker holds objects the package does not define, refusing to hand them to "
+                           f"broker_admin: {'; '.join(unexpected[:5])}" + (" ..." if len(unexpected) > 5 else ""))

@@ -85,8 +85,10 @@ COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor_schema(p_role)
 --   Creates (if missing) the executor schema of p_role: owned by the broker's
---   owner, CREATE and USAGE for p_role only. Returns its name.
--- Errors: 42704 unknown role.
+--   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
+--   that name owned by anyone else was not made here (another role can make
+--   it before the broker does): it is never used.
+-- Errors: 42704 unknown role; 42501 the schema exists with another owner.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_schema(p_role name)
 RETURNS text
@@ -96,12 +98,22 @@ AS $$
 DECLARE
     v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
     v_schema text;
+    v_owner  oid;
 BEGIN
     IF v_oid IS NULL THEN
         RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
     END IF;
     v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
-    IF pg_catalog.to_regnamespace(v_schema) IS NULL THEN
+    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
+        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
+            v_schema, v_owner::pg_catalog.regrole,
+            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
+    END IF;
+    IF v_owner IS NULL THEN
         BEGIN
             EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
         EXCEPTION WHEN duplicate_schema OR unique_violation THEN

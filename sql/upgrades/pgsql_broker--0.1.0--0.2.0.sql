@@ -8,6 +8,9 @@
 -- re-signatured functions) is written out here. tests_py/test_install.py checks that a
 -- database upgraded this way has the catalog of a fresh 0.2.0 install.
 
+-- First: nothing planted in schema broker is carried on (sql/guards/).
+\i sql/guards/objects_are_the_brokers.sql
+
 -- ---------------------------------------------------------------------------
 -- Tables first: SQL-language functions below are checked against them.
 -- ---------------------------------------------------------------------------
