@@ -17,6 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
+from .logs import RateLimitedWarning
 from .metrics import Metrics, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
@@ -59,6 +60,7 @@ class DatabaseRunner:
         self.instances: list[dict] = []
         self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
         self._schedules_changed = asyncio.Event()
+        self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
         self.next_schedule_fire = None
         self._draining = asyncio.Event()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
@@ -160,12 +162,19 @@ class DatabaseRunner:
                 if note.channel == "pgsql_broker_schedule":
                     self._schedules_changed.set()
                 elif note.payload.startswith(prefix):
-                    event = self._wake.get(int(note.payload[len(prefix):] or 0))
-                    if event:
-                        event.set()
+                    self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
             await conn.execute(queries.PING, {"instance": self.instance_id})
+
+    def _wake_queue(self, channel: str, queue: str) -> None:
+        """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:
+        one that names no queue of ours in plain digits is ignored (and reported, rate-limited)."""
+        event = self._wake.get(int(queue)) if queue.isascii() and queue.isdigit() and len(queue) <= 9 else None
+        if event is not None:
+            event.set()
+        elif not (queue.isascii() and queue.isdigit()):
+            self._bad_notify.hit(channel=channel, payload=queue)
 
     async def _drain(self, tasks: list[asyncio.Task]) -> None:
         """Stop claiming, let running jobs finish up to the deadline."""
