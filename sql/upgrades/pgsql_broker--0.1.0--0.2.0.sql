@@ -46,6 +46,22 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Fires that enqueued n
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- Queue numbers are 1..1000 and idempotency keys at most 512 characters (an existing row
+-- outside them stops the upgrade here, naming the constraint).
+ALTER TABLE broker.broker_jobs
+    DROP CONSTRAINT broker_jobs_job_queue_check,
+    ADD CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    DROP CONSTRAINT broker_jobs_idempotency_key_check,
+    ADD CONSTRAINT broker_jobs_idempotency_key_check
+        CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512);
+ALTER TABLE broker.broker_schedule
+    DROP CONSTRAINT broker_schedule_job_queue_check,
+    ADD CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000);
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key (at most 512 characters) returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
+COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)
