@@ -17,8 +17,8 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
-from .logs import RateLimitedWarning
-from .metrics import Metrics, observe_many
+from .logs import RateLimitedWarning, cap_text
+from .metrics import Metrics, bounded_stats, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
@@ -80,13 +80,13 @@ class DatabaseRunner:
                 await self._session()
                 delay, logged = 1.0, False
             except (psycopg.OperationalError, SchemaError) as exc:
-                self.error = str(exc).strip().splitlines()[0]
+                self.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
                     log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
                                                                                       "error": self.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
-                self.error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+                self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
                 log.exception("unexpected error, restarting this database's session",
                               extra={"database": self.db.name})
             finally:
@@ -276,7 +276,8 @@ class DatabaseRunner:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
             outcomes = None
-            log.warning("a transaction of %d job(s) failed: %s", len(batch), str(exc).strip().splitlines()[0],
+            log.warning("a transaction of %d job(s) failed: %s", len(batch),
+                        cap_text((str(exc).strip().splitlines() or [""])[0]),
                         extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
         finally:
             for row in batch:
@@ -310,6 +311,7 @@ class DatabaseRunner:
         """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
         job_id, name, _, tenant, _, max_attempts, _, _ = row
         _, status, attempts, sqlstate, message, seconds = outcome
+        message = cap_text(message)  # the extension caps it too (broker._error_text); this holds for any caller
         fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
         if status is None:  # lease lost meanwhile (55000), or the job is gone
             log.warning("job not run: %s", message, extra=fields)
@@ -337,7 +339,8 @@ class DatabaseRunner:
                 if now >= next_stats:
                     cur = await conn.execute(queries.QUEUE_STATS)
                     cols = [c.name for c in cur.description]
-                    self.queue_stats = [dict(zip(cols, r)) for r in await cur.fetchall()]
+                    self.queue_stats = bounded_stats([dict(zip(cols, r)) for r in await cur.fetchall()],
+                                                     self.db.queue_count)
                     self.metrics.set_depth(self.db.name, self.queue_stats)
                     cur = await conn.execute(queries.INSTANCES)
                     cols = [c.name for c in cur.description]

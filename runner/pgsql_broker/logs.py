@@ -42,10 +42,13 @@ def cap_text(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
 
 
 def _field(value: object) -> str:
-    text = safe_text(value)
+    """A logfmt value: as it is, or in double quotes (backslash and quote escaped) when it has a space, '=' or
+    a quote; control characters escaped either way."""
+    raw = value if isinstance(value, str) else str(value)
+    text = safe_text(raw)
     if text and not any(c in text for c in ' ="'):
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + safe_text(raw.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 class JsonFormatter(logging.Formatter):
