@@ -71,6 +71,15 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             self._open[request] = time.monotonic()
         return True
 
+    def process_request(self, request, client_address) -> None:
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: give the slot back (socketserver closes the socket)
+            with self._open_lock:
+                self._open.pop(request, None)
+            self._slots.release()
+            raise
+
     def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
