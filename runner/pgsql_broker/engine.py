@@ -17,7 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
-from .logs import RateLimitedWarning, cap_text
+from .logs import RateLimitedWarning, cap_text, short_label
 from .metrics import Metrics, bounded_stats, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
@@ -318,7 +318,7 @@ class DatabaseRunner:
             return
         self._duration[queue].observe(seconds)
         (self.metrics.retried if status == 0 else self.metrics.failed).labels(self.db.name, str(queue)).inc()
-        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": tenant,
+        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": short_label(tenant),
                                   "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
                                   "error": message, "final": status == 3, "at": time.time()})
         log.warning("job failed" + (", will retry" if status == 0 else ""),
@@ -359,7 +359,7 @@ class DatabaseRunner:
         return {"database": self.db.name, "role": self.role, "listening": self.listening,
                 "instance_id": self.instance_id, "error": self.error,
                 "next_schedule_fire": self.next_schedule_fire.isoformat() if self.next_schedule_fire else None,
-                "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": v.tenant,
+                "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": short_label(v.tenant),
                              "age_seconds": round(now - v.started, 1)} for v in self.running.values()],
                 "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,
                 "completed_per_minute": [sum(1 for t in self.finished_at if now - 60 * (m + 1) < t <= now - 60 * m)

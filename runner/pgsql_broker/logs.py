@@ -7,6 +7,7 @@ sequence. JSON lines are escaped by the encoder (ensure_ascii).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -21,6 +22,7 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # what the runner keeps, logs and serves of one error message (the extension stores at most 2,000
 # characters and a truncation marker: broker._error_text)
 MAX_ERROR_CHARS = 4000
+MAX_LABEL_CHARS = 200  # tenant ids shown in metric labels and the dashboard
 
 
 def _escape_char(match: re.Match) -> str:
@@ -39,6 +41,17 @@ def cap_text(text: str | None, limit: int = MAX_ERROR_CHARS) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return f"{text[:limit]} [truncated by the runner from {len(text)} characters]"
+
+
+def short_label(text: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """A tenant id as a metric label or dashboard cell: at most `limit` characters; a longer one keeps its
+    start and a digest of the whole (distinct ids stay distinct). Without strict tenancy any role can set any
+    tenant id (broker.tenant_id is an ordinary setting), of any length."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    suffix = f"...[{len(text)} chars, {digest}]"
+    return text[:limit - len(suffix)] + suffix
 
 
 def _field(value: object) -> str:

@@ -22,16 +22,21 @@ def test_jobs_in_every_queue_and_many_tenants_make_a_bounded_number_of_series(db
         conn.execute("INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, job_queue, run_after) "
                      "SELECT 'tenant ' || i, 't', 't', 'SELECT 1', 1, now() + interval '1 day' "
                      "FROM generate_series(1, 300) AS i")
+        # without strict tenancy broker.tenant_id is an ordinary setting: a tenant id of any length
+        conn.execute("INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, job_queue, run_after) "
+                     "VALUES (repeat('T', 100000), 'long', 'long', 'SELECT 1', 2, now() + interval '1 day')")
     runner = start(db, extra=("--queue-depth-poll-sec", "0.2"))
     runner.wait_for(lambda r: _depth(r, db), what="queue depth series")
     samples = _depth(runner, db)
     pairs = {(s.labels["queue"], s.labels["tenant"]) for s in samples}
     assert len(pairs) <= MAX_DEPTH_ROWS and ("other", "other") in pairs
-    assert sum(s.value for s in samples if s.labels["state"] == "delayed") == 1300  # nothing is lost, only summed
+    assert sum(s.value for s in samples if s.labels["state"] == "delayed") == 1301  # nothing is lost, only summed
     assert {q for q, _ in pairs} >= {"1", "2", "3", "4"}  # the queues this runner serves come first
     queues = runner.state()["databases"][0]["queues"]
     assert len(queues) <= MAX_DEPTH_ROWS and queues[-1]["job_queue"] == "other"
     assert len(runner.get("/metrics")[1]) < 200_000
+    assert max(len(s.labels["tenant"]) for s in samples) <= 200 and max(len(q["tenant_id"]) for q in queues) <= 200
+    assert any(s.labels["tenant"].startswith("TTTT") for s in samples)  # shortened, still there
 
 
 def test_the_documented_bound_is_the_runners():
