@@ -269,7 +269,7 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
-    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
     CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
@@ -290,7 +290,7 @@ COMMENT ON COLUMN broker.broker_schedule.cron_expr IS 'Five-field cron expressio
 COMMENT ON COLUMN broker.broker_schedule.time_zone IS 'IANA time zone the cron fields are matched in.';
 COMMENT ON COLUMN broker.broker_schedule.execute_str IS 'SQL (or PL/pgSQL body) of the jobs it enqueues.';
 COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql.';
-COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (>= 1) of the jobs it enqueues.';
+COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
 COMMENT ON COLUMN broker.broker_schedule.job_priority IS 'Priority of the jobs it enqueues (higher runs first).';
 COMMENT ON COLUMN broker.broker_schedule.run_as IS 'Role the jobs run as (the schedule owner by default).';
 COMMENT ON COLUMN broker.broker_schedule.max_attempts IS 'max_attempts of the jobs it enqueues.';
@@ -360,13 +360,14 @@ CREATE TABLE broker.broker_jobs (
         CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
-    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
     CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
     CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
-    CONSTRAINT broker_jobs_idempotency_key_check CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) ''),
+    CONSTRAINT broker_jobs_idempotency_key_check
+        CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
@@ -405,12 +406,12 @@ COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 cha
 COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
-COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (>= 1); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
 COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
 COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
 COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
 COMMENT ON COLUMN broker.broker_jobs.schedule_id IS 'Schedule that enqueued the job, if any.';
-COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key (at most 512 characters) returns this job while it is pending or running.';
 COMMENT ON COLUMN broker.broker_jobs.max_attempts IS 'Attempts allowed before the job fails (>= 1).';
 COMMENT ON COLUMN broker.broker_jobs.attempts IS 'Attempts started so far (counted at claim).';
 COMMENT ON COLUMN broker.broker_jobs.complete_status IS '0 pending, 1 running, 2 completed, 3 failed, 4 cancelled.';
@@ -425,7 +426,7 @@ COMMENT ON COLUMN broker.broker_jobs.created_at IS 'When the job was enqueued.';
 COMMENT ON COLUMN broker.broker_jobs.started_at IS 'When the latest attempt was claimed.';
 COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status 2, 3 or 4.';
 COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
-COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 -- source: sql/tables/broker_job_dependency.sql
 -- ---------------------------------------------------------------------------
@@ -1400,6 +1401,28 @@ COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
     'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
 -- source: sql/functions/job_fail.sql
 -- ---------------------------------------------------------------------------
+-- Function: broker._error_text(p_message)
+--   A job's error message as it is stored and returned: at most 2,000
+--   characters. A longer one is cut so that, with ' [truncated from <n>
+--   characters]' appended, it is 2,000 characters (so capping twice changes
+--   nothing). Error messages carry text of the job's choosing (and row data)
+--   of any length: whole, 20 failing jobs with 16 MB messages filled the
+--   runner's memory and its dashboard.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._error_text(p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
+                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
+      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
+                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
+$$;
+COMMENT ON FUNCTION broker._error_text(text) IS
+    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._retry_delay(p_attempts)
 --   Backoff before the next attempt after p_attempts attempts failed:
 --   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
@@ -1525,7 +1548,7 @@ BEGIN
        SET complete_status = 3,
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
     RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
     IF NOT FOUND THEN
@@ -1566,7 +1589,7 @@ BEGIN
                pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
-               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
         RETURN 0;
     END IF;
@@ -1983,8 +2006,9 @@ COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
 --     tables do the bookkeeping that needs more rights (dependency counters,
 --     cycle checks). The job runs as run_as through its executor, created
 --     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
---   idempotency key starting with 'broker_schedule:', reserved for the tick);
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
+--   queue outside 1..1000, an idempotency key over 512 characters or starting
+--   with 'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
@@ -2044,6 +2068,10 @@ BEGIN
         RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000 (metric series, runner memory)
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be <= 1000, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -2054,6 +2082,11 @@ BEGIN
     END IF;
     IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.length(p_idempotency_key) OPERATOR(pg_catalog.>) 512 THEN  -- (the unique index holds ~2.7 kB)
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must be at most 512 characters, got %',
+            pg_catalog.length(p_idempotency_key)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
@@ -2255,6 +2288,7 @@ AS $$
                  WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
                      THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
                  WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
+                 WHEN p.job_queue OPERATOR(pg_catalog.>) 1000 THEN ARRAY['22023', pg_catalog.format('job_queue must be <= 1000, got %s', p.job_queue)]
                  WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
                      THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
                  WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
@@ -2262,6 +2296,9 @@ AS $$
                      THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
                  WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
                      THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
+                 WHEN pg_catalog.length(p.idempotency_key) OPERATOR(pg_catalog.>) 512
+                     THEN ARRAY['22023', pg_catalog.format('idempotency_key must be at most 512 characters, got %s',
+                                                           pg_catalog.length(p.idempotency_key))]
                  WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
                      THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
                  WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
@@ -2975,8 +3012,8 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._job_error(p_run_as, p_exec, p_sqlstate, p_message)
 --   The message stored for a failed attempt of a job of role p_run_as whose
---   executor is p_exec: p_message, and for a permission error (42501) the
---   GRANT the role needs. With p_exec NULL (the role has no executor) the
+--   executor is p_exec: p_message (capped by _error_text), and for a
+--   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
 --   message says how to create one.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
@@ -2987,6 +3024,7 @@ AS $$
 DECLARE
     v_hint text;
 BEGIN
+    p_message := broker._error_text(p_message);  -- returned to the caller as stored
     IF p_exec IS NULL THEN
         RETURN pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
                                  p_run_as, p_run_as);
@@ -3810,7 +3848,7 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 --   45-minute zones) as long as two transitions are more than a day apart.
 --   STABLE, not IMMUTABLE: the answer depends on the time zone database.
 -- Errors: 22004 NULL argument; 22023 invalid expression (the message names
---   the field) or unknown time zone.
+--   the field), unknown time zone, or p_after +-infinity.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz
@@ -3833,6 +3871,10 @@ BEGIN
     IF p_after IS NULL OR p_timezone IS NULL THEN
         RAISE EXCEPTION 'broker_cron_next: % must not be NULL', CASE WHEN p_after IS NULL THEN 'p_after' ELSE 'p_timezone' END
             USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT pg_catalog.isfinite(p_after) THEN
+        RAISE EXCEPTION 'broker_cron_next: p_after must be a finite time, got %', p_after
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     c := broker._cron_parse(p_expr);
     v_u := p_after AT TIME ZONE 'UTC';
@@ -3954,6 +3996,10 @@ BEGIN
         RAISE EXCEPTION '%: % must be >= 1', p_fn,
             CASE WHEN s.job_queue OPERATOR(pg_catalog.<) 1 THEN 'p_job_queue'
                  WHEN s.max_attempts OPERATOR(pg_catalog.<) 1 THEN 'p_max_attempts' ELSE 'p_catch_up_max' END
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF s.job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000, as for broker_add_job
+        RAISE EXCEPTION '%: p_job_queue must be <= 1000, got %', p_fn, s.job_queue
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.btrim(s.job_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.job_group) OPERATOR(pg_catalog.>) 200 THEN

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -25,16 +26,23 @@ def db_dsn(db: str) -> str:
 class Runner:
     """A pgbroker-runner subprocess on loopback, with its log in a file."""
 
-    def __init__(self, *databases: str, log_dir: Path, extra: tuple[str, ...] = (), name: str = "runner"):
+    def __init__(self, *databases: str, log_dir: Path, extra: tuple[str, ...] = (), name: str = "runner",
+                 metrics_host: str | None = "127.0.0.1", max_files: int | None = None,
+                 log_format: str = "json"):
+        """metrics_host None: the runner's default; max_files: its RLIMIT_NOFILE."""
         self.port = free_port()
         self.log_path = log_dir / f"{name}-{self.port}.log"
         args = [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()"]
         for db in databases:
             args += ["--dsn", db_dsn(db)]
-        args += ["--metrics-host", "127.0.0.1", "--metrics-port", str(self.port), "--log-format", "json",
-                 "--name", name, *extra]
+        args += (["--metrics-host", metrics_host] if metrics_host else []) + [
+            "--metrics-port", str(self.port), "--log-format", log_format, "--name", name, *extra]
         self.log_file = self.log_path.open("w")
-        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT)
+
+        def limit_files() -> None:
+            if max_files:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=limit_files)
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -44,7 +44,8 @@ def test_defaults_are_the_original_brokers():
     assert (b.name, b.fetch_query_que_size, b.queue_timer_sec, b.queue_buffer_size, b.worker_idle_timeout_sec,
             b.notify_retry_seconds, b.enable_debug, b.lease_seconds, b.stale_job_recovery_sec, b.metrics_enabled,
             b.metrics_host, b.metrics_port, b.queue_depth_poll_sec) == (
-        "pgsql-broker", 100, 10, 50, 10, 30, False, 60, 30, True, "0.0.0.0", 9469, 15)
+        "pgsql-broker", 100, 10, 50, 10, 30, False, 60, 30, True, "127.0.0.1", 9469, 15)  # loopback, not 0.0.0.0
+    assert b.dashboard_public is False
     assert (s.logging.level, s.logging.format) == ("info", "json")
     assert s.databases[0].queue_count == 4 and s.databases[0].tenant_id == "default"
 

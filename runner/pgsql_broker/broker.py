@@ -15,7 +15,7 @@ from . import __version__, queries
 from .engine import DatabaseRunner
 from .metrics import Metrics
 from .settings import Settings
-from .web import serve
+from .web import is_loopback, serve
 
 log = logging.getLogger("pgsql_broker")
 
@@ -49,9 +49,14 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         if broker.metrics_enabled:
-            self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state)
-            log.info("metrics and dashboard listening", extra={"address": f"{broker.metrics_host}:"
-                                                                          f"{self._http.server_address[1]}"})
+            self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
+                               job_details_anywhere=broker.dashboard_public)
+            address = f"{broker.metrics_host}:{self._http.server_address[1]}"
+            log.info("metrics and dashboard listening", extra={
+                "address": address, "job_details": "every peer" if broker.dashboard_public else "loopback peers only"})
+            if broker.dashboard_public and not is_loopback(broker.metrics_host):
+                log.warning("dashboard_public: job names, tenants and error messages of every tenant are served "
+                            "without authentication on every address of the HTTP port", extra={"address": address})
         try:
             await asyncio.gather(*(r.run() for r in self._runners))
         finally:

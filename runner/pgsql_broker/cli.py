@@ -10,6 +10,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from . import __version__, logs, queries
+from .logs import safe_text
 from .broker import Broker
 from .config import ConfigError, load_databases
 from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
@@ -119,7 +120,7 @@ _FLAG_HELP = {
     "worker_idle_timeout_sec": "Close an idle queue worker's connection after this many seconds.",
     "queue_depth_poll_sec": "How often queue depth is read for metrics and the dashboard.",
     "shutdown_timeout_sec": "On SIGTERM/SIGINT, how long running jobs may take to finish.",
-    "metrics_host": "Address of /metrics, /healthz and the dashboard.",
+    "metrics_host": "Address of /metrics, /healthz and the dashboard (default 127.0.0.1).",
     "metrics_port": "Port of /metrics, /healthz and the dashboard (0: any free port).",
 }
 
@@ -127,7 +128,7 @@ _FLAG_HELP = {
 def runner_options(command):
     """Every broker setting as a flag (flags beat environment beat config file)."""
     for f in reversed(dataclasses.fields(BrokerSettings)):
-        if f.name in ("metrics_enabled", "enable_debug"):
+        if f.name in ("metrics_enabled", "enable_debug", "dashboard_public"):
             continue
         kind = {"int": int, "float": float, "str": str}[f.type]
         command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=kind, default=None,
@@ -135,7 +136,7 @@ def runner_options(command):
     for decorator in (
         click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database to serve (repeatable)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML or JSON config file."),
-        click.option("--queue-count", type=click.IntRange(min=1), help="Queues per --dsn database (default 4)."),
+        click.option("--queue-count", type=click.IntRange(1, 1000), help="Queues per --dsn database (default 4)."),
         click.option("--tenant-id", help="databases.tenant_id for --dsn databases (default 'default')."),
         click.option("--max-open-conns", type=int, help="databases.max_open_conns for --dsn databases (default 25)."),
         click.option("--max-idle-conns", type=int, help="databases.max_idle_conns for --dsn databases (default 5)."),
@@ -143,6 +144,8 @@ def runner_options(command):
         click.option("--conn-max-idle-time", help="databases.conn_max_idle_time for --dsn databases (default 10m)."),
         click.option("--no-metrics", is_flag=True, default=None, help="Do not serve /metrics and the dashboard."),
         click.option("--enable-debug", is_flag=True, default=None, help="Debug logging."),
+        click.option("--dashboard-public", is_flag=True, default=None,
+                     help="Serve /api/state and the dashboard (job names, errors) on every address, not only loopback."),
         click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."),
         click.option("--log-format", type=click.Choice(["json", "text"]), help="Log line format."),
     ):
@@ -191,11 +194,12 @@ def status_command(dsns, config_path) -> None:
     for label, dsn in _targets(dsns, config_path):
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                click.echo(f"database {label}")
+                click.echo(f"database {safe_text(label)}")
                 rows = conn.execute(queries.INSTANCES).fetchall()
                 active = [r for r in rows if r[4] == "active"]
                 for r in active:
-                    click.echo(f"  active instance {r[0]}: {r[1]} on {r[2]} pid {r[3]}, last ping {r[6]:%Y-%m-%d %H:%M:%S}")
+                    click.echo(f"  active instance {r[0]}: {safe_text(r[1])} on {safe_text(r[2])} pid {r[3]}, "
+                               f"last ping {r[6]:%Y-%m-%d %H:%M:%S}")
                 if not active:
                     click.echo("  no active instance")
                 standby = conn.execute(
@@ -206,16 +210,16 @@ def status_command(dsns, config_path) -> None:
                 stats = conn.execute(queries.QUEUE_STATS).fetchall()
                 click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
                 for q in stats:
-                    click.echo(f"  {q[0]:5d} {q[1]:20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
+                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
                 if not stats:
                     click.echo("  (no jobs)")
                 for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
                         queries.SCHEDULES):
                     when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
                     last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
-                    click.echo(f"  schedule {name!r} '{expr}' ({zone}): {when}{last}, {skipped}{'+' if capped else ''} skipped"
-                               + (f"; error: {error}" if error else ""))
-        except psycopg.Error as exc:
-            click.echo(f"database {label}: error: {exc}", err=True)
+                    click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
+                               f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))
+        except psycopg.Error as exc:  # enqueued text can reach an error message: escaped like the rest
+            click.echo(f"database {safe_text(label)}: error: {safe_text(exc)}", err=True)
             failed = True
     sys.exit(1 if failed else 0)

@@ -13,6 +13,9 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
+MAX_QUEUE = 1000  # queue numbers are 1..1000 (the extension checks it at enqueue)
+
+
 class ConfigError(Exception):
     """A configuration problem; the message names the file and the field."""
 
@@ -109,6 +112,9 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
             fields[key] = value
         if fields.get("queue_count", 1) < 1:
             raise ConfigError(f"{label}.queue_count must be >= 1, got {fields['queue_count']!r}")
+        if fields.get("queue_count", 1) > MAX_QUEUE:
+            raise ConfigError(f"{label}.queue_count must be <= {MAX_QUEUE} (queue numbers are 1..{MAX_QUEUE}), "
+                              f"got {fields['queue_count']!r}")
         if not 0 < fields.get("port", 5432) < 65536:
             raise ConfigError(f"{label}.port must be a TCP port, got {fields['port']!r}")
         for key in ("conn_max_lifetime", "conn_max_idle_time"):

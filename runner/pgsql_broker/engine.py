@@ -17,7 +17,8 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
-from .metrics import Metrics, observe_many
+from .logs import RateLimitedWarning, cap_text, short_label
+from .metrics import Metrics, bounded_stats, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
@@ -59,6 +60,7 @@ class DatabaseRunner:
         self.instances: list[dict] = []
         self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
         self._schedules_changed = asyncio.Event()
+        self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
         self.next_schedule_fire = None
         self._draining = asyncio.Event()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
@@ -78,13 +80,13 @@ class DatabaseRunner:
                 await self._session()
                 delay, logged = 1.0, False
             except (psycopg.OperationalError, SchemaError) as exc:
-                self.error = str(exc).strip().splitlines()[0]
+                self.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
                     log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
                                                                                       "error": self.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
-                self.error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+                self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
                 log.exception("unexpected error, restarting this database's session",
                               extra={"database": self.db.name})
             finally:
@@ -160,12 +162,19 @@ class DatabaseRunner:
                 if note.channel == "pgsql_broker_schedule":
                     self._schedules_changed.set()
                 elif note.payload.startswith(prefix):
-                    event = self._wake.get(int(note.payload[len(prefix):] or 0))
-                    if event:
-                        event.set()
+                    self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
             await conn.execute(queries.PING, {"instance": self.instance_id})
+
+    def _wake_queue(self, channel: str, queue: str) -> None:
+        """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:
+        one that names no queue of ours in plain digits is ignored (and reported, rate-limited)."""
+        event = self._wake.get(int(queue)) if queue.isascii() and queue.isdigit() and len(queue) <= 9 else None
+        if event is not None:
+            event.set()
+        elif not (queue.isascii() and queue.isdigit()):
+            self._bad_notify.hit(channel=channel, payload=queue)
 
     async def _drain(self, tasks: list[asyncio.Task]) -> None:
         """Stop claiming, let running jobs finish up to the deadline."""
@@ -267,7 +276,8 @@ class DatabaseRunner:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
             outcomes = None
-            log.warning("a transaction of %d job(s) failed: %s", len(batch), str(exc).strip().splitlines()[0],
+            log.warning("a transaction of %d job(s) failed: %s", len(batch),
+                        cap_text((str(exc).strip().splitlines() or [""])[0]),
                         extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
         finally:
             for row in batch:
@@ -301,13 +311,14 @@ class DatabaseRunner:
         """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
         job_id, name, _, tenant, _, max_attempts, _, _ = row
         _, status, attempts, sqlstate, message, seconds = outcome
+        message = cap_text(message)  # the extension caps it too (broker._error_text); this holds for any caller
         fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
         if status is None:  # lease lost meanwhile (55000), or the job is gone
             log.warning("job not run: %s", message, extra=fields)
             return
         self._duration[queue].observe(seconds)
         (self.metrics.retried if status == 0 else self.metrics.failed).labels(self.db.name, str(queue)).inc()
-        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": tenant,
+        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": short_label(tenant),
                                   "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
                                   "error": message, "final": status == 3, "at": time.time()})
         log.warning("job failed" + (", will retry" if status == 0 else ""),
@@ -328,7 +339,8 @@ class DatabaseRunner:
                 if now >= next_stats:
                     cur = await conn.execute(queries.QUEUE_STATS)
                     cols = [c.name for c in cur.description]
-                    self.queue_stats = [dict(zip(cols, r)) for r in await cur.fetchall()]
+                    self.queue_stats = bounded_stats([dict(zip(cols, r)) for r in await cur.fetchall()],
+                                                     self.db.queue_count)
                     self.metrics.set_depth(self.db.name, self.queue_stats)
                     cur = await conn.execute(queries.INSTANCES)
                     cols = [c.name for c in cur.description]
@@ -347,7 +359,7 @@ class DatabaseRunner:
         return {"database": self.db.name, "role": self.role, "listening": self.listening,
                 "instance_id": self.instance_id, "error": self.error,
                 "next_schedule_fire": self.next_schedule_fire.isoformat() if self.next_schedule_fire else None,
-                "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": v.tenant,
+                "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": short_label(v.tenant),
                              "age_seconds": round(now - v.started, 1)} for v in self.running.values()],
                 "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,
                 "completed_per_minute": [sum(1 for t in self.finished_at if now - 60 * (m + 1) < t <= now - 60 * m)

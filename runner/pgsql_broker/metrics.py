@@ -6,6 +6,8 @@ from collections import Counter as Tally
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from .logs import MAX_LABEL_CHARS, short_label
+
 _DEPTH_STATES = ("ready", "blocked", "delayed", "running", "completed_last_hour", "failed_last_hour",
                  "cancelled_last_hour")
 
@@ -65,3 +67,30 @@ def observe_many(child, amounts: list[float]) -> None:
     for i, n in Tally(bisect_left(bounds, a) for a in amounts).items():
         buckets[i].inc(n)
     total.inc(sum(amounts))
+
+
+# (queue, tenant) rows of broker_queue_stats kept per database for broker_queue_depth and the dashboard:
+# enqueuers choose queue numbers (1..1000) and, without strict tenancy, tenant ids (of any length), so the
+# series are bounded in number and their tenant labels in length
+MAX_DEPTH_ROWS = 100
+OTHER = "other"
+
+
+def bounded_stats(stats: list[dict], queue_count: int, limit: int = MAX_DEPTH_ROWS) -> list[dict]:
+    """At most `limit` rows of broker_queue_stats: the served queues (1..queue_count) first, then the others;
+    within each, every queue's first tenant (in tenant order) before any queue's second, and so on; the rest
+    summed into one row with queue and tenant 'other'."""
+    stats = [dict(r, tenant_id=short_label(r["tenant_id"])) if len(r["tenant_id"]) > MAX_LABEL_CHARS else r
+             for r in stats]
+    if len(stats) <= limit:
+        return stats
+    rank: dict[int, int] = {}
+    keyed = []
+    for row in sorted(stats, key=lambda r: (r["job_queue"], r["tenant_id"])):
+        n = rank[row["job_queue"]] = rank.get(row["job_queue"], -1) + 1
+        keyed.append(((not 1 <= row["job_queue"] <= queue_count, n, row["job_queue"]), row))
+    ordered = [row for _, row in sorted(keyed, key=lambda k: k[0])]
+    kept, rest = ordered[:limit - 1], ordered[limit - 1:]
+    other = {"job_queue": OTHER, "tenant_id": OTHER}
+    other.update({state: sum(r[state] for r in rest) for state in _DEPTH_STATES})
+    return kept + [other]

@@ -36,8 +36,9 @@ class BrokerSettings:
     lease_seconds: int = 60
     stale_job_recovery_sec: float = 30
     metrics_enabled: bool = True
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"
     metrics_port: int = 9469
+    dashboard_public: bool = False
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
 

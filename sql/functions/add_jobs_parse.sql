@@ -31,6 +31,7 @@ AS $$
                  WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
                      THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
                  WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
+                 WHEN p.job_queue OPERATOR(pg_catalog.>) 1000 THEN ARRAY['22023', pg_catalog.format('job_queue must be <= 1000, got %s', p.job_queue)]
                  WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
                      THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
                  WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
@@ -38,6 +39,9 @@ AS $$
                      THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
                  WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
                      THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
+                 WHEN pg_catalog.length(p.idempotency_key) OPERATOR(pg_catalog.>) 512
+                     THEN ARRAY['22023', pg_catalog.format('idempotency_key must be at most 512 characters, got %s',
+                                                           pg_catalog.length(p.idempotency_key))]
                  WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
                      THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
                  WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'

@@ -20,8 +20,9 @@
 --     tables do the bookkeeping that needs more rights (dependency counters,
 --     cycle checks). The job runs as run_as through its executor, created
 --     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value (also an
---   idempotency key starting with 'broker_schedule:', reserved for the tick);
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
+--   queue outside 1..1000, an idempotency key over 512 characters or starting
+--   with 'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
@@ -81,6 +82,10 @@ BEGIN
         RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000 (metric series, runner memory)
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be <= 1000, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -91,6 +96,11 @@ BEGIN
     END IF;
     IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
         RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.length(p_idempotency_key) OPERATOR(pg_catalog.>) 512 THEN  -- (the unique index holds ~2.7 kB)
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must be at most 512 characters, got %',
+            pg_catalog.length(p_idempotency_key)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN

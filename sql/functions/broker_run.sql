@@ -82,8 +82,8 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._job_error(p_run_as, p_exec, p_sqlstate, p_message)
 --   The message stored for a failed attempt of a job of role p_run_as whose
---   executor is p_exec: p_message, and for a permission error (42501) the
---   GRANT the role needs. With p_exec NULL (the role has no executor) the
+--   executor is p_exec: p_message (capped by _error_text), and for a
+--   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
 --   message says how to create one.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
@@ -94,6 +94,7 @@ AS $$
 DECLARE
     v_hint text;
 BEGIN
+    p_message := broker._error_text(p_message);  -- returned to the caller as stored
     IF p_exec IS NULL THEN
         RETURN pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
                                  p_run_as, p_run_as);

@@ -117,7 +117,7 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 --   45-minute zones) as long as two transitions are more than a day apart.
 --   STABLE, not IMMUTABLE: the answer depends on the time zone database.
 -- Errors: 22004 NULL argument; 22023 invalid expression (the message names
---   the field) or unknown time zone.
+--   the field), unknown time zone, or p_after +-infinity.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz
@@ -140,6 +140,10 @@ BEGIN
     IF p_after IS NULL OR p_timezone IS NULL THEN
         RAISE EXCEPTION 'broker_cron_next: % must not be NULL', CASE WHEN p_after IS NULL THEN 'p_after' ELSE 'p_timezone' END
             USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT pg_catalog.isfinite(p_after) THEN
+        RAISE EXCEPTION 'broker_cron_next: p_after must be a finite time, got %', p_after
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     c := broker._cron_parse(p_expr);
     v_u := p_after AT TIME ZONE 'UTC';

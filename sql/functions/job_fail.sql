@@ -1,4 +1,26 @@
 -- ---------------------------------------------------------------------------
+-- Function: broker._error_text(p_message)
+--   A job's error message as it is stored and returned: at most 2,000
+--   characters. A longer one is cut so that, with ' [truncated from <n>
+--   characters]' appended, it is 2,000 characters (so capping twice changes
+--   nothing). Error messages carry text of the job's choosing (and row data)
+--   of any length: whole, 20 failing jobs with 16 MB messages filled the
+--   runner's memory and its dashboard.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._error_text(p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
+                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
+      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
+                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
+$$;
+COMMENT ON FUNCTION broker._error_text(text) IS
+    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._retry_delay(p_attempts)
 --   Backoff before the next attempt after p_attempts attempts failed:
 --   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
@@ -124,7 +146,7 @@ BEGIN
        SET complete_status = 3,
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = p_message
+           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
     RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
     IF NOT FOUND THEN
@@ -165,7 +187,7 @@ BEGIN
                pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
-               last_error_sqlstate = p_sqlstate, last_error_message = p_message
+               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
         RETURN 0;
     END IF;

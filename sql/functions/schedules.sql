@@ -48,6 +48,10 @@ BEGIN
                  WHEN s.max_attempts OPERATOR(pg_catalog.<) 1 THEN 'p_max_attempts' ELSE 'p_catch_up_max' END
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF s.job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000, as for broker_add_job
+        RAISE EXCEPTION '%: p_job_queue must be <= 1000, got %', p_fn, s.job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF pg_catalog.btrim(s.job_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.job_group) OPERATOR(pg_catalog.>) 200 THEN
         RAISE EXCEPTION '%: p_job_group must be 1 to 200 characters and not blank (NULL: the schedule name)', p_fn
             USING ERRCODE = 'invalid_parameter_value';

@@ -60,6 +60,22 @@ ALTER TABLE broker.broker_config
 COMMENT ON TABLE broker.broker_config IS
     'Database-wide broker options, written by broker_admin: strict_tenancy (on/off), lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant.';
 
+-- Queue numbers are 1..1000 and idempotency keys at most 512 characters (an existing row
+-- outside them stops the upgrade here, naming the constraint).
+ALTER TABLE broker.broker_jobs
+    DROP CONSTRAINT broker_jobs_job_queue_check,
+    ADD CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    DROP CONSTRAINT broker_jobs_idempotency_key_check,
+    ADD CONSTRAINT broker_jobs_idempotency_key_check
+        CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512);
+ALTER TABLE broker.broker_schedule
+    DROP CONSTRAINT broker_schedule_job_queue_check,
+    ADD CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000);
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key (at most 512 characters) returns this job while it is pending or running.';
+COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
+COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)
