@@ -117,12 +117,13 @@ check-frozen:
 # The docs site (MkDocs, Material theme) into site/; the SQL reference is generated first.
 docs: $(VENV)/.installed all
 	$(VENV)/bin/python tools/sql_reference.py
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-# Fails when docs/reference/sql.md is stale, or when the site does not build (broken links too).
+# Fails when docs/reference/sql.md is stale, or when the site does not build (broken links and anchors too:
+# mkdocs.yml's validation section). Not --quiet: it hides the warnings that --strict counts.
 check-docs: $(VENV)/.installed all
 	$(VENV)/bin/python tools/sql_reference.py --check
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir $$(mktemp -d)
 
 test: deps all
 	$(MAKE) check-frozen
