@@ -78,7 +78,8 @@ def graphile_worker() -> JsSystem:
     return JsSystem(
         "graphile-worker", "graphile", "Graphile Worker 0.18 (defaults)", "0.18.0",
         "run({connectionString, taskList}): concurrentJobs 1, pollInterval 2000 ms with LISTEN/NOTIFY, "
-        "no localQueue, maxPoolSize 10; enqueue by WorkerUtils.addJob / addJobs",
+        "no localQueue, maxPoolSize 10 (set only: a logger that drops info and debug, and noHandleSignals "
+        "so that the harness's SIGTERM handler stops it); enqueue by WorkerUtils.addJob / addJobs",
         "Graphile Worker docs, config.md (worker.concurrentJobs default 1, pollInterval 2000, "
         "maxPoolSize 10, localQueue off unless set), library/add-job.md and add-jobs.md",
         "FROM graphile_worker._private_jobs")
