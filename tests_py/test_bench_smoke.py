@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the bench package (not installed: it is no part of the runner)
+    sys.path.append(str(ROOT))  # the bench package (not installed: it is no part of the runner)
 TINY = {"BENCH_DRAIN_JOBS": "40", "BENCH_SINGLE_JOBS": "5", "BENCH_BATCHES": "1", "BENCH_LATENCY_JOBS": "5",
         "BENCH_READY": "20", "BENCH_BACKLOG_SCALE": "0.0001", "BENCH_DEPS_JOBS": "20", "BENCH_TIMEOUT_SEC": "60",
         "BENCH_CEILING_SECONDS": "1", "BENCH_CEILING_ROWS": "1000"}
