@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = set(only) - set(ALL)
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker",))
+    if bad:
+        ap.error(f"unknown system(s): {', '.join(sorted(bad))}")
     with_peers = args.peers or args.extras or bool(args.systems)
     name = args.name or ("peers" if with_peers else "bench")
 
