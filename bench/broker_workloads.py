@@ -20,6 +20,10 @@ FALLBACK = "batch 1000: SELECT broker_add_job(...) FROM generate_series(1,1000)"
 
 class Broker(PgSystem):
     name = "pgsql_broker"
+    label = "pgsql_broker"
+    version = "this tree"
+    config = "pgbroker-runner with its default settings (4 queues, so up to 4 jobs at once)"
+    doc = "runner/pgsql_broker (its defaults)"
     template = "bench_tpl_broker"
     remaining_sql = "SELECT count(*) FROM broker.broker_jobs WHERE complete_status < 2"
     # the group index holds exactly the unfinished jobs; its order makes the planner use it

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .common import RESULTS, ROOT  # noqa: E402
-from .report import BROKER, headline  # noqa: E402
+from .report import BROKER, headline, smoke_reasons  # noqa: E402
 
 THROUGHPUT = ("drain, jobs/s", "enqueue single (1 job/transaction), jobs/s", "enqueue batch 1000 (set-based call), jobs/s")
 LATENCY = ("latency p50, ms", "latency p99, ms")
@@ -59,7 +59,7 @@ def plot(results: dict, out: Path) -> None:
     b.set_title("enqueue-to-start latency, idle worker")
     a.legend(fontsize=8)
     m = results["machine"]
-    fig.suptitle(f"median of {results['runs']} runs (drain: {results['sizes']['drain_jobs']:,} jobs), {m['date'][:10]}, "
+    fig.suptitle(("SMOKE RUN, NOT RESULTS: " if smoke_reasons(results) else "") + f"median of {results['runs']} runs (drain: {results['sizes']['drain_jobs']:,} jobs), {m['date'][:10]}, "
                  f"{m['nproc']} cores (shared), PostgreSQL "
                  f"{m['server_version'].split()[0]}, fsync={m['settings'].get('fsync')}, "
                  f"synchronous_commit={m['settings'].get('synchronous_commit')}", fontsize=9)

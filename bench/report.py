@@ -1,23 +1,31 @@
-"""The results table (printed by run.py, read by plot.py): medians from a results JSON."""
+"""The results tables from a results JSON: printed by run.py, read by plot.py, and the peer
+comparison page of the docs (`python -m bench.report --markdown bench/results/peers.json
+docs/benchmarks-peers.md`, run by `make bench-peers`): every figure comes from the JSON.
+
+    python -m bench.report RESULTS.json                    the terminal tables
+    python -m bench.report --markdown RESULTS.json OUT.md  the docs page
+"""
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from . import common
 from .broker_workloads import FALLBACK
 
 BROKER = "pgsql_broker"
-# (row label, workload, key path inside the median, key path for the peers or None)
+COMMON = ("drain", "enqueue", "latency")  # the workloads every system runs (or says why it cannot)
+# (row label, workload, key path inside the median, key path for the peers or None, higher is better)
 ROWS = [
-    ("drain, jobs/s", "drain", ("jobs_per_s",), ("jobs_per_s",)),
-    ("enqueue single (1 job/transaction), jobs/s", "enqueue", ("single", "jobs_per_s"), ("single", "jobs_per_s")),
+    ("drain, jobs/s", "drain", ("jobs_per_s",), ("jobs_per_s",), True),
+    ("enqueue single (1 job/transaction), jobs/s", "enqueue", ("single", "jobs_per_s"), ("single", "jobs_per_s"), True),
     ("enqueue batch 1000 (set-based call), jobs/s", "enqueue", ("batch 1000: broker_add_jobs", "jobs_per_s"),
-     ("batch 1000", "jobs_per_s")),
-    ("enqueue " + FALLBACK + ", jobs/s", "enqueue", (FALLBACK, "jobs_per_s"), None),
-    ("latency p50, ms", "latency", ("p50_ms",), ("p50_ms",)),
-    ("latency p95, ms", "latency", ("p95_ms",), ("p95_ms",)),
-    ("latency p99, ms", "latency", ("p99_ms",), ("p99_ms",)),
+     ("batch 1000", "jobs_per_s"), True),
+    ("enqueue " + FALLBACK + ", jobs/s", "enqueue", (FALLBACK, "jobs_per_s"), None, True),
+    ("latency p50, ms", "latency", ("p50_ms",), ("p50_ms",), False),
+    ("latency p95, ms", "latency", ("p95_ms",), ("p95_ms",), False),
+    ("latency p99, ms", "latency", ("p99_ms",), ("p99_ms",), False),
 ]
 
 
@@ -32,7 +40,7 @@ def _dig(d, path):
 def headline(results: dict) -> list[tuple[str, dict]]:
     """[(row label, {system: value or 'n/a ...' string})] for the rows that were measured."""
     out = []
-    for label, workload, path, peer_path in ROWS:
+    for label, workload, path, peer_path, _higher in ROWS:
         values = {}
         for name, entry in results["systems"].items():
             median = entry["median"].get(workload)
@@ -44,21 +52,49 @@ def headline(results: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def print_report(results: dict) -> None:
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def best_peer(values: dict, higher: bool) -> tuple[str, float] | None:
+    """(peer, value) of the fastest peer row that has a number, whatever its configuration."""
+    peers = [(n, v) for n, v in values.items() if n != BROKER and _num(v)]
+    if not peers:
+        return None
+    return (max if higher else min)(peers, key=lambda nv: nv[1])
+
+
+def comparison(results: dict) -> list[list]:
+    """[label, value per system..., best peer, pgsql_broker / best peer] per measured row."""
     names = list(results["systems"])
-    peers = [n for n in names if n != BROKER]
-    runs = results["runs"]
+    higher_of = {r[0]: r[4] for r in ROWS}
     rows = []
     for label, values in headline(results):
-        row = [label] + [common.fmt(values.get(n)) for n in names]
-        for p in peers:
-            b, v = values.get(BROKER), values.get(p)
-            row.append(f"{b / v:.2f}" if isinstance(b, (int, float)) and isinstance(v, (int, float)) and v else "-")
-        rows.append(row)
+        best = best_peer(values, higher_of[label])
+        b = values.get(BROKER)
+        ratio = f"{b / best[1]:.2f}" if best and _num(b) and best[1] else "-"
+        rows.append([label] + [common.fmt(values.get(n)) for n in names]
+                    + [best[0] if best else "-", ratio])
+    return rows
+
+
+def workload_matrix(results: dict) -> dict[str, set]:
+    """{system: the common workloads it has a result or a stated reason for}: the same for every system."""
+    return {n: {w for w in COMMON if w in e["median"]} for n, e in results["systems"].items()}
+
+
+def print_report(results: dict) -> None:
+    names = list(results["systems"])
+    runs = results["runs"]
+    rows = comparison(results)
     if rows:
-        print(f"median of {runs} run(s)" + ("; ratio = pgsql_broker / peer (throughput: > 1 is faster; latency: < 1 "
-                                            "is faster)" if peers else ""))
-        common.print_table(["workload"] + names + [f"ratio vs {p}" for p in peers], rows)
+        if len(names) > 1:
+            print(f"median of {runs} run(s); ratio = pgsql_broker / the best peer row (throughput: > 1 is faster; "
+                  "latency: < 1 is faster)")
+            common.print_table(["workload"] + names + ["best peer", "ratio"], rows)
+        else:
+            print(f"median of {runs} run(s)")
+            common.print_table(["workload"] + names, [r[:-2] for r in rows])
     broker = results["systems"].get(BROKER, {})
     extra = []
     if "ceiling" in results:
@@ -95,5 +131,97 @@ def print_report(results: dict) -> None:
         common.print_table(["pgsql_broker only", f"median of {runs}"], [list(e) for e in extra])
 
 
+DEFAULT_SIZES = {"drain_jobs": 20_000, "single_jobs": 2_000, "batches": 10, "latency_jobs": 500}
+GENERATED = ("<!-- Generated by `python -m bench.report --markdown RESULTS.json {dst}` (`make bench-peers` runs "
+             "it) from {src}, its copy of the results: do not edit by hand; tests_py/test_bench_smoke.py checks "
+             "that this page is what the generator makes of that JSON. -->")
+
+
+def _cell(v) -> str:
+    return common.fmt(v).replace("|", "\\|")
+
+
+def markdown(results: dict, src: str = "docs/benchmarks-peers.json", dst: str = "docs/benchmarks-peers.md") -> str:
+    """The docs page of the peer comparison, every figure from `results`."""
+    m, sizes, names = results["machine"], results["sizes"], list(results["systems"])
+    out = ["# Peer comparison", "", GENERATED.format(src=src, dst=dst), ""]
+    why = smoke_reasons(results)
+    if why:
+        out += ["!!! warning \"Smoke run, not results\"", "",
+                "    These figures come from a smoke run of the harness: " + "; ".join(why) + ". They show that "
+                "the harness runs, not how fast any system is.", ""]
+    out += [f"`make bench-peers`, {m['date']} (UTC), {m['nproc']} cores, load average {_load(m)} at the start, "
+            f"PostgreSQL {m['server_version']} ({', '.join(f'{k} {v}' for k, v in sorted(m['settings'].items()))}); "
+            f"median of {results['runs']} interleaved run(s) (run 1 of every system, then run 2, ...), each "
+            f"workload in a fresh database of the same cluster; drain {sizes['drain_jobs']:,} jobs, single "
+            f"enqueue {sizes['single_jobs']:,} jobs, {sizes['batches']} batches of {sizes['batch_size']:,}, "
+            f"latency {sizes['latency_jobs']:,} jobs; {results.get('elapsed_s', 0):.0f} s in all. Absolute "
+            "figures from another invocation are not comparable; the ratios within one are.", "",
+            "Ratio: pgsql_broker's median over that of the best peer row of the same run, whatever the "
+            "peer's configuration (throughput: above 1 is faster; latency: below 1 is faster).", ""]
+    labels = {n: results["systems"][n].get("info", {}).get("label", n) for n in names}
+    out += ["| workload | " + " | ".join(names) + " | best peer | pgsql_broker ÷ best peer |",
+            "|---" * (len(names) + 3) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in comparison(results)]
+    out += ["", "## The systems and how each runs", "",
+            "Every client and worker connects to the same throwaway cluster as its superuser. Each peer runs "
+            "as its documentation says to by default; a row whose name says \"not its defaults\" is an extra, "
+            "with the change named. Drain counts from each system's first completion to its last (pgsql_broker's "
+            "runner and every peer's worker start as processes of their own; start-up is not counted). Every worker "
+            "logs warnings and errors only: pgbroker-runner and procrastinate with --log-level warning, Graphile "
+            "Worker with a logger that drops info and debug (its default logs a line per job), PgQueuer (started "
+            "by pgqueuer.run, not its CLI) and pg-boss log nothing per job.", "",
+            "| column | system | version | configuration | defaults documented in |", "|---|---|---|---|---|"]
+    for n in names:
+        i = results["systems"][n].get("info", {})
+        out.append(f"| {n} | {labels[n]} | {i.get('version', '?')} | {_cell(i.get('config', '?'))} | "
+                   f"{_cell(i.get('doc', '?'))} |")
+    out += ["", "## Every run", "", "| system | workload | runs |", "|---|---|---|"]
+    for n in names:
+        for w, runs in results["systems"][n]["runs"].items():
+            out.append(f"| {n} | {w} | {'; '.join(_run_cell(r) for r in runs)} |")
+    if "ceiling" in results:
+        c = results["ceiling"]
+        out += ["", f"The pgbench claim+complete ceiling in the same run ({c['clients']} clients, up to "
+                f"{c['per_claim']} jobs a claim): {c['jobs_per_s']:,.0f} jobs/s"
+                + (f"; pgsql_broker's drain was {c['drain_ratio']:.2f} of it (median of the runs' ratios)."
+                   if "drain_ratio" in c else ".")]
+    return "\n".join(out) + "\n"
+
+
+def smoke_reasons(results: dict) -> list[str]:
+    """Why a run is a smoke run (fewer than 3 runs, sizes below the defaults), or [] for a full run."""
+    small = {k: v for k, v in results["sizes"].items() if v < DEFAULT_SIZES.get(k, 0)}
+    why = [f"{results['runs']} run(s) (a full run takes the median of 3)"] if results["runs"] < 3 else []
+    return why + [f"{k.replace('_', ' ')} {v:,} (default {DEFAULT_SIZES[k]:,})" for k, v in small.items()]
+
+
+def _load(m: dict) -> str:
+    la = m.get("loadavg_at_start") or [None]
+    return f"{la[0]:.2f}" if _num(la[0]) else "?"
+
+
+def _run_cell(r) -> str:
+    if isinstance(r, str):
+        return _cell(r)
+    if "p50_ms" in r:
+        return f"p50 {r['p50_ms']:.2f} / p99 {r['p99_ms']:.2f} ms"
+    if "jobs_per_s" in r:
+        return f"{r['jobs_per_s']:,.0f} jobs/s"
+    return ", ".join(f"{k}: {_run_cell(v)}" for k, v in r.items())
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--markdown":
+        # the page and, beside it, the JSON it was made from (bench/results/ is not committed)
+        results, dst = json.loads(Path(argv[1]).read_text()), Path(argv[2])
+        copy = dst.with_suffix(".json")
+        copy.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        dst.write_text(markdown(results, str(copy), str(dst)))
+        print(f"wrote {dst} and {copy}")
+    else:
+        print_report(json.loads(Path(argv[0]).read_text()))
+
+
 if __name__ == "__main__":
-    print_report(json.loads(open(sys.argv[1]).read()))
+    main(sys.argv[1:])

@@ -19,19 +19,38 @@ from .report import print_report
 ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge")
 
 
-def systems(with_peers: bool) -> list:
-    out = [Broker()]
-    if with_peers:
+# every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
+# a pg-boss worker takes 1 job every 2 seconds, so its drain and latency cannot run)
+PEERS = ("pgqueuer", "procrastinate", "graphile-worker", "pg-boss", "pg-boss-tuned")
+# --extras: the configurations earlier versions of this harness used, as labelled rows
+EXTRAS = ("pgqueuer-capped", "procrastinate-c4")
+
+
+def make_system(name: str):
+    """The adapter of a system key (peers imported here: their packages live in bench/.venv-peers)."""
+    if name.startswith("pgqueuer"):
         from .peers.pgqueuer_workloads import PgQueuerSystem
+        return PgQueuerSystem({"pgqueuer": "defaults", "pgqueuer-capped": "capped"}[name])
+    if name.startswith("procrastinate"):
         from .peers.procrastinate_workloads import ProcrastinateSystem
-        out += [PgQueuerSystem(), ProcrastinateSystem()]
-    return out
+        return ProcrastinateSystem({"procrastinate": None, "procrastinate-c4": 4}[name])
+    from .peers import js_workloads
+    return {"graphile-worker": js_workloads.graphile_worker, "pg-boss": js_workloads.pg_boss,
+            "pg-boss-tuned": js_workloads.pg_boss_tuned}[name]()
+
+
+def systems(with_peers: bool, extras: bool = False, only: str | None = None) -> list:
+    names = [n.strip() for n in only.split(",") if n.strip()] if only else \
+        list(PEERS if with_peers else ()) + list(EXTRAS if extras else ())
+    return [Broker()] + [make_system(n) for n in names if n != "pgsql_broker"]
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
-    ap.add_argument("--peers", action="store_true", help="also run PgQueuer and Procrastinate (bench/.venv-peers)")
+    ap.add_argument("--peers", action="store_true", help=f"also run the peers: {', '.join(PEERS)}")
+    ap.add_argument("--extras", action="store_true", help=f"also the labelled non-default rows: {', '.join(EXTRAS)}")
+    ap.add_argument("--systems", help=f"comma-separated peers to run instead (of {', '.join(PEERS + EXTRAS)})")
     ap.add_argument("--runs", type=int, default=common.env_int("BENCH_RUNS", 3), help="runs per workload (median)")
     ap.add_argument("--name", help="results file name (default: bench, or peers with --peers)")
     args = ap.parse_args(argv)
@@ -39,26 +58,30 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = set(only) - set(ALL)
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    name = args.name or ("peers" if args.peers else "bench")
+    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker",))
+    if bad:
+        ap.error(f"unknown system(s): {', '.join(sorted(bad))}")
+    with_peers = args.peers or args.extras or bool(args.systems)
+    name = args.name or ("peers" if with_peers else "bench")
 
     facts = common.machine_facts()
     print(f"PostgreSQL {facts['server_version']}; {facts['nproc']} cores; load {facts['loadavg_at_start']}; "
           f"{facts['settings']}", flush=True)
     started = time.monotonic()
-    chosen = systems(args.peers)
+    chosen = systems(args.peers, args.extras, args.systems)
     for s in chosen:
         s.make_template()
     results: dict = {"machine": facts, "runs": args.runs, "workloads": only,
                      "sizes": {"drain_jobs": workloads.N_DRAIN, "single_jobs": workloads.N_SINGLE,
                                "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
                                "latency_jobs": workloads.N_LATENCY},
-                     "systems": {s.name: {"runs": {}, "median": {}} for s in chosen}}
+                     "systems": {s.name: {"info": s.info(), "runs": {}, "median": {}} for s in chosen}}
     ceilings: list[float] = []
     try:
         for r in range(args.runs):
             for w in (w for w in ("drain", "enqueue", "latency") if w in only):
                 for s in chosen:
-                    res = asyncio.run(workloads.WORKLOADS[w](s))
+                    res = s.skip.get(w) or asyncio.run(workloads.WORKLOADS[w](s))
                     results["systems"][s.name]["runs"].setdefault(w, []).append(res)
                     print(f"  run {r + 1} {w:8s} {s.name:14s} {_short(res)}", flush=True)
                 if w == "drain" and "ceiling" in only:
@@ -97,15 +120,19 @@ def main(argv: list[str] | None = None) -> dict:
     return results
 
 
-def _median(runs: list) -> dict:
+def _median(runs: list) -> dict | str:
     """Median of each numeric field; nested dicts (enqueue variants) per variant; strings kept."""
     first = runs[0]
+    if isinstance(first, str):
+        return first  # a workload the system cannot run, with the reason
     if all(isinstance(v, (int, float)) for v in first.values()):
         return common.median_of(runs)
     return {k: (_median([r[k] for r in runs]) if isinstance(v, dict) else v) for k, v in first.items()}
 
 
-def _short(res: dict) -> str:
+def _short(res: dict | str) -> str:
+    if isinstance(res, str):
+        return res
     return ", ".join(f"{k}={common.fmt(v) if not isinstance(v, dict) else common.fmt(v.get('jobs_per_s'))}"
                      for k, v in res.items())
 

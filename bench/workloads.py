@@ -1,14 +1,19 @@
 """The workloads every system runs the same way: drain, enqueue (single and batch), latency.
 
 A system is an adapter (bench/broker_workloads.py, bench/peers/*.py) with:
-  name                          label in tables and JSON
+  name                          key in tables and JSON; label, version, config, doc: what the
+                                docs' system table says (how it is configured, where its defaults
+                                are documented); skip: {workload: reason} for a workload it cannot run
   make_template()               create its template database (schema installed), once
   async open(db) / close()      a fresh database from the template, client connection(s)
   async enqueue_one() -> key    one job in its own transaction, returns the job's id
   batch_variants() -> [(label, async fn(size) | str reason)]   bulk enqueue paths
+  async enqueue_runs(...)       the enqueue workload (default: enqueue_one and batch_variants in this
+                                process; the Node peers time the same loops in their own client)
+  async latency_enqueues(n)     {key: t0}: one job every ~10 ms (default: enqueue_one here)
   async preload(n)              enqueue n no-op jobs as fast as the system allows
   async remaining() -> int      jobs not completed yet
-  worker_argv(db, outfile)      the worker process (its defaults, 4 concurrent jobs or queues)
+  worker_argv(db, outfile)      the worker process (its documented defaults unless the label says otherwise)
   async start_times(outfile) -> {key: epoch seconds the job started}
 """
 from __future__ import annotations
@@ -63,13 +68,7 @@ async def drain(system) -> dict:
 async def enqueue(system) -> dict:
     """Single: N_SINGLE jobs, one transaction each. Batch: N_BATCHES batches of 1,000, one call each."""
     async def body(db):
-        out = {"single": await common.timed_loop(system.enqueue_one, N_SINGLE)}
-        for label, fn in system.batch_variants():
-            if isinstance(fn, str):
-                out[label] = fn
-            else:
-                out[label] = await common.timed_loop(lambda: fn(BATCH), N_BATCHES, BATCH)
-        return out
+        return await system.enqueue_runs(N_SINGLE, N_BATCHES, BATCH)
     return await with_db(system, body)
 
 
@@ -82,7 +81,7 @@ async def latency(system) -> dict:
             # warm-up: the worker is up and idle once it has run one job
             await system.enqueue_one()
             await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} worker to start", 0.05, worker)
-            t0s = await common.latency_loop(system.enqueue_one, N_LATENCY)
+            t0s = await system.latency_enqueues(N_LATENCY)
             await common.wait_until(lambda: _none_left(system), TIMEOUT, f"{system.name} latency jobs", 0.05, worker)
         finally:
             worker.stop()
@@ -104,7 +103,12 @@ class PgSystem:
     """Base of the adapters: a template database and one autocommit psycopg connection to observe it."""
 
     name = "?"
+    label = "?"
+    version = "?"
+    config = "?"
+    doc = "?"
     template = "?"
+    skip: dict = {}
     remaining_sql = "?"  # how many jobs are unfinished
     any_left_sql = "?"   # 1 while a job is unfinished, else 0: one index probe, not a count (see timed_drain)
 
@@ -127,6 +131,21 @@ class PgSystem:
 
     def batch_variants(self) -> list:
         return [("batch 1000", self.enqueue_batch)]
+
+    def info(self) -> dict:
+        return {"label": self.label, "version": self.version, "config": self.config, "doc": self.doc}
+
+    async def enqueue_runs(self, n_single: int, n_batches: int, batch: int) -> dict:
+        out = {"single": await common.timed_loop(self.enqueue_one, n_single)}
+        for label, fn in self.batch_variants():
+            if isinstance(fn, str):
+                out[label] = fn
+            else:
+                out[label] = await common.timed_loop(lambda: fn(batch), n_batches, batch)
+        return out
+
+    async def latency_enqueues(self, n: int) -> dict:
+        return await common.latency_loop(self.enqueue_one, n)
 
     async def enqueue_batch(self, size: int) -> None:
         raise NotImplementedError

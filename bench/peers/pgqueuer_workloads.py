@@ -1,25 +1,25 @@
-"""PgQueuer (pip pgqueuer[asyncpg]==1.6.0) in the common workloads, run the way its README says.
+"""PgQueuer (pip pgqueuer[asyncpg]==1.6.0) in the common workloads, run the way its docs say.
 
 Schema: `pgq install` (PGDATABASE = the template). Enqueue: Queries.enqueue on an
 asyncpg connection (its Quick Start), a scalar call for one job, lists for a batch.
-Worker: `pgqueuer.run(factory)` ("run a worker from factory, as `pgq run` does,
-without the CLI": the 1.6.0 CLI stops with "'str' object has no attribute 'name'"
-under typer 0.29) in its own process (`python -m bench.peers.pgqueuer_workloads
-DB OUTFILE`): one entrypoint "noop", at most 4 jobs at once in the process
-(max_concurrent_tasks=4, which requires batch_size <= 2, so batch_size=2), every
-other setting at its default. (Its per-entrypoint concurrency_limit=4 is a
-cross-worker limit kept in the database; with it this worker drained 36 jobs/s
-here, against ~450 with max_concurrent_tasks. BENCH_PGQ_LIMIT, BENCH_PGQ_BATCH,
-BENCH_PGQ_MAX_TASKS (0 = no cap) override the three for such comparisons.)
-The handler records time.time() per job id; the factory writes them to a JSON
-file when the worker stops. Completed jobs leave the queue table.
+Worker: `pgqueuer.run(factory)` ("run a worker from factory, as `pgq run` does, without
+the CLI": the 1.6.0 CLI stops with "'str' object has no attribute 'name'" under typer
+0.29) in its own process (`python -m bench.peers.pgqueuer_workloads DB OUTFILE VARIANT`),
+one entrypoint "noop".
+
+Variants: "defaults" (the headline row) passes nothing, so every setting is the one
+`pgq run` and `pgqueuer.run` document: batch_size=10, max_concurrent_tasks=None (no cap),
+dequeue_timeout 30 s, and the entrypoint's concurrency_limit=0 (no limit). "capped" is
+the configuration earlier versions of this harness used (max_concurrent_tasks=4, which
+requires batch_size <= 2, so batch_size=2), kept as an extra, labelled row.
+The handler records time.time() per job id; the factory writes them to a JSON file when
+the worker stops. Completed jobs leave the queue table.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
 import json
-import os
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -33,16 +33,31 @@ from pgqueuer.queries import Queries
 
 from ..workloads import PgSystem
 
-LIMIT = int(os.environ.get("BENCH_PGQ_LIMIT", "0"))  # 0: no per-entrypoint limit (its default)
-BATCH_SIZE = int(os.environ.get("BENCH_PGQ_BATCH", "2"))
-MAX_TASKS = int(os.environ.get("BENCH_PGQ_MAX_TASKS", "4"))
+VARIANTS = {
+    "defaults": {},
+    "capped": {"batch_size": 2, "max_concurrent_tasks": 4},
+}
+DOC = ("pgqueuer 1.6.0: `pgq run --help` and pgqueuer.run() (adapters/cli/supervisor.py: batch_size=10, "
+       "max_concurrent_tasks=None), PgQueuer.entrypoint(concurrency_limit=0)")
 
 
 class PgQueuerSystem(PgSystem):
-    name = "pgqueuer"
-    template = "bench_tpl_pgqueuer"
+    version = "1.6.0"
     remaining_sql = "SELECT count(*) FROM pgqueuer"
     any_left_sql = "SELECT count(*) FROM (SELECT 1 FROM pgqueuer LIMIT 1) AS x"
+    doc = DOC
+
+    def __init__(self, variant: str = "defaults"):
+        self.variant = variant
+        self.name = "pgqueuer" if variant == "defaults" else f"pgqueuer-{variant}"
+        self.template = f"bench_tpl_{self.name.replace('-', '_')}"
+        if variant == "defaults":
+            self.label = "PgQueuer 1.6 (defaults)"
+            self.config = ("pgqueuer.run(factory) with no options: batch_size 10, no max_concurrent_tasks, "
+                           "entrypoint concurrency_limit 0, LISTEN/NOTIFY on")
+        else:
+            self.label = "PgQueuer 1.6 (capped: max_concurrent_tasks 4, batch_size 2; not its defaults)"
+            self.config = "pgqueuer.run(factory, batch_size=2, max_concurrent_tasks=4): the harness's former setting"
 
     def install_argv(self) -> list[str]:
         return [sys.executable, "-m", "pgqueuer", "install"]
@@ -63,17 +78,17 @@ class PgQueuerSystem(PgSystem):
         await self.queries.enqueue(["noop"] * size, [None] * size, [0] * size)
 
     def worker_argv(self, db: str, outfile) -> list[str]:
-        return [sys.executable, "-m", "bench.peers.pgqueuer_workloads", db, str(outfile)]
+        return [sys.executable, "-m", "bench.peers.pgqueuer_workloads", db, str(outfile), self.variant]
 
 
 @asynccontextmanager
 async def worker(db: str, outfile: str):
-    """The worker factory: a PgQueuer with one no-op entrypoint."""
+    """The worker factory: a PgQueuer with one no-op entrypoint (concurrency_limit at its default)."""
     connection = await asyncpg.connect(database=db)
     pgq = PgQueuer(AsyncpgDriver(connection))
     starts: dict[int, float] = {}
 
-    @pgq.entrypoint("noop", concurrency_limit=LIMIT)
+    @pgq.entrypoint("noop")
     async def noop(job: Job) -> None:
         starts[job.id] = time.time()
 
@@ -86,5 +101,4 @@ async def worker(db: str, outfile: str):
 
 
 if __name__ == "__main__":
-    asyncio.run(pgqueuer.run(functools.partial(worker, sys.argv[1], sys.argv[2]),
-                             batch_size=BATCH_SIZE, max_concurrent_tasks=MAX_TASKS or None))
+    asyncio.run(pgqueuer.run(functools.partial(worker, sys.argv[1], sys.argv[2]), **VARIANTS[sys.argv[3]]))
