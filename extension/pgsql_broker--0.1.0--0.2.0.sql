@@ -189,6 +189,7 @@ CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, fi
 CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (job_id);
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
+-- broker.broker_purge_jobs: a new signature, created plain
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
@@ -3241,7 +3242,7 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
+CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
                                          p_complete_status smallint DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -1,7 +1,9 @@
 # Builds an upgrade script from its manifest (the Makefile runs it with -v base=<full script of
 # the version upgraded from>):
 #   \i FILE                   FILE, included whole;
-#   \i-functions-of MANIFEST  every sql/functions/ file MANIFEST includes, in its order.
+#   \i-functions-of MANIFEST  every sql/functions/ file MANIFEST includes, in its order;
+#   \new-signature NAME       function broker.NAME is created plain (the manifest dropped the
+#                             base version's signature before, so nothing of that name exists).
 # In included files, "CREATE FUNCTION broker.f" and "CREATE TRIGGER t" at the start of a line
 # become CREATE OR REPLACE when the base script created f or t; new ones stay plain CREATE, so
 # nothing planted beforehand is taken over (the executor DDL inside a string in executors.sql is
@@ -33,5 +35,6 @@ BEGIN {
     close(m)
     next
 }
+/^\\new-signature / { delete old["FUNCTION broker." $2]; print "-- broker." $2 ": a new signature, created plain"; next }
 /^\\i / { include($2); next }
 { print }

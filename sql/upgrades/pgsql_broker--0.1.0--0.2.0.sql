@@ -98,6 +98,7 @@ CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, fi
 CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (job_id);
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
+\new-signature broker_purge_jobs
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
