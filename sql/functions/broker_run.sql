@@ -177,6 +177,7 @@ DECLARE
     v_status  smallint;
     v_message text;
     v_denied  text;    -- why the job's enqueuer may no longer have it run (_authority_lost)
+    v_guard   record;  -- _run_guarded's outcome
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
@@ -188,10 +189,16 @@ BEGIN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
     ELSE
         -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
-        -- of run_job, fewer steps than a batch)
-        SELECT * INTO v_run FROM broker._run_jobs_compat(broker._executor_call(v_exec), ARRAY[v_job.execute_str],
-                                                         ARRAY[v_job.job_language], ARRAY[v_job.job_search_path],
-                                                         v_job.tenant_id) AS r;
+        -- of run_job, fewer steps than a batch), guarded as it is (run_guard.sql)
+        v_guard := broker._run_guarded(
+            pg_catalog.format('SELECT pg_catalog.array_agg(r.s), pg_catalog.array_agg(r.m), pg_catalog.array_agg(r.d) '
+                              'FROM broker._run_jobs_compat(%L, $1, $2, $3, $4) AS r(s, m, d)',
+                              broker._executor_call(v_exec)),
+            ARRAY[v_job.execute_str], ARRAY[v_job.job_language], ARRAY[v_job.job_search_path], v_job.tenant_id);
+        SELECT COALESCE(v_guard.states[1], CASE WHEN v_guard.refused IS NOT NULL THEN '42501' END) AS error_sqlstate,
+               COALESCE(v_guard.messages[1], broker._refusal(v_guard.refused, v_job.run_as)) AS error_message,
+               COALESCE(v_guard.durations[1], interval '0') AS duration
+          INTO v_run;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
