@@ -87,8 +87,8 @@ def start(tmp_path):
     from runner_process import Runner
     started: list = []
 
-    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner"):
-        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name)
+    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner", user: str | None = None):
+        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name, user=user)
         started.append(runner)
         return runner
     yield _start

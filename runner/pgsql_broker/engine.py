@@ -34,6 +34,18 @@ class SchemaError(Exception):
     """The database has no pgsql_broker schema this runner can work with."""
 
 
+class LoginRefused(Exception):
+    """The login is or can become a superuser or a BYPASSRLS role: the runner does not run as it."""
+
+
+class WorkerLost(Exception):
+    """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
+
+    def __init__(self, cause: psycopg.OperationalError, unrun: list[tuple]):
+        super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
+        self.unrun = unrun
+
+
 @dataclass
 class JobView:
     job_id: int
@@ -77,6 +89,8 @@ class DatabaseRunner:
             try:
                 await self._session()
                 delay, logged = 1.0, False
+            except LoginRefused:
+                raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
                 self.error = str(exc).strip().splitlines()[0]
                 if not logged:
@@ -110,6 +124,7 @@ class DatabaseRunner:
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
+            await self._check_login(conn)
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.listening, self.error = True, None
@@ -130,6 +145,20 @@ class DatabaseRunner:
                         await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
                     except psycopg.Error:
                         pass
+
+    async def _check_login(self, conn: psycopg.AsyncConnection) -> None:
+        """Jobs run as their run_as role, but whatever PostgreSQL runs outside the job's executor (at COMMIT, or
+        in the session afterwards) runs as this login: it must not be able to bypass row-level security or act
+        as a superuser. Refuse such a login (LoginRefused), or with allow_privileged_login warn at every start."""
+        roles = (await (await conn.execute(queries.PRIVILEGED_LOGIN)).fetchone())[0]
+        if not roles:
+            return
+        message = (f"the login {conn.info.user} of database {self.db.name} is or can become {roles}; run the runner "
+                   f"as a login that is only a member of broker_runtime")
+        if not self.settings.allow_privileged_login:
+            raise LoginRefused(message + " (or pass --allow-privileged-login, unsafe)")
+        log.warning("UNSAFE: " + message + "; running anyway (allow_privileged_login)",
+                    extra={"database": self.db.name})
 
     async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
         while not self.stopping.is_set():
@@ -183,7 +212,9 @@ class DatabaseRunner:
     # -- workers -------------------------------------------------------------
     async def _worker(self, queue: int) -> None:
         """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when
-        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime."""
+        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime. A lost
+        connection (its backend terminated) is this worker's alone: it reconnects and hands back the jobs it
+        had claimed but not started (the batch that was running keeps its attempt: lease recovery)."""
         conn: psycopg.AsyncConnection | None = None
         opened = idle_since = time.monotonic()
         wake = self._wake[queue]
@@ -196,7 +227,14 @@ class DatabaseRunner:
                     conn = await self._connect(f"queue{queue}")
                     opened, dirty = time.monotonic(), False
                 wake.clear()
-                claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                try:
+                    claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                except WorkerLost as lost:
+                    await conn.close()
+                    conn = await self._connect(f"queue{queue}")  # fails when the database is gone: session restart
+                    opened, dirty = time.monotonic(), False
+                    await self._hand_back(conn, queue, lost)
+                    continue
                 if claimed:
                     idle_since = time.monotonic()
                     continue
@@ -211,6 +249,15 @@ class DatabaseRunner:
             if conn is not None:
                 await conn.close()
 
+    async def _hand_back(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
+        released = []
+        if lost.unrun:
+            released = await (await conn.execute(queries.RELEASE, {
+                "jobs": "{" + ",".join(str(r[0]) for r in lost.unrun) + "}",
+                "tokens": "{" + ",".join(r[7] for r in lost.unrun) + "}"})).fetchall()
+        log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
+                    extra={"database": self.db.name, "queue": queue, "error": str(lost)})
+
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int, dirty: bool) -> tuple[bool, bool]:
         """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
         jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
@@ -222,16 +269,33 @@ class DatabaseRunner:
         started = time.perf_counter()
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch}
-        if dirty:
-            rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
-        else:
-            rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+        try:
+            if dirty:
+                rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
+            else:
+                rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+        except psycopg.OperationalError as exc:
+            if not conn.broken:
+                raise
+            raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
         self._claim_seconds[queue].observe(time.perf_counter() - started)
         claimed, dirty = bool(rows), False
         while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
             alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
-            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows) if r[6] is not None), len(rows))]
-            rows = rows[await self._run_batch(conn, queue, taken[:PER_TRANSACTION], dirty):]
+            # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
+            # connection then hands back every job of the others)
+            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
+                                                       if r[6] is not None or r[3] != rows[0][3]), len(rows))]
+            batch = taken[:PER_TRANSACTION]
+            try:
+                rows = rows[await self._run_batch(conn, queue, batch, dirty):]
+            except psycopg.OperationalError as exc:
+                if not conn.broken:
+                    raise
+                # the batch sent may have run (crash rule: its attempt counts, lease recovery takes it up) unless
+                # the session had ended idle before the message (idle_session_timeout: nothing of it ran)
+                idle = getattr(exc, "sqlstate", None) == "57P05"
+                raise WorkerLost(exc, rows if idle else rows[len(batch):]) from exc
             dirty = True
         return claimed, dirty
 
