@@ -2572,11 +2572,12 @@ COMMENT ON FUNCTION broker._guarded_settings() IS
 -- Function: broker._session_state()
 --   The session state a run compares against afterwards: the values of
 --   _guarded_settings, the advisory locks the session holds, its LISTEN
---   channels, its SQL-level prepared statements and its WITH HOLD cursors
---   (name and creation time).
+--   channels, its SQL-level prepared statements, its WITH HOLD cursors
+--   (name and creation time), and the rows written so far to tables with
+--   deferrable code (_deferrable_code: 'trigger oid/rows').
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._session_state(OUT settings text[], OUT advisory text[], OUT channels text[],
-                                      OUT prepared text[], OUT cursors text[])
+                                      OUT prepared text[], OUT cursors text[], OUT written text[])
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2588,6 +2589,8 @@ BEGIN
     prepared := ARRAY(SELECT p.name FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql);
     cursors := ARRAY(SELECT c.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.creation_time::text
                        FROM pg_catalog.pg_cursors AS c WHERE c.is_holdable);
+    written := ARRAY(SELECT d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text
+                       FROM broker._deferrable_code() AS d);
 END;
 $$;
 COMMENT ON FUNCTION broker._session_state() IS
@@ -2702,21 +2705,50 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
     'Internal: an advisory lock key half from pg_locks (oid) as the int4 it was taken with.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._commit_time_code(p_cursors)
+-- Function: broker._deferrable_code()
+--   The DEFERRABLE constraint triggers that can run code other than
+--   PostgreSQL's own, on tables this session can write (not other sessions'
+--   temporary tables), with how many rows this transaction wrote to each
+--   table so far: (trigger oid, table, trigger name, rows written).
+--   Foreign keys (their checks run as the table's owner) and unique,
+--   primary key and exclusion constraints on plain columns are not listed;
+--   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
+--   queue further events).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._deferrable_code(OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name, OUT written bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.oid, t.tgrelid::regclass, t.tgname,
+           pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+             OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
+      FROM pg_catalog.pg_trigger AS t
+      JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+      JOIN pg_catalog.pg_proc AS f ON f.oid OPERATOR(pg_catalog.=) t.tgfoid
+      LEFT JOIN pg_catalog.pg_constraint AS k ON k.oid OPERATOR(pg_catalog.=) t.tgconstraint
+      LEFT JOIN pg_catalog.pg_index AS x ON x.indexrelid OPERATOR(pg_catalog.=) k.conindid
+     WHERE t.tgdeferrable
+       AND NOT (t.tgisinternal AND f.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::regnamespace
+                AND (f.proname OPERATOR(pg_catalog.~~) 'RI\_FKey\_%'
+                     OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
+                         AND x.indexprs IS NULL AND x.indpred IS NULL)))
+       AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())
+$$;
+COMMENT ON FUNCTION broker._deferrable_code() IS
+    'Internal: DEFERRABLE constraint triggers that can run code, on tables this session can write, with the rows this transaction wrote to each.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._commit_time_code(p_cursors, p_written)
 --   What jobs left that would run at COMMIT, as the message of the refusal,
 --   or NULL when nothing: a WITH HOLD cursor not in p_cursors (those the
---   session had before), or a DEFERRABLE constraint trigger that can run
---   code other than PostgreSQL's own on a table this transaction modified
---   or on one of this session's temporary tables. Allowed are foreign keys
---   (their checks run as the table's owner) and unique, primary key and
---   exclusion constraints on plain columns. A SECURITY DEFINER trigger
---   function is no exception: what it writes at COMMIT can queue further
---   events. Which tables were modified comes from the transaction's
---   statistics counters; with track_counts off every table counts as
---   modified (other sessions' temporary tables never do: nothing here can
---   write them).
+--   session had before), or a trigger of _deferrable_code on one of this
+--   session's temporary tables or on a table the jobs wrote (more rows
+--   written than in p_written, 'trigger oid/rows' from before they ran; with
+--   track_counts off every such table counts as written).
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._commit_time_code(p_cursors text[])
+CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -2732,29 +2764,18 @@ BEGIN
                     OPERATOR(pg_catalog.=) ANY (p_cursors)
           LIMIT 1),
         (SELECT pg_catalog.format('the job modified table %s, which has the DEFERRABLE constraint trigger %I',
-                                  t.tgrelid::regclass, t.tgname)
-           FROM pg_catalog.pg_trigger AS t
-           JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
-           JOIN pg_catalog.pg_proc AS f ON f.oid OPERATOR(pg_catalog.=) t.tgfoid
-           LEFT JOIN pg_catalog.pg_constraint AS k ON k.oid OPERATOR(pg_catalog.=) t.tgconstraint
-           LEFT JOIN pg_catalog.pg_index AS x ON x.indexrelid OPERATOR(pg_catalog.=) k.conindid
-          WHERE t.tgdeferrable
-            AND NOT (t.tgisinternal AND f.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::regnamespace
-                     AND (f.proname OPERATOR(pg_catalog.~~) 'RI\_FKey\_%'
-                          OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
-                              AND x.indexprs IS NULL AND x.indpred IS NULL)))
-            AND (c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
-                 OR (c.relpersistence OPERATOR(pg_catalog.<>) 't'
-                     AND (v_all OR pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid)
-                                   OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-                                   OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
-                                   OPERATOR(pg_catalog.>) 0)))
-          ORDER BY t.tgrelid, t.tgname
+                                  d.rel, d.trigger_name)
+           FROM broker._deferrable_code() AS d
+           JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.rel
+          WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema() OR v_all
+             OR NOT (d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text)
+                    OPERATOR(pg_catalog.=) ANY (p_written)
+          ORDER BY d.rel::oid, d.trigger_name
           LIMIT 1));
 END;
 $$;
-COMMENT ON FUNCTION broker._commit_time_code(text[]) IS
-    'Internal: what jobs left that would run at COMMIT as the caller''s login (a new WITH HOLD cursor, a DEFERRABLE trigger on a table written), or NULL.';
+COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
+    'Internal: what jobs left that would run at COMMIT as the caller''s login (a new WITH HOLD cursor, a DEFERRABLE trigger on a table they wrote), or NULL.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_guarded(p_call, p_sqls, p_languages, p_search_paths,
@@ -2777,7 +2798,7 @@ BEGIN
     BEGIN
         EXECUTE p_call INTO states, messages, durations USING p_sqls, p_languages, p_search_paths, p_tenant_id;
         PERFORM broker._restore_session(v_before.settings, v_before.advisory, v_before.channels, v_before.prepared);
-        refused := broker._commit_time_code(v_before.cursors);
+        refused := broker._commit_time_code(v_before.cursors, v_before.written);
         IF refused IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'PB001', MESSAGE = refused;
         END IF;
@@ -2950,10 +2971,16 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     search_path (pg_temp last) and broker.tenant_id set to the job's
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
---     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session after each transaction that ran jobs
---     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
---     not run jobs on the session holding the instance lock;
+--     session advisory locks) that outlives its transaction: the run undoes
+--     what acts on the connection before it returns (guarded settings,
+--     session advisory locks, LISTEN, prepared statements: run_guard.sql),
+--     but whoever runs jobs must still reset the session after each
+--     transaction that ran jobs (DISCARD ALL; the runner does all of it but
+--     DISCARD PLANS), and must not run jobs on the session holding the
+--     instance lock;
+--   * a job that leaves code for the caller's COMMIT (a WITH HOLD cursor, a
+--     deferrable constraint trigger that runs code on a table it wrote: see
+--     _commit_time_code) is refused: 42501, its effects rolled back;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -3127,6 +3154,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
+--   That call runs in a subtransaction (_run_guarded): the session state the
+--   jobs left is undone, and when they left code for the caller's COMMIT
+--   (see _commit_time_code) all of them are rolled back and run again one
+--   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------

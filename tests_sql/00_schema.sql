@@ -59,7 +59,7 @@ SELECT functions_are('broker', ARRAY[
     '_job_error', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
-    '_run_guarded', '_refusal', 'broker_release_jobs', '_active_instance']);
+    '_run_guarded', '_refusal', '_deferrable_code', 'broker_release_jobs', '_active_instance']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

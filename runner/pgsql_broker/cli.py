@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from . import __version__, logs, queries
 from .broker import Broker
-from .engine import LoginRefused
+from .login import LoginRefused
 from .config import ConfigError, load_databases
 from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install import InstallError, apply_roles, install, verify

@@ -17,6 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
+from .login import LoginRefused, check_login
 from .metrics import Metrics, observe_many
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
@@ -32,10 +33,6 @@ STANDBY_RETRY_SEC = 2.0
 
 class SchemaError(Exception):
     """The database has no pgsql_broker schema this runner can work with."""
-
-
-class LoginRefused(Exception):
-    """The login is or can become a superuser or a BYPASSRLS role: the runner does not run as it."""
 
 
 class WorkerLost(Exception):
@@ -124,7 +121,7 @@ class DatabaseRunner:
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
-            await self._check_login(conn)
+            await check_login(conn, self.db.name, self.settings.allow_privileged_login)
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.listening, self.error = True, None
@@ -145,20 +142,6 @@ class DatabaseRunner:
                         await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
                     except psycopg.Error:
                         pass
-
-    async def _check_login(self, conn: psycopg.AsyncConnection) -> None:
-        """Jobs run as their run_as role, but whatever PostgreSQL runs outside the job's executor (at COMMIT, or
-        in the session afterwards) runs as this login: it must not be able to bypass row-level security or act
-        as a superuser. Refuse such a login (LoginRefused), or with allow_privileged_login warn at every start."""
-        roles = (await (await conn.execute(queries.PRIVILEGED_LOGIN)).fetchone())[0]
-        if not roles:
-            return
-        message = (f"the login {conn.info.user} of database {self.db.name} is or can become {roles}; run the runner "
-                   f"as a login that is only a member of broker_runtime")
-        if not self.settings.allow_privileged_login:
-            raise LoginRefused(message + " (or pass --allow-privileged-login, unsafe)")
-        log.warning("UNSAFE: " + message + "; running anyway (allow_privileged_login)",
-                    extra={"database": self.db.name})
 
     async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
         while not self.stopping.is_set():

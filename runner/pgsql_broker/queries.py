@@ -20,8 +20,9 @@ RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
-# What the login may become: the runner refuses a login that is or can become a superuser or a BYPASSRLS role.
-PRIVILEGED_LOGIN = """SELECT string_agg(format('%%I (%%s)', r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'superuser' END,
+# What the login may become: the runner refuses a login that is or can become a superuser or a BYPASSRLS role
+# (sent without parameters: % is literal).
+PRIVILEGED_LOGIN = """SELECT string_agg(format('%I (%s)', r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'superuser' END,
                                                                    CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END)),
                               '; ' ORDER BY r.rolname <> current_user, r.rolname)
                         FROM pg_catalog.pg_roles AS r

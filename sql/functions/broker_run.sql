@@ -138,10 +138,16 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     search_path (pg_temp last) and broker.tenant_id set to the job's
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
---     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session after each transaction that ran jobs
---     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
---     not run jobs on the session holding the instance lock;
+--     session advisory locks) that outlives its transaction: the run undoes
+--     what acts on the connection before it returns (guarded settings,
+--     session advisory locks, LISTEN, prepared statements: run_guard.sql),
+--     but whoever runs jobs must still reset the session after each
+--     transaction that ran jobs (DISCARD ALL; the runner does all of it but
+--     DISCARD PLANS), and must not run jobs on the session holding the
+--     instance lock;
+--   * a job that leaves code for the caller's COMMIT (a WITH HOLD cursor, a
+--     deferrable constraint trigger that runs code on a table it wrote: see
+--     _commit_time_code) is refused: 42501, its effects rolled back;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's

@@ -96,6 +96,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
+--   That call runs in a subtransaction (_run_guarded): the session state the
+--   jobs left is undone, and when they left code for the caller's COMMIT
+--   (see _commit_time_code) all of them are rolled back and run again one
+--   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------
