@@ -2908,7 +2908,10 @@ COMMENT ON FUNCTION broker._advisory_locks() IS
 -- Function: broker._restore_session(p_settings, p_advisory, p_channels,
 --     p_prepared)
 --   After jobs ran: puts back every guarded setting whose value differs from
---   p_settings (at session level, as a job's SET does); releases the session
+--   p_settings (at session level, as a job's SET does: a value the caller
+--   had set for its transaction only becomes the session's; broker.tenant_id
+--   goes back to none for the session and to the caller's value for its
+--   transaction); releases the session
 --   advisory locks taken since p_advisory (all of them when the session held
 --   none before, the usual case of a runner's worker; else each new one,
 --   without messages for the transaction-level ones, which stay until the
@@ -2932,7 +2935,14 @@ BEGIN
               WHERE pg_catalog.current_setting(n.name, true) IS DISTINCT FROM p_settings[n.i]
     LOOP
         BEGIN
-            PERFORM pg_catalog.set_config(r.name, COALESCE(r.old, ''), false);
+            IF r.name OPERATOR(pg_catalog.=) 'broker.tenant_id' THEN
+                -- changed in every run (the executor sets the job's): the session's goes back to none (what
+                -- broker_set_tenant leaves), and a tenant the caller set for its transaction stays that
+                PERFORM pg_catalog.set_config(r.name, '', false);
+                PERFORM pg_catalog.set_config(r.name, COALESCE(r.old, ''), true);
+            ELSE
+                PERFORM pg_catalog.set_config(r.name, COALESCE(r.old, ''), false);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             NULL;  -- not settable by the broker (a superuser setting a superuser job changed)
         END;

@@ -69,3 +69,21 @@ def test_session_settings_of_a_job_do_not_end_the_runner_session(db, logins, sta
         assert owner.execute("SELECT count(*) FROM broker.broker_queueinstance").fetchone() == (1,)
     log = runner.log()
     assert "database unavailable" not in log and "worker connection lost" not in log
+
+
+def test_a_run_keeps_a_tenant_of_the_callers_transaction_in_that_transaction(db, logins):
+    """Putting a job's session settings back does not turn the caller's transaction-local tenant into the
+    session's: after COMMIT the caller is back in the default tenant, and the job's own session-level
+    settings are gone."""
+    job = enqueue(db, logins["mallory"], "evil", "tenant", "SELECT set_config('broker.tenant_id', 'good', false), "
+                  "set_config('idle_session_timeout', '100', false)")
+    with connect(db, user=logins["runner"], autocommit=False) as runner:
+        runner.execute("SELECT broker.broker_set_tenant('evil')")
+        instance = runner.execute("SELECT broker.broker_register_instance('caller')").fetchone()[0]
+        ran = runner.execute("SELECT r.complete_status FROM broker.broker_get(1, %s, 60, 10) g, "
+                             "LATERAL broker.broker_run(g.job_id, g.lease_token) r", (instance,)).fetchall()
+        runner.commit()
+        assert ran == [(2,)] and statuses(db, [job]) == [2]
+        assert runner.execute("SELECT broker.broker_current_tenant(), current_setting('idle_session_timeout')"
+                              ).fetchone() == ("default", "0")
+        runner.rollback()
