@@ -70,7 +70,7 @@ class Broker(PgSystem):
     def worker_argv(self, db: str, outfile) -> list[str]:
         return [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
                 "--dsn", f"dbname={db}", "--metrics-host", "127.0.0.1", "--metrics-port", str(common.free_port()),
-                "--log-level", "warning"]
+                "--log-level", "warning", "--allow-privileged-login"]  # a throwaway cluster's superuser
 
     async def start_times(self, outfile) -> dict:
         cur = await self.conn.execute("SELECT job_id, extract(epoch FROM started_at)::float8 FROM broker.broker_jobs")

@@ -2528,7 +2528,13 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 --   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
 --   the claim was planned again at every call (0.2 ms, as much as a claim of
 --   one job), and the generic plan is the same index scan (06_claim_index).
--- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
+--   A claim names the active instance (broker_register_instance) when there
+--   is one, and its lease is at most an hour: whoever claims jobs it will
+--   not run (a stray or hostile session of the runner's login) holds them
+--   visibly and for a bounded time.
+-- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
+--   < 1; 55000 p_instance_id is not the active instance, or NULL while one
+--   is active.
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -2563,9 +2569,17 @@ BEGIN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_lease_seconds must be >= 1, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value';
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
     END IF;
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
@@ -2659,6 +2673,320 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
     'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/functions/run_guard.sql
+-- ---------------------------------------------------------------------------
+-- What a job may not leave behind when its executor returns.
+-- Whoever runs jobs (broker_run, broker_run_batch) commits their transaction
+-- afterwards, outside any security-definer context: code that PostgreSQL
+-- runs at COMMIT runs as that caller's login, not as the job's run_as role.
+-- Two kinds of job-created code run there: deferred constraint triggers
+-- (queued by DML, fired by COMMIT) and WITH HOLD cursors (their query runs
+-- to completion at COMMIT). SET CONSTRAINTS ALL IMMEDIATE cannot rule the
+-- first out (a trigger it fires may defer again and queue more), and SQL
+-- cannot see the trigger queue, so the run refuses what could queue such an
+-- event at all: see _commit_time_code. The executor is owned by the job's
+-- role (it may replace its body), so these checks run in the broker's
+-- functions, after the executor returned, never inside it.
+-- Session state a job sets (session-level settings that act on the
+-- connection, session advisory locks, LISTEN, prepared statements) is
+-- undone before the run returns, so that neither the caller's COMMIT nor
+-- the time until its own reset runs with it (_session_state,
+-- _restore_session).
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._guarded_settings()
+--   The settings the run puts back when a job changed them: those that act on
+--   the connection (timeouts that end the session or cancel the caller's next
+--   statement, keepalives, client encoding and quoting), on the caller's rest
+--   of the transaction and its next one, and the broker's own.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._guarded_settings()
+RETURNS text[]
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ARRAY['idle_session_timeout', 'idle_in_transaction_session_timeout', 'statement_timeout',
+                   'lock_timeout', 'tcp_keepalives_idle', 'tcp_keepalives_interval', 'tcp_keepalives_count',
+                   'tcp_user_timeout', 'client_connection_check_interval', 'client_encoding',
+                   'standard_conforming_strings', 'client_min_messages', 'application_name', 'search_path',
+                   'row_security', 'default_transaction_read_only', 'default_transaction_isolation',
+                   'default_transaction_deferrable', 'DateStyle', 'IntervalStyle', 'TimeZone',
+                   'extra_float_digits', 'bytea_output', 'work_mem', 'plan_cache_mode', 'broker.tenant_id']::text[] $$;
+COMMENT ON FUNCTION broker._guarded_settings() IS
+    'Internal: the settings a run puts back when a job changed them (connection timeouts, encoding, the broker''s own).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._session_state()
+--   The session state a run compares against afterwards: the values of
+--   _guarded_settings, the advisory locks the session holds, its LISTEN
+--   channels, its SQL-level prepared statements, its WITH HOLD cursors
+--   (name and creation time), and the rows written so far to tables with
+--   deferrable code (_deferrable_code: 'trigger oid/rows').
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._session_state(OUT settings text[], OUT advisory text[], OUT channels text[],
+                                      OUT prepared text[], OUT cursors text[], OUT written text[])
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    settings := ARRAY(SELECT pg_catalog.current_setting(n.name, true)
+                        FROM pg_catalog.unnest(broker._guarded_settings()) WITH ORDINALITY AS n(name, i) ORDER BY n.i);
+    advisory := broker._advisory_locks();
+    channels := ARRAY(SELECT pg_catalog.pg_listening_channels());
+    prepared := ARRAY(SELECT p.name FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql);
+    cursors := ARRAY(SELECT c.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.creation_time::text
+                       FROM pg_catalog.pg_cursors AS c WHERE c.is_holdable);
+    written := ARRAY(SELECT d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text
+                       FROM broker._deferrable_code() AS d);
+END;
+$$;
+COMMENT ON FUNCTION broker._session_state() IS
+    'Internal: the session state a run compares against after its jobs (guarded settings, advisory locks, LISTEN, prepared statements, holdable cursors).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._advisory_locks()
+--   The advisory locks this session holds (session or transaction level:
+--   pg_locks does not tell), as 'classid/objid/objsubid/mode'.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._advisory_locks()
+RETURNS text[]
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(SELECT pg_catalog.concat_ws('/', l.classid, l.objid, l.objsubid, l.mode)
+                   FROM pg_catalog.pg_locks AS l
+                  WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'
+                    AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())
+$$;
+COMMENT ON FUNCTION broker._advisory_locks() IS
+    'Internal: the advisory locks this session holds, as classid/objid/objsubid/mode.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._restore_session(p_settings, p_advisory, p_channels,
+--     p_prepared)
+--   After jobs ran: puts back every guarded setting whose value differs from
+--   p_settings (at session level, as a job's SET does: a value the caller
+--   had set for its transaction only becomes the session's; broker.tenant_id
+--   goes back to none for the session and to the caller's value for its
+--   transaction); releases the session
+--   advisory locks taken since p_advisory (all of them when the session held
+--   none before, the usual case of a runner's worker; else each new one,
+--   without messages for the transaction-level ones, which stay until the
+--   end of the transaction); stops listening when it listened to nothing
+--   before (else to the channels it did not listen to); and deallocates the
+--   SQL-level prepared statements that are new. A setting that cannot be put
+--   back (say temp_buffers after use) is left.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._restore_session(p_settings text[], p_advisory text[], p_channels text[], p_prepared text[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r     record;
+    v_msg text;
+    v_n   integer;
+BEGIN
+    FOR r IN SELECT n.name, p_settings[n.i] AS old
+               FROM pg_catalog.unnest(broker._guarded_settings()) WITH ORDINALITY AS n(name, i)
+              WHERE pg_catalog.current_setting(n.name, true) IS DISTINCT FROM p_settings[n.i]
+    LOOP
+        BEGIN
+            IF r.name OPERATOR(pg_catalog.=) 'broker.tenant_id' THEN
+                -- changed in every run (the executor sets the job's): the session's goes back to none (what
+                -- broker_set_tenant leaves), and a tenant the caller set for its transaction stays that
+                PERFORM pg_catalog.set_config(r.name, '', false);
+                PERFORM pg_catalog.set_config(r.name, COALESCE(r.old, ''), true);
+            ELSE
+                PERFORM pg_catalog.set_config(r.name, COALESCE(r.old, ''), false);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;  -- not settable by the broker (a superuser setting a superuser job changed)
+        END;
+    END LOOP;
+    IF pg_catalog.cardinality(p_advisory) OPERATOR(pg_catalog.=) 0 THEN
+        PERFORM pg_catalog.pg_advisory_unlock_all();
+    ELSE
+        v_msg := pg_catalog.set_config('client_min_messages', 'error', true);
+        FOR r IN SELECT k[1]::bigint AS classid, k[2]::bigint AS objid, k[3] AS sub, k[4] AS mode
+                   FROM pg_catalog.unnest(broker._advisory_locks()) AS a(lock),
+                        LATERAL pg_catalog.string_to_array(a.lock, '/') AS k
+                  WHERE NOT a.lock OPERATOR(pg_catalog.=) ANY (p_advisory)
+        LOOP
+            v_n := 0;
+            LOOP
+                v_n := v_n OPERATOR(pg_catalog.+) 1;
+                EXIT WHEN v_n OPERATOR(pg_catalog.>) 1000 OR NOT CASE
+                    WHEN r.sub OPERATOR(pg_catalog.=) '1' AND r.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+                        THEN pg_catalog.pg_advisory_unlock((r.classid OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) r.objid)
+                    WHEN r.sub OPERATOR(pg_catalog.=) '1'
+                        THEN pg_catalog.pg_advisory_unlock_shared((r.classid OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) r.objid)
+                    WHEN r.mode OPERATOR(pg_catalog.=) 'ExclusiveLock'
+                        THEN pg_catalog.pg_advisory_unlock(broker._int4_key(r.classid), broker._int4_key(r.objid))
+                    ELSE pg_catalog.pg_advisory_unlock_shared(broker._int4_key(r.classid), broker._int4_key(r.objid)) END;
+            END LOOP;
+        END LOOP;
+        v_msg := pg_catalog.set_config('client_min_messages', p_settings[pg_catalog.array_position(broker._guarded_settings(), 'client_min_messages')], true);
+    END IF;
+    IF pg_catalog.cardinality(p_channels) OPERATOR(pg_catalog.=) 0 THEN
+        UNLISTEN *;  -- also a LISTEN of this transaction (not listed before COMMIT)
+    ELSE
+        FOR r IN SELECT c.ch FROM pg_catalog.pg_listening_channels() AS c(ch)
+                  WHERE NOT c.ch OPERATOR(pg_catalog.=) ANY (p_channels)
+        LOOP
+            EXECUTE pg_catalog.format('UNLISTEN %I', r.ch);
+        END LOOP;
+    END IF;
+    FOR r IN SELECT p.name FROM pg_catalog.pg_prepared_statements AS p
+              WHERE p.from_sql AND NOT p.name OPERATOR(pg_catalog.=) ANY (p_prepared)
+    LOOP
+        EXECUTE pg_catalog.format('DEALLOCATE %I', r.name);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._restore_session(text[], text[], text[], text[]) IS
+    'Internal: undo the session state jobs left (guarded settings, session advisory locks, LISTEN, prepared statements).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._int4_key(p_oid)
+--   An advisory lock key half as pg_locks shows it (an oid), as the integer
+--   pg_advisory_lock(int, int) took.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._int4_key(p_oid bigint)
+RETURNS integer
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT (CASE WHEN p_oid OPERATOR(pg_catalog.>=) 2147483648 THEN p_oid OPERATOR(pg_catalog.-) 4294967296
+                   ELSE p_oid END)::integer $$;
+COMMENT ON FUNCTION broker._int4_key(bigint) IS
+    'Internal: an advisory lock key half from pg_locks (oid) as the int4 it was taken with.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._deferrable_code()
+--   The DEFERRABLE constraint triggers that can run code other than
+--   PostgreSQL's own, on tables this session can write (not other sessions'
+--   temporary tables), with how many rows this transaction wrote to each
+--   table so far: (trigger oid, table, trigger name, rows written).
+--   Foreign keys (their checks run as the table's owner) and unique,
+--   primary key and exclusion constraints on plain columns are not listed;
+--   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
+--   queue further events).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._deferrable_code(OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name, OUT written bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.oid, t.tgrelid::regclass, t.tgname,
+           pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+             OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
+      FROM pg_catalog.pg_trigger AS t
+      JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+      JOIN pg_catalog.pg_proc AS f ON f.oid OPERATOR(pg_catalog.=) t.tgfoid
+      LEFT JOIN pg_catalog.pg_constraint AS k ON k.oid OPERATOR(pg_catalog.=) t.tgconstraint
+      LEFT JOIN pg_catalog.pg_index AS x ON x.indexrelid OPERATOR(pg_catalog.=) k.conindid
+     WHERE t.tgdeferrable
+       AND NOT (t.tgisinternal AND f.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::regnamespace
+                AND (f.proname OPERATOR(pg_catalog.~~) 'RI\_FKey\_%'
+                     OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
+                         AND x.indexprs IS NULL AND x.indpred IS NULL)))
+       AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())
+$$;
+COMMENT ON FUNCTION broker._deferrable_code() IS
+    'Internal: DEFERRABLE constraint triggers that can run code, on tables this session can write, with the rows this transaction wrote to each.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._commit_time_code(p_cursors, p_written)
+--   What jobs left that would run at COMMIT, as the message of the refusal,
+--   or NULL when nothing: a WITH HOLD cursor not in p_cursors (those the
+--   session had before), or a trigger of _deferrable_code on one of this
+--   session's temporary tables or on a table the jobs wrote (more rows
+--   written than in p_written, 'trigger oid/rows' from before they ran; with
+--   track_counts off every such table counts as written).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_all boolean := NOT pg_catalog.current_setting('track_counts')::boolean;
+BEGIN
+    RETURN COALESCE(
+        (SELECT pg_catalog.format('the job left the WITH HOLD cursor %I open', c.name)
+           FROM pg_catalog.pg_cursors AS c
+          WHERE c.is_holdable
+            AND NOT (c.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.creation_time::text)
+                    OPERATOR(pg_catalog.=) ANY (p_cursors)
+          LIMIT 1),
+        (SELECT pg_catalog.format('the job modified table %s, which has the DEFERRABLE constraint trigger %I',
+                                  d.rel, d.trigger_name)
+           FROM broker._deferrable_code() AS d
+           JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.rel
+          WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema() OR v_all
+             OR NOT (d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text)
+                    OPERATOR(pg_catalog.=) ANY (p_written)
+          ORDER BY d.rel::oid, d.trigger_name
+          LIMIT 1));
+END;
+$$;
+COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
+    'Internal: what jobs left that would run at COMMIT as the caller''s login (a new WITH HOLD cursor, a DEFERRABLE trigger on a table they wrote), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._run_guarded(p_call, p_sqls, p_languages, p_search_paths,
+--     p_tenant_id)
+--   Runs jobs through p_call (a run_jobs-shaped statement taking $1..$4, see
+--   broker_run_batch) in a subtransaction, puts the session back
+--   (_restore_session) and checks what they left for COMMIT
+--   (_commit_time_code). Returns each job's error (NULL: success) and run
+--   time, in order, and refused NULL; or, when they left code for COMMIT,
+--   everything they did rolled back, the arrays NULL and refused the reason.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
+    p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_before record := broker._session_state();
+BEGIN
+    BEGIN
+        EXECUTE p_call INTO states, messages, durations USING p_sqls, p_languages, p_search_paths, p_tenant_id;
+        PERFORM broker._restore_session(v_before.settings, v_before.advisory, v_before.channels, v_before.prepared);
+        refused := broker._commit_time_code(v_before.cursors, v_before.written);
+        IF refused IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB001', MESSAGE = refused;
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'PB001' THEN
+        states := NULL;
+        messages := NULL;
+        durations := NULL;
+        refused := SQLERRM;
+    END;
+END;
+$$;
+COMMENT ON FUNCTION broker._run_guarded(text, text[], text[], text[], text) IS
+    'Internal: run jobs through their executor, undo the session state they left, and roll them back when they left code for COMMIT.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._refusal(p_reason, p_run_as)
+--   The stored message of a job refused for code it left for COMMIT
+--   (p_reason from _commit_time_code), with what to do; NULL for NULL.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._refusal(p_reason text, p_run_as name)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.format('refused: %s; code left for COMMIT would run as the login that runs the jobs, '
+                             'not as %I, so nothing of the job was kept. Close WITH HOLD cursors before the job '
+                             'ends, and make constraint triggers of tables that jobs write NOT DEFERRABLE', p_reason, p_run_as)
+     WHERE p_reason IS NOT NULL
+$$;
+COMMENT ON FUNCTION broker._refusal(text, name) IS
+    'Internal: the message of a job refused because it left code for COMMIT (what, and what to do instead).';
 -- source: sql/functions/broker_run.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_begin(p_job_id, p_lease_token)
@@ -2801,10 +3129,16 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     search_path (pg_temp last) and broker.tenant_id set to the job's
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
---     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session after each transaction that ran jobs
---     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
---     not run jobs on the session holding the instance lock;
+--     session advisory locks) that outlives its transaction: the run undoes
+--     what acts on the connection before it returns (guarded settings,
+--     session advisory locks, LISTEN, prepared statements: run_guard.sql),
+--     but whoever runs jobs must still reset the session after each
+--     transaction that ran jobs (DISCARD ALL; the runner does all of it but
+--     DISCARD PLANS), and must not run jobs on the session holding the
+--     instance lock;
+--   * a job that leaves code for the caller's COMMIT (a WITH HOLD cursor, a
+--     deferrable constraint trigger that runs code on a table it wrote: see
+--     _commit_time_code) is refused: 42501, its effects rolled back;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -2840,6 +3174,7 @@ DECLARE
     v_status  smallint;
     v_message text;
     v_denied  text;    -- why the job's enqueuer may no longer have it run (_authority_lost)
+    v_guard   record;  -- _run_guarded's outcome
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
@@ -2851,10 +3186,16 @@ BEGIN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
     ELSE
         -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
-        -- of run_job, fewer steps than a batch)
-        SELECT * INTO v_run FROM broker._run_jobs_compat(broker._executor_call(v_exec), ARRAY[v_job.execute_str],
-                                                         ARRAY[v_job.job_language], ARRAY[v_job.job_search_path],
-                                                         v_job.tenant_id) AS r;
+        -- of run_job, fewer steps than a batch), guarded as it is (run_guard.sql)
+        v_guard := broker._run_guarded(
+            pg_catalog.format('SELECT pg_catalog.array_agg(r.s), pg_catalog.array_agg(r.m), pg_catalog.array_agg(r.d) '
+                              'FROM broker._run_jobs_compat(%L, $1, $2, $3, $4) AS r(s, m, d)',
+                              broker._executor_call(v_exec)),
+            ARRAY[v_job.execute_str], ARRAY[v_job.job_language], ARRAY[v_job.job_search_path], v_job.tenant_id);
+        SELECT COALESCE(v_guard.states[1], CASE WHEN v_guard.refused IS NOT NULL THEN '42501' END) AS error_sqlstate,
+               COALESCE(v_guard.messages[1], broker._refusal(v_guard.refused, v_job.run_as)) AS error_message,
+               COALESCE(v_guard.durations[1], interval '0') AS duration
+          INTO v_run;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
@@ -2971,6 +3312,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
+--   That call runs in a subtransaction (_run_guarded): the session state the
+--   jobs left is undone, and when they left code for the caller's COMMIT
+--   (see _commit_time_code) all of them are rolled back and run again one
+--   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------
@@ -3010,6 +3355,8 @@ DECLARE
     v_msgs    text[];
     v_durs    interval[];
     v_done    bigint[];
+    v_call    text;    -- the statement that runs jobs through the executor
+    v_guard   record;  -- _run_guarded's outcome
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -3084,14 +3431,38 @@ BEGIN
             v_states := pg_catalog.array_fill('42501'::text, ARRAY[pg_catalog.cardinality(r_pos)]);
             v_durs := pg_catalog.array_fill('0'::interval, ARRAY[pg_catalog.cardinality(r_pos)]);
         ELSE
-            EXECUTE pg_catalog.format(
+            v_call := pg_catalog.format(
                 'SELECT pg_catalog.array_agg(r.s ORDER BY r.o), pg_catalog.array_agg(r.m ORDER BY r.o), '
                 'pg_catalog.array_agg(r.d ORDER BY r.o) FROM %s AS r(s, m, d, o)',
                 COALESCE(broker._executor_jobs(v_exec) OPERATOR(pg_catalog.||) '($1, $2, $3, $4) WITH ORDINALITY',
                          pg_catalog.format('broker._run_jobs_compat(%L, $1, $2, $3, $4) WITH ORDINALITY',
-                                           broker._executor_call(v_exec))))
-              INTO v_states, v_msgs, v_durs
-              USING r_sqls, r_langs, r_paths, v_tenant;
+                                           broker._executor_call(v_exec))));
+            -- in a subtransaction, the session put back, and rolled back when they left code for COMMIT
+            -- (run_guard.sql); then each job alone, to refuse only the ones that did
+            v_guard := broker._run_guarded(v_call, r_sqls, r_langs, r_paths, v_tenant);
+            v_states := v_guard.states;
+            v_msgs := v_guard.messages;
+            v_durs := v_guard.durations;
+            IF v_guard.refused IS NOT NULL THEN
+                v_states := '{}';
+                v_msgs := '{}';
+                v_durs := '{}';
+                FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
+                    IF pg_catalog.cardinality(r_pos) OPERATOR(pg_catalog.>) 1 THEN
+                        v_guard := broker._run_guarded(v_call, ARRAY[r_sqls[i]], ARRAY[r_langs[i]], ARRAY[r_paths[i]],
+                                                       v_tenant);
+                    END IF;
+                    IF v_guard.refused IS NOT NULL THEN
+                        v_states := v_states OPERATOR(pg_catalog.||) '42501'::text;
+                        v_msgs := v_msgs OPERATOR(pg_catalog.||) broker._refusal(v_guard.refused, v_run_as);
+                        v_durs := v_durs OPERATOR(pg_catalog.||) interval '0';
+                    ELSE
+                        v_states := v_states OPERATOR(pg_catalog.||) v_guard.states[1];
+                        v_msgs := v_msgs OPERATOR(pg_catalog.||) v_guard.messages[1];
+                        v_durs := v_durs OPERATOR(pg_catalog.||) v_guard.durations[1];
+                    END IF;
+                END LOOP;
+            END IF;
             IF COALESCE(pg_catalog.array_length(v_states, 1), 0) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(r_pos) THEN
                 RAISE EXCEPTION 'broker_run_batch: the executor of role % returned % outcomes for % jobs',
                     pg_catalog.quote_ident(v_run_as), COALESCE(pg_catalog.array_length(v_states, 1), 0),
@@ -3138,6 +3509,66 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
+-- source: sql/functions/broker_release_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens)
+--   Hands claimed jobs back that their claimer will not run (say its session
+--   to the database was lost before it ran them): each job that is still
+--   running under the lease token given with it, and that no session is
+--   executing (row-locked by broker_run), returns to pending at once with
+--   the attempt of its claim not counted. Only the claimer knows the token,
+--   so no one else can release a job. Jobs under another lease, executing,
+--   finished or unknown are left as they are. Returns the ids released.
+-- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
+--   more than 1000 jobs.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+BEGIN
+    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
+        RAISE EXCEPTION 'broker_release_jobs: p_job_ids and p_lease_tokens must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
+        RAISE EXCEPTION 'broker_release_jobs: % lease tokens for % jobs; pass one token per job',
+            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_release_jobs: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH mine AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+          JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+            ON j.job_id OPERATOR(pg_catalog.=) u.id
+         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+           AND j.lease_token OPERATOR(pg_catalog.=) u.token
+         ORDER BY j.job_id
+           FOR NO KEY UPDATE OF j SKIP LOCKED
+    ), released AS (
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               attempts = j.attempts OPERATOR(pg_catalog.-) 1,
+               pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
+          FROM mine
+         WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
+        RETURNING j.job_id, j.job_queue
+    )
+    SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
+      INTO p_job_ids, v_queues FROM released AS r;
+    PERFORM broker._notify_queues(v_queues);
+    RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
+    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
 -- source: sql/functions/broker_cancel_job.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
@@ -4508,9 +4939,11 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_shutdown_instance(p_instance_id)
---   Clean shutdown: marks the instance stopped and, when called from its own
---   session, releases the advisory lock so a standby can take over at once.
---   Returns true when the instance was active.
+--   Clean shutdown, from the instance's own session (as ping): marks the
+--   instance stopped and releases the advisory lock so a standby can take
+--   over at once. Returns true when the instance was active, false when it
+--   was not (already stopped, or dead).
+-- Errors: 55000 the instance is active in another session.
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -4521,21 +4954,40 @@ DECLARE
     v_key record := broker._instance_lock_key();
     v_pid integer;
 BEGIN
-    UPDATE broker.broker_queueinstance AS i
-       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
-     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active'
-    RETURNING i.backend_pid INTO v_pid;
+    SELECT i.backend_pid INTO v_pid FROM broker.broker_queueinstance AS i
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active';
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    IF v_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
-        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
+    IF v_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() THEN
+        RAISE EXCEPTION 'broker_shutdown_instance: instance % is not the active instance of this session', p_instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Stop it from its own session (stop the runner), or terminate that session.';
     END IF;
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id;
+    PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
     RETURN true;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
-    'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+    'Marks the instance of this session stopped and releases the active-instance lock; returns true when it was active. 55000 from another session.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._active_instance()
+--   The id of the active instance, or NULL when none is active.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._active_instance()
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.instance_id FROM broker.broker_queueinstance AS i
+     WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1
+$$;
+COMMENT ON FUNCTION broker._active_instance() IS
+    'Internal: the id of the active runner instance, or NULL.';
 -- source: sql/functions/broker_queue_stats.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_queue_stats()

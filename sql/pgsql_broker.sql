@@ -36,8 +36,10 @@
 \i sql/functions/broker_add_jobs.sql
 \i sql/functions/add_jobs_plain.sql
 \i sql/functions/broker_get.sql
+\i sql/functions/run_guard.sql
 \i sql/functions/broker_run.sql
 \i sql/functions/broker_run_batch.sql
+\i sql/functions/broker_release_jobs.sql
 \i sql/functions/broker_cancel_job.sql
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql

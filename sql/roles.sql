@@ -203,7 +203,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_run(bigint, uuid),
     broker.broker_run_batch(bigint[], uuid[]),
     broker.broker_recover_stale_jobs(integer),
-    broker.broker_purge_jobs(interval, integer, smallint),
+    broker.broker_release_jobs(bigint[], uuid[]),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
@@ -214,6 +214,9 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config,
                 broker.broker_deferred_release
     TO broker_runtime;
+-- retention is maintenance (broker_admin, or a superuser), not the runner's: a runtime login
+-- that deletes jobs could delete every tenant's history (the runner never purges)
+REVOKE EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) FROM broker_runtime;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 

@@ -87,8 +87,9 @@ def start(tmp_path):
     from runner_process import Runner
     started: list = []
 
-    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner", **options):
-        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name, **options)
+    def _start(*databases: str, extra: tuple[str, ...] = (), name: str = "runner", user: str | None = None,
+               **options):
+        runner = Runner(*databases, log_dir=tmp_path, extra=extra, name=name, user=user, **options)
         started.append(runner)
         return runner
     yield _start

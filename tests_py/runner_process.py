@@ -19,22 +19,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def db_dsn(db: str) -> str:
-    return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={os.environ['PGUSER']}"
+def db_dsn(db: str, user: str | None = None) -> str:
+    return f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={user or os.environ['PGUSER']}"
 
 
 class Runner:
-    """A pgbroker-runner subprocess on loopback, with its log in a file."""
+    """A pgbroker-runner subprocess on loopback, with its log in a file. It logs in as `user`; without one as
+    the test superuser, which the runner only accepts with --allow-privileged-login (passed then)."""
 
     def __init__(self, *databases: str, log_dir: Path, extra: tuple[str, ...] = (), name: str = "runner",
                  metrics_host: str | None = "127.0.0.1", max_files: int | None = None,
-                 log_format: str = "json"):
-        """metrics_host None: the runner's default; max_files: its RLIMIT_NOFILE."""
+                 log_format: str = "json", user: str | None = None):
+        """metrics_host None: the runner's default; max_files: its RLIMIT_NOFILE; user None: the
+        cluster's superuser, let through with --allow-privileged-login."""
         self.port = free_port()
         self.log_path = log_dir / f"{name}-{self.port}.log"
         args = [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()"]
         for db in databases:
-            args += ["--dsn", db_dsn(db)]
+            args += ["--dsn", db_dsn(db, user)]
+        if user is None:
+            args.append("--allow-privileged-login")
         args += (["--metrics-host", metrics_host] if metrics_host else []) + [
             "--metrics-port", str(self.port), "--log-format", log_format, "--name", name, *extra]
         self.log_file = self.log_path.open("w")

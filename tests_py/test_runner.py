@@ -212,7 +212,8 @@ def test_the_library_api_runs_a_broker_inside_another_application(db):
     from pgsql_broker import Broker, enqueue, load_settings
     from runner_process import db_dsn
 
-    settings = load_settings(env={}, dsns=[db_dsn(db)], flags={"metrics_enabled": False, "queue_timer_sec": 0.2})
+    settings = load_settings(env={}, dsns=[db_dsn(db)], flags={"metrics_enabled": False, "queue_timer_sec": 0.2,
+                                                                "allow_privileged_login": True})  # as the test superuser
     broker = Broker(settings)
     thread = threading.Thread(target=lambda: asyncio.run(broker.run()), daemon=True)
     thread.start()

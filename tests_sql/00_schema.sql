@@ -56,7 +56,10 @@ SELECT functions_are('broker', ARRAY[
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', '_element_error', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle',
-    '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat']);
+    '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
+    -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
+    '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
+    '_run_guarded', '_refusal', '_deferrable_code', 'broker_release_jobs', '_active_instance']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

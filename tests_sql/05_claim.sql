@@ -27,12 +27,14 @@ SELECT ok((SELECT lease_expires_at - started_at = interval '60 seconds' FROM bro
 
 -- lease length and instance, batch size
 SELECT broker.broker_add_job('b' || i, 'SELECT 1', 3, 0) FROM generate_series(1, 5) AS i;
-CREATE TEMP TABLE got AS SELECT * FROM broker.broker_get(3, 42, 5, 3);
+CREATE TEMP TABLE inst AS SELECT broker.broker_register_instance('claimer') AS id;
+CREATE TEMP TABLE got AS SELECT * FROM broker.broker_get(3, (SELECT id FROM inst), 5, 3);
 SELECT is((SELECT count(*) FROM got), 3::bigint, 'batch size 3 claims three jobs');
 SELECT ok((SELECT every(j.lease_expires_at - j.started_at = interval '5 seconds') FROM got JOIN broker.broker_jobs j USING (job_id)),
           'p_lease_seconds sets the lease');
 SELECT is((SELECT array_agg(DISTINCT lease_instance_id) FROM broker.broker_jobs WHERE job_id IN (SELECT job_id FROM got)),
-          ARRAY[42::bigint], 'the claiming instance is recorded');
+          ARRAY[(SELECT id FROM inst)], 'the claiming instance is recorded');
+SELECT broker.broker_shutdown_instance((SELECT id FROM inst));
 SELECT is((SELECT array_agg(job_name ORDER BY job_name) FROM got), ARRAY['b1', 'b2', 'b3'], 'oldest first in a batch');
 SELECT is((SELECT count(*) FROM broker.broker_get(3, NULL, NULL, 10)), 2::bigint, 'a larger batch takes what is left');
 

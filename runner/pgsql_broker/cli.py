@@ -12,6 +12,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from . import __version__, logs, queries
 from .logs import safe_text
 from .broker import Broker
+from .login import LoginRefused
 from .config import ConfigError, load_databases
 from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install import InstallError, apply_roles, install, verify
@@ -122,6 +123,8 @@ _FLAG_HELP = {
     "shutdown_timeout_sec": "On SIGTERM/SIGINT, how long running jobs may take to finish.",
     "metrics_host": "Address of /metrics, /healthz and the dashboard (default 127.0.0.1).",
     "metrics_port": "Port of /metrics, /healthz and the dashboard (0: any free port).",
+    "allow_privileged_login": "Run even when a database login is or can become a superuser or a BYPASSRLS role "
+                              "(unsafe: the runner refuses such a login without this flag).",
 }
 
 
@@ -129,6 +132,10 @@ def runner_options(command):
     """Every broker setting as a flag (flags beat environment beat config file)."""
     for f in reversed(dataclasses.fields(BrokerSettings)):
         if f.name in ("metrics_enabled", "enable_debug", "dashboard_public"):
+            continue
+        if f.type == "bool":
+            command = click.option(f"--{f.name.replace('_', '-')}", f.name, is_flag=True, default=None,
+                                   help=_FLAG_HELP.get(f.name, f"broker.{f.name}."))(command)
             continue
         kind = {"int": int, "float": float, "str": str}[f.type]
         command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=kind, default=None,
@@ -163,7 +170,7 @@ def _run(dsns, config_path, no_metrics, enable_debug, log_level, log_format, **o
     logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
     try:
         asyncio.run(Broker(settings).run(handle_signals=True))
-    except OSError as exc:  # e.g. the metrics port is taken
+    except (OSError, LoginRefused) as exc:  # e.g. the metrics port is taken, or a privileged login
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     sys.exit(0)

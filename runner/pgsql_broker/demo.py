@@ -1,7 +1,8 @@
 """`make demo`: an ETL-shaped DAG run by the broker, start to finish.
 
 Three extract jobs (one fails once and is retried) fan into a transform, which
-feeds a load. The broker runs in this process through the library API.
+feeds a load. The broker runs in this process through the library API, logged in as a role
+that is only a member of broker_runtime (the jobs run as their enqueuer).
 Uses the PG* variables (make demo points them at a throwaway cluster).
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import psycopg
 from . import logs
 from .broker import Broker, enqueue
 from .install import install
+from .scripts import roles_sql
 from .settings import load
 
 DAG = [  # (name, group, depends on groups, queue, SQL): the extracts run in parallel on three queues
@@ -29,12 +31,19 @@ DAG = [  # (name, group, depends on groups, queue, SQL): the extracts run in par
 ]
 
 
+RUNNER_LOGIN = "pgsql_broker_demo_runner"  # the runner's login: broker_runtime only, never a superuser
+
+
 def main() -> None:
     database = "pgsql_broker_demo"
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{database}"')
         admin.execute(f'CREATE DATABASE "{database}"')
     install(f"dbname={database}", log=lambda msg: print(f"install: {msg}"))
+    with psycopg.connect(dbname=database, autocommit=True) as admin:
+        admin.execute(roles_sql())
+        admin.execute(f'DROP ROLE IF EXISTS "{RUNNER_LOGIN}"')
+        admin.execute(f'CREATE ROLE "{RUNNER_LOGIN}" LOGIN IN ROLE broker_runtime')
     with psycopg.connect(dbname=database, autocommit=True) as conn:
         conn.execute("CREATE TABLE staging (source text, rows int); CREATE TABLE report (source text, rows int, "
                      "loaded boolean DEFAULT false); CREATE SEQUENCE flaky_source")
@@ -44,7 +53,7 @@ def main() -> None:
     print(f"enqueued {len(DAG)} jobs; running the broker")
 
     logs.configure("warning", "text")
-    settings = load(env={}, dsns=[f"dbname={database}"],
+    settings = load(env={}, dsns=[f"dbname={database} user={RUNNER_LOGIN}"],
                     flags={"metrics_enabled": False, "queue_timer_sec": 0.5, "stale_job_recovery_sec": 1})
     broker = Broker(settings)
     thread = threading.Thread(target=lambda: asyncio.run(broker.run()), daemon=True)
@@ -70,6 +79,7 @@ def main() -> None:
     print("\nreport:", ", ".join(f"{s}={r} loaded={l}" for s, r, l in report))
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+        admin.execute(f'DROP ROLE IF EXISTS "{RUNNER_LOGIN}"')
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries
 from .config import DatabaseConfig, parse_duration
+from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
 from .metrics import Metrics, bounded_stats, observe_many
 from .scheduler import tick_schedules
@@ -33,6 +34,14 @@ STANDBY_RETRY_SEC = 2.0
 
 class SchemaError(Exception):
     """The database has no pgsql_broker schema this runner can work with."""
+
+
+class WorkerLost(Exception):
+    """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
+
+    def __init__(self, cause: psycopg.OperationalError, unrun: list[tuple]):
+        super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
+        self.unrun = unrun
 
 
 @dataclass
@@ -79,6 +88,8 @@ class DatabaseRunner:
             try:
                 await self._session()
                 delay, logged = 1.0, False
+            except LoginRefused:
+                raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
                 self.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
@@ -112,6 +123,7 @@ class DatabaseRunner:
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
+            await check_login(conn, self.db.name, self.settings.allow_privileged_login)
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.listening, self.error = True, None
@@ -192,7 +204,9 @@ class DatabaseRunner:
     # -- workers -------------------------------------------------------------
     async def _worker(self, queue: int) -> None:
         """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when
-        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime."""
+        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime. A lost
+        connection (its backend terminated) is this worker's alone: it reconnects and hands back the jobs it
+        had claimed but not started (the batch that was running keeps its attempt: lease recovery)."""
         conn: psycopg.AsyncConnection | None = None
         opened = idle_since = time.monotonic()
         wake = self._wake[queue]
@@ -205,7 +219,14 @@ class DatabaseRunner:
                     conn = await self._connect(f"queue{queue}")
                     opened, dirty = time.monotonic(), False
                 wake.clear()
-                claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                try:
+                    claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                except WorkerLost as lost:
+                    await conn.close()
+                    conn = await self._connect(f"queue{queue}")  # fails when the database is gone: session restart
+                    opened, dirty = time.monotonic(), False
+                    await self._hand_back(conn, queue, lost)
+                    continue
                 if claimed:
                     idle_since = time.monotonic()
                     continue
@@ -220,6 +241,15 @@ class DatabaseRunner:
             if conn is not None:
                 await conn.close()
 
+    async def _hand_back(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
+        released = []
+        if lost.unrun:
+            released = await (await conn.execute(queries.RELEASE, {
+                "jobs": "{" + ",".join(str(r[0]) for r in lost.unrun) + "}",
+                "tokens": "{" + ",".join(r[7] for r in lost.unrun) + "}"})).fetchall()
+        log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
+                    extra={"database": self.db.name, "queue": queue, "error": str(lost)})
+
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int, dirty: bool) -> tuple[bool, bool]:
         """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
         jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
@@ -231,16 +261,33 @@ class DatabaseRunner:
         started = time.perf_counter()
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch}
-        if dirty:
-            rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
-        else:
-            rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+        try:
+            if dirty:
+                rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
+            else:
+                rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+        except psycopg.OperationalError as exc:
+            if not conn.broken:
+                raise
+            raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
         self._claim_seconds[queue].observe(time.perf_counter() - started)
         claimed, dirty = bool(rows), False
         while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
             alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
-            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows) if r[6] is not None), len(rows))]
-            rows = rows[await self._run_batch(conn, queue, taken[:PER_TRANSACTION], dirty):]
+            # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
+            # connection then hands back every job of the others)
+            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
+                                                       if r[6] is not None or r[3] != rows[0][3]), len(rows))]
+            batch = taken[:PER_TRANSACTION]
+            try:
+                rows = rows[await self._run_batch(conn, queue, batch, dirty):]
+            except psycopg.OperationalError as exc:
+                if not conn.broken:
+                    raise
+                # the batch sent may have run (crash rule: its attempt counts, lease recovery takes it up) unless
+                # the session had ended idle before the message (idle_session_timeout: nothing of it ran)
+                idle = getattr(exc, "sqlstate", None) == "57P05"
+                raise WorkerLost(exc, rows if idle else rows[len(batch):]) from exc
             dirty = True
         return claimed, dirty
 

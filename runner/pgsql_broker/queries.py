@@ -11,10 +11,22 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
                  FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
+# Once broker_run_batch returned, the transaction is read-only: should anything of a job still run at COMMIT
+# (broker_run_batch refuses jobs that leave code for it), it runs as this login and must not write.
+READ_ONLY = "SET LOCAL transaction_read_only = on"
 # One round trip for a transaction of jobs, bound client-side (several statements, simple protocol),
 # COMMIT included.
-RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; COMMIT"
-RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; COMMIT"
+RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
+RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
+# Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
+RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
+# What the login may become: the runner refuses a login that is or can become a superuser or a BYPASSRLS role
+# (sent without parameters: % is literal).
+PRIVILEGED_LOGIN = """SELECT string_agg(format('%I (%s)', r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'superuser' END,
+                                                                   CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END)),
+                              '; ' ORDER BY r.rolname <> current_user, r.rolname)
+                        FROM pg_catalog.pg_roles AS r
+                       WHERE (r.rolsuper OR r.rolbypassrls) AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')"""
 # DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
 # LISTEN, prepared statements and cursors, session advisory locks, temporary objects, sequence state) but keeps
 # the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).

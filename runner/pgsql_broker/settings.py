@@ -41,6 +41,7 @@ class BrokerSettings:
     dashboard_public: bool = False
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
+    allow_privileged_login: bool = False
 
 
 @dataclass
@@ -83,6 +84,8 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}")
     if name in _MINIMUM and value < _MINIMUM[name]:
         raise ConfigError(f"{label} must be >= {_MINIMUM[name]}, got {value!r}")
+    if name == "lease_seconds" and value > 3600:
+        raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
     if section == "logging" and name == "level" and value.lower() not in _LEVELS:

@@ -16,7 +16,13 @@
 --   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
 --   the claim was planned again at every call (0.2 ms, as much as a claim of
 --   one job), and the generic plan is the same index scan (06_claim_index).
--- Errors: 22023 queue < 1, lease < 1 second, batch size < 1.
+--   A claim names the active instance (broker_register_instance) when there
+--   is one, and its lease is at most an hour: whoever claims jobs it will
+--   not run (a stray or hostile session of the runner's login) holds them
+--   visibly and for a bounded time.
+-- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
+--   < 1; 55000 p_instance_id is not the active instance, or NULL while one
+--   is active.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -51,9 +57,17 @@ BEGIN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_lease_seconds must be >= 1, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value';
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
     END IF;
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')

@@ -139,10 +139,16 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --     search_path (pg_temp last) and broker.tenant_id set to the job's
 --     tenant; sql jobs via EXECUTE, plpgsql jobs as a DO block;
 --   * the job can change session state (SET, LISTEN, temporary objects,
---     session advisory locks) that outlives its transaction: whoever runs
---     jobs must reset the session after each transaction that ran jobs
---     (DISCARD ALL; the runner does all of it but DISCARD PLANS), and must
---     not run jobs on the session holding the instance lock;
+--     session advisory locks) that outlives its transaction: the run undoes
+--     what acts on the connection before it returns (guarded settings,
+--     session advisory locks, LISTEN, prepared statements: run_guard.sql),
+--     but whoever runs jobs must still reset the session after each
+--     transaction that ran jobs (DISCARD ALL; the runner does all of it but
+--     DISCARD PLANS), and must not run jobs on the session holding the
+--     instance lock;
+--   * a job that leaves code for the caller's COMMIT (a WITH HOLD cursor, a
+--     deferrable constraint trigger that runs code on a table it wrote: see
+--     _commit_time_code) is refused: 42501, its effects rolled back;
 --   * success: the job's effects and its completion (status 2) commit
 --     together, and its dependents are released;
 --   * failure (any error, including a statement_timeout cancel): the job's
@@ -178,6 +184,7 @@ DECLARE
     v_status  smallint;
     v_message text;
     v_denied  text;    -- why the job's enqueuer may no longer have it run (_authority_lost)
+    v_guard   record;  -- _run_guarded's outcome
 BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
@@ -189,10 +196,16 @@ BEGIN
         SELECT '42501'::text AS error_sqlstate, NULL::text AS error_message, interval '0' AS duration INTO v_run;
     ELSE
         -- as broker_run_batch runs a batch with an executor that has only run_job (one job: one call
-        -- of run_job, fewer steps than a batch)
-        SELECT * INTO v_run FROM broker._run_jobs_compat(broker._executor_call(v_exec), ARRAY[v_job.execute_str],
-                                                         ARRAY[v_job.job_language], ARRAY[v_job.job_search_path],
-                                                         v_job.tenant_id) AS r;
+        -- of run_job, fewer steps than a batch), guarded as it is (run_guard.sql)
+        v_guard := broker._run_guarded(
+            pg_catalog.format('SELECT pg_catalog.array_agg(r.s), pg_catalog.array_agg(r.m), pg_catalog.array_agg(r.d) '
+                              'FROM broker._run_jobs_compat(%L, $1, $2, $3, $4) AS r(s, m, d)',
+                              broker._executor_call(v_exec)),
+            ARRAY[v_job.execute_str], ARRAY[v_job.job_language], ARRAY[v_job.job_search_path], v_job.tenant_id);
+        SELECT COALESCE(v_guard.states[1], CASE WHEN v_guard.refused IS NOT NULL THEN '42501' END) AS error_sqlstate,
+               COALESCE(v_guard.messages[1], broker._refusal(v_guard.refused, v_job.run_as)) AS error_message,
+               COALESCE(v_guard.durations[1], interval '0') AS duration
+          INTO v_run;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN

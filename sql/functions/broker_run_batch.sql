@@ -96,6 +96,10 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   executor (run_jobs: each job still in a subtransaction of its own there),
 --   and the jobs that succeeded are completed with one UPDATE. Failed jobs
 --   are retried or failed after all of them ran, in order.
+--   That call runs in a subtransaction (_run_guarded): the session state the
+--   jobs left is undone, and when they left code for the caller's COMMIT
+--   (see _commit_time_code) all of them are rolled back and run again one
+--   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- ---------------------------------------------------------------------------
@@ -135,6 +139,8 @@ DECLARE
     v_msgs    text[];
     v_durs    interval[];
     v_done    bigint[];
+    v_call    text;    -- the statement that runs jobs through the executor
+    v_guard   record;  -- _run_guarded's outcome
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -209,14 +215,38 @@ BEGIN
             v_states := pg_catalog.array_fill('42501'::text, ARRAY[pg_catalog.cardinality(r_pos)]);
             v_durs := pg_catalog.array_fill('0'::interval, ARRAY[pg_catalog.cardinality(r_pos)]);
         ELSE
-            EXECUTE pg_catalog.format(
+            v_call := pg_catalog.format(
                 'SELECT pg_catalog.array_agg(r.s ORDER BY r.o), pg_catalog.array_agg(r.m ORDER BY r.o), '
                 'pg_catalog.array_agg(r.d ORDER BY r.o) FROM %s AS r(s, m, d, o)',
                 COALESCE(broker._executor_jobs(v_exec) OPERATOR(pg_catalog.||) '($1, $2, $3, $4) WITH ORDINALITY',
                          pg_catalog.format('broker._run_jobs_compat(%L, $1, $2, $3, $4) WITH ORDINALITY',
-                                           broker._executor_call(v_exec))))
-              INTO v_states, v_msgs, v_durs
-              USING r_sqls, r_langs, r_paths, v_tenant;
+                                           broker._executor_call(v_exec))));
+            -- in a subtransaction, the session put back, and rolled back when they left code for COMMIT
+            -- (run_guard.sql); then each job alone, to refuse only the ones that did
+            v_guard := broker._run_guarded(v_call, r_sqls, r_langs, r_paths, v_tenant);
+            v_states := v_guard.states;
+            v_msgs := v_guard.messages;
+            v_durs := v_guard.durations;
+            IF v_guard.refused IS NOT NULL THEN
+                v_states := '{}';
+                v_msgs := '{}';
+                v_durs := '{}';
+                FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
+                    IF pg_catalog.cardinality(r_pos) OPERATOR(pg_catalog.>) 1 THEN
+                        v_guard := broker._run_guarded(v_call, ARRAY[r_sqls[i]], ARRAY[r_langs[i]], ARRAY[r_paths[i]],
+                                                       v_tenant);
+                    END IF;
+                    IF v_guard.refused IS NOT NULL THEN
+                        v_states := v_states OPERATOR(pg_catalog.||) '42501'::text;
+                        v_msgs := v_msgs OPERATOR(pg_catalog.||) broker._refusal(v_guard.refused, v_run_as);
+                        v_durs := v_durs OPERATOR(pg_catalog.||) interval '0';
+                    ELSE
+                        v_states := v_states OPERATOR(pg_catalog.||) v_guard.states[1];
+                        v_msgs := v_msgs OPERATOR(pg_catalog.||) v_guard.messages[1];
+                        v_durs := v_durs OPERATOR(pg_catalog.||) v_guard.durations[1];
+                    END IF;
+                END LOOP;
+            END IF;
             IF COALESCE(pg_catalog.array_length(v_states, 1), 0) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(r_pos) THEN
                 RAISE EXCEPTION 'broker_run_batch: the executor of role % returned % outcomes for % jobs',
                     pg_catalog.quote_ident(v_run_as), COALESCE(pg_catalog.array_length(v_states, 1), 0),

@@ -104,9 +104,11 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_shutdown_instance(p_instance_id)
---   Clean shutdown: marks the instance stopped and, when called from its own
---   session, releases the advisory lock so a standby can take over at once.
---   Returns true when the instance was active.
+--   Clean shutdown, from the instance's own session (as ping): marks the
+--   instance stopped and releases the advisory lock so a standby can take
+--   over at once. Returns true when the instance was active, false when it
+--   was not (already stopped, or dead).
+-- Errors: 55000 the instance is active in another session.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -117,18 +119,37 @@ DECLARE
     v_key record := broker._instance_lock_key();
     v_pid integer;
 BEGIN
-    UPDATE broker.broker_queueinstance AS i
-       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
-     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active'
-    RETURNING i.backend_pid INTO v_pid;
+    SELECT i.backend_pid INTO v_pid FROM broker.broker_queueinstance AS i
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'active';
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    IF v_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
-        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
+    IF v_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() THEN
+        RAISE EXCEPTION 'broker_shutdown_instance: instance % is not the active instance of this session', p_instance_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Stop it from its own session (stop the runner), or terminate that session.';
     END IF;
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id;
+    PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
     RETURN true;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
-    'Marks an instance stopped and, from its own session, releases the active-instance lock; returns true when it was active.';
+    'Marks the instance of this session stopped and releases the active-instance lock; returns true when it was active. 55000 from another session.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._active_instance()
+--   The id of the active instance, or NULL when none is active.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._active_instance()
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.instance_id FROM broker.broker_queueinstance AS i
+     WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1
+$$;
+COMMENT ON FUNCTION broker._active_instance() IS
+    'Internal: the id of the active runner instance, or NULL.';

@@ -1,0 +1,69 @@
+"""When a worker's backend is terminated while it runs a job, only that worker reconnects: the runner
+keeps its instance (the listen connection and its lock) and its other workers, the jobs the worker had
+claimed but not started (other tenants' here) go back to pending without an attempt counted and run, and the job that was
+running keeps the crash rule (its attempt counts; lease recovery takes it up)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from conftest import connect
+
+
+@pytest.fixture
+def logins(db):
+    suffix = uuid.uuid4().hex[:8]
+    names = {"alice": f"alice_{suffix}", "bob": f"bob_{suffix}", "runner": f"runner_{suffix}"}
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{names["alice"]}" LOGIN IN ROLE broker_enqueue')
+        admin.execute(f'CREATE ROLE "{names["bob"]}" LOGIN IN ROLE broker_enqueue')
+        admin.execute(f'CREATE ROLE "{names["runner"]}" LOGIN IN ROLE broker_runtime')
+    yield names
+    with connect(db) as owner:
+        for name in names.values():
+            owner.execute(f'DROP OWNED BY "{name}"')
+    with connect("postgres") as admin:
+        for name in names.values():
+            admin.execute(f'DROP ROLE "{name}"')
+
+
+def add(db: str, user: str, tenant: str, name: str, sql: str, priority: int = 0) -> int:
+    with connect(db, user=user, autocommit=False) as conn:
+        conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
+        job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_job_priority => %s, "
+                           "p_max_attempts => 1)", (name, sql, priority)).fetchone()[0]
+        conn.commit()
+        return job
+
+
+def test_a_terminated_worker_reconnects_alone_and_hands_back_what_it_had_not_run(db, logins, start):
+    holder = connect(db)
+    holder.execute("SELECT pg_advisory_lock(424242)")
+    blocker = add(db, logins["alice"], "acme", "blocked", "SELECT pg_advisory_lock_shared(424242)", priority=10)
+    mates = [add(db, logins["bob"], "globex", f"mate {i}", "SELECT 1") for i in range(4)]
+    runner = start(db, user=logins["runner"], extra=("--queue-count", "1"))
+    owner = connect(db)
+
+    def worker_waiting():
+        return owner.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                             "AND wait_event_type = 'Lock' AND wait_event = 'advisory'").fetchone()
+    runner.wait_for(lambda r: worker_waiting() is not None, what="the worker to wait in the blocked job")
+    claimed = owner.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status = 1").fetchone()[0]
+    assert claimed == 5, "the blocked job and its batch-mates were claimed together"
+    instance = owner.execute("SELECT instance_id FROM broker.broker_queueinstance WHERE status = 'active'").fetchone()
+    owner.execute("SELECT pg_terminate_backend(%s)", worker_waiting())
+
+    runner.wait_for(lambda r: owner.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = ANY(%s) "
+                                            "AND complete_status = 2", (mates,)).fetchone()[0] == len(mates),
+                    what="the batch-mates to run after the worker reconnected")
+    assert owner.execute("SELECT array_agg(attempts ORDER BY job_id) FROM broker.broker_jobs WHERE job_id = ANY(%s)",
+                         (mates,)).fetchone()[0] == [1] * len(mates), "their lost claim did not count"
+    assert owner.execute("SELECT complete_status, attempts FROM broker.broker_jobs WHERE job_id = %s",
+                         (blocker,)).fetchone() == (1, 1), "the job that was running keeps its attempt (lease recovery)"
+    assert owner.execute("SELECT instance_id FROM broker.broker_queueinstance WHERE status = 'active'").fetchone() \
+        == instance, "the runner kept its instance and listen connection"
+    log = runner.log()
+    assert "worker connection lost" in log and "database unavailable" not in log
+    holder.close()
+    owner.close()
