@@ -229,6 +229,9 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 --   effect when the transaction commits.
 -- Errors: 22023 unknown option or invalid value; 22004 NULL value;
 --   42501 no right to change database-wide options.
+-- Example:
+--   SELECT broker.broker_set('application_name', 'nightly-etl');
+--   SELECT broker.broker_set('retry_max_seconds', '600');   -- broker_admin: database-wide
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text
@@ -286,6 +289,8 @@ COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
 --   clauses is inlined into the query (the SET cost about 10 us a row). Every
 --   name in it is schema-qualified, so no search_path can change its meaning
 --   (listed in sql/pgspot-no-search-path.txt for pgspot).
+-- Example:
+--   SELECT broker.broker_current_tenant();   -- 'default' unless broker.tenant_id is set
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_current_tenant()
 RETURNS text
@@ -302,6 +307,11 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
 --   Sets broker.tenant_id for the current transaction only (set_config with
 --   is_local), so a pooled connection never carries a tenant over.
 -- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- Example:
+--   BEGIN;
+--   SELECT broker.broker_set_tenant('acme');
+--   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()');
+--   COMMIT;
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_set_tenant(p_tenant_id text)
 RETURNS text
@@ -472,6 +482,9 @@ COMMENT ON FUNCTION broker._check_run_as(text, text) IS
 -- Function: broker.broker_set_strict_tenancy(p_enabled)
 --   Turns strict tenancy on or off. Runs with the caller's rights: only
 --   roles that may write broker_config (broker_admin, superusers) can.
+-- Example:
+--   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
+--   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
 RETURNS boolean
@@ -632,6 +645,8 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 --   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
 --   broker's owner only.
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- Example:
+--   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_create_executor(p_role name)
 RETURNS regprocedure
@@ -2431,6 +2446,11 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 -- Errors: as broker_add_job, the message naming the element ("element 3:
 --   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
 --   key, a value of the wrong JSON type or one that does not convert.
+-- Example:
+--   SELECT * FROM broker.broker_add_jobs($$[
+--       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
+--       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
+--   ]$$);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -3154,6 +3174,9 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
 -- Errors: P0002 unknown job; 55000 job not running or lease lost.
+-- Example:
+--   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
+--                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
 RETURNS TABLE (
@@ -3318,6 +3341,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
+-- Example:
+--   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (
@@ -3521,6 +3546,8 @@ COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
 --   finished or unknown are left as they are. Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
+-- Example:
+--   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
@@ -3579,6 +3606,8 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
 --   broker_jobs_cancel_request_trg does the cancelling.
 -- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
 --   running or already finished.
+-- Example:
+--   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -3623,6 +3652,8 @@ COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
 --   retry backoff) while attempts < max_attempts, else it fails and its
 --   dependents are cancelled. Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
+-- Example:
+--   SELECT * FROM broker.broker_recover_stale_jobs();
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)
@@ -4010,6 +4041,9 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 --   STABLE, not IMMUTABLE: the answer depends on the time zone database.
 -- Errors: 22004 NULL argument; 22023 invalid expression (the message names
 --   the field), unknown time zone, or p_after +-infinity.
+-- Example:
+--   SELECT broker.broker_cron_next('30 2 * * *', '2027-03-13 12:00+00', 'America/New_York');
+--   -- 2027-03-14 07:00:00+00 (02:30 does not exist that night: 03:00 EDT)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz
@@ -4224,6 +4258,9 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --   and run as p_run_as (default: the caller).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
+-- Example:
+--   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
+--                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -4348,6 +4385,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   the next fire from now: fires missed meanwhile are dropped.
 -- Errors: those of broker._schedule_check and broker._schedule_row;
 --   23505 p_new_name is taken.
+-- Example:
+--   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_alter_schedule(
     p_schedule_name text,
@@ -4426,6 +4465,9 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 --   (NULL when disabled). Enabling plans the next fire from now: nothing is
 --   caught up for the time it was disabled.
 -- Errors: those of broker._schedule_row; 22004 NULL p_enabled.
+-- Example:
+--   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
+--   SELECT broker.broker_enable_schedule('nightly-rollup');          -- re-checked, planned again
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
 RETURNS timestamptz
@@ -4460,6 +4502,8 @@ COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
 --   Deletes a schedule. Its jobs stay (their schedule_id becomes NULL).
 --   Returns true when removed, false when missing and p_missing_ok.
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
+-- Example:
+--   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
 RETURNS boolean
@@ -4817,6 +4861,8 @@ COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz, integer) IS
 --   that more are due. Returns (jobs_enqueued, next_fire_at,
 --   seconds_until_next).
 -- Calls: broker._schedule_tick_at
+-- Example:
+--   SELECT * FROM broker.broker_schedule_tick();   -- the runner's active instance calls it
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_schedule_tick(
     OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)
@@ -4853,6 +4899,8 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 --   gone, or it could not have released the lock) and returns the new id.
 -- Errors: 55P03 another live session is the active instance (a standby keeps
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
+-- Example:
+--   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_register_instance(
     p_instance_name  text,
@@ -4912,6 +4960,8 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- Function: broker.broker_ping_instance(p_instance_id)
 --   Heartbeat of the active instance; returns the ping time.
 -- Errors: 55000 the instance is not active or this session does not own it.
+-- Example:
+--   SELECT broker.broker_ping_instance(7);   -- from the session that registered instance 7
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
@@ -4944,6 +4994,8 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 --   over at once. Returns true when the instance was active, false when it
 --   was not (already stopped, or dead).
 -- Errors: 55000 the instance is active in another session.
+-- Example:
+--   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -4997,6 +5049,8 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   finished jobs: ready, blocked (waiting on dependencies), delayed (future
 --   run_after), running, and completed/failed/cancelled in the last hour.
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+-- Example:
+--   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (

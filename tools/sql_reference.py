@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,7 +208,8 @@ def render() -> str:
         if fn.errors:
             out += ["**Errors**: " + " ".join(fn.errors), ""]
         if fn.example:
-            out += ["**Example**", "", "```sql", *fn.example, "```", ""]
+            out += ["**Example**", "", "```sql", *textwrap.dedent("\n".join(fn.example)).strip("\n").split("\n"),
+                    "```", ""]
     out += ["## Tables", ""]
     for name, comment, columns in relations:
         out += [f"### {name}", "", comment, ""]

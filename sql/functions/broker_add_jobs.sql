@@ -362,6 +362,11 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 -- Errors: as broker_add_job, the message naming the element ("element 3:
 --   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
 --   key, a value of the wrong JSON type or one that does not convert.
+-- Example:
+--   SELECT * FROM broker.broker_add_jobs($$[
+--       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
+--       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
+--   ]$$);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)

@@ -7,6 +7,8 @@
 --   broker_jobs_cancel_request_trg does the cancelling.
 -- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
 --   running or already finished.
+-- Example:
+--   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer

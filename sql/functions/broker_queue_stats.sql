@@ -6,6 +6,8 @@
 --   finished jobs: ready, blocked (waiting on dependencies), delayed (future
 --   run_after), running, and completed/failed/cancelled in the last hour.
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+-- Example:
+--   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (

@@ -7,6 +7,8 @@
 --   retry backoff) while attempts < max_attempts, else it fails and its
 --   dependents are cancelled. Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
+-- Example:
+--   SELECT * FROM broker.broker_recover_stale_jobs();
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)

@@ -9,6 +9,8 @@
 --   finished or unknown are left as they are. Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
+-- Example:
+--   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)

@@ -164,6 +164,9 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
 -- Errors: P0002 unknown job; 55000 job not running or lease lost.
+-- Example:
+--   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
+--                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
 RETURNS TABLE (

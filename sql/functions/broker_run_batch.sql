@@ -102,6 +102,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
 --   more than 1000 jobs, or a job id given twice (it would run twice).
+-- Example:
+--   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (

@@ -118,6 +118,9 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 --   STABLE, not IMMUTABLE: the answer depends on the time zone database.
 -- Errors: 22004 NULL argument; 22023 invalid expression (the message names
 --   the field), unknown time zone, or p_after +-infinity.
+-- Example:
+--   SELECT broker.broker_cron_next('30 2 * * *', '2027-03-13 12:00+00', 'America/New_York');
+--   -- 2027-03-14 07:00:00+00 (02:30 does not exist that night: 03:00 EDT)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz

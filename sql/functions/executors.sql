@@ -139,6 +139,8 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 --   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
 --   broker's owner only.
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- Example:
+--   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_create_executor(p_role name)
 RETURNS regprocedure

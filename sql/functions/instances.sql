@@ -18,6 +18,8 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 --   gone, or it could not have released the lock) and returns the new id.
 -- Errors: 55P03 another live session is the active instance (a standby keeps
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
+-- Example:
+--   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
     p_instance_name  text,
@@ -77,6 +79,8 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- Function: broker.broker_ping_instance(p_instance_id)
 --   Heartbeat of the active instance; returns the ping time.
 -- Errors: 55000 the instance is not active or this session does not own it.
+-- Example:
+--   SELECT broker.broker_ping_instance(7);   -- from the session that registered instance 7
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
@@ -109,6 +113,8 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 --   over at once. Returns true when the instance was active, false when it
 --   was not (already stopped, or dead).
 -- Errors: 55000 the instance is active in another session.
+-- Example:
+--   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean

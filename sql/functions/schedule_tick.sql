@@ -278,6 +278,8 @@ COMMENT ON FUNCTION broker._schedule_tick_at(timestamptz, integer) IS
 --   that more are due. Returns (jobs_enqueued, next_fire_at,
 --   seconds_until_next).
 -- Calls: broker._schedule_tick_at
+-- Example:
+--   SELECT * FROM broker.broker_schedule_tick();   -- the runner's active instance calls it
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_schedule_tick(
     OUT jobs_enqueued integer, OUT next_fire_at timestamptz, OUT seconds_until_next double precision)

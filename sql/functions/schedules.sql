@@ -113,6 +113,9 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --   and run as p_run_as (default: the caller).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
+-- Example:
+--   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
+--                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -237,6 +240,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   the next fire from now: fires missed meanwhile are dropped.
 -- Errors: those of broker._schedule_check and broker._schedule_row;
 --   23505 p_new_name is taken.
+-- Example:
+--   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_alter_schedule(
     p_schedule_name text,
@@ -315,6 +320,9 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 --   (NULL when disabled). Enabling plans the next fire from now: nothing is
 --   caught up for the time it was disabled.
 -- Errors: those of broker._schedule_row; 22004 NULL p_enabled.
+-- Example:
+--   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
+--   SELECT broker.broker_enable_schedule('nightly-rollup');          -- re-checked, planned again
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
 RETURNS timestamptz
@@ -349,6 +357,8 @@ COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
 --   Deletes a schedule. Its jobs stay (their schedule_id becomes NULL).
 --   Returns true when removed, false when missing and p_missing_ok.
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
+-- Example:
+--   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
 RETURNS boolean

@@ -147,6 +147,9 @@ COMMENT ON FUNCTION broker._check_run_as(text, text) IS
 -- Function: broker.broker_set_strict_tenancy(p_enabled)
 --   Turns strict tenancy on or off. Runs with the caller's rights: only
 --   roles that may write broker_config (broker_admin, superusers) can.
+-- Example:
+--   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
+--   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
 RETURNS boolean

@@ -30,6 +30,9 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 --   effect when the transaction commits.
 -- Errors: 22023 unknown option or invalid value; 22004 NULL value;
 --   42501 no right to change database-wide options.
+-- Example:
+--   SELECT broker.broker_set('application_name', 'nightly-etl');
+--   SELECT broker.broker_set('retry_max_seconds', '600');   -- broker_admin: database-wide
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text

@@ -7,6 +7,8 @@
 --   clauses is inlined into the query (the SET cost about 10 us a row). Every
 --   name in it is schema-qualified, so no search_path can change its meaning
 --   (listed in sql/pgspot-no-search-path.txt for pgspot).
+-- Example:
+--   SELECT broker.broker_current_tenant();   -- 'default' unless broker.tenant_id is set
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_current_tenant()
 RETURNS text
@@ -23,6 +25,11 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
 --   Sets broker.tenant_id for the current transaction only (set_config with
 --   is_local), so a pooled connection never carries a tenant over.
 -- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- Example:
+--   BEGIN;
+--   SELECT broker.broker_set_tenant('acme');
+--   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()');
+--   COMMIT;
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_tenant(p_tenant_id text)
 RETURNS text
