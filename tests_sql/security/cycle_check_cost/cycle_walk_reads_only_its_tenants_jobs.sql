@@ -1,6 +1,6 @@
 -- The cycle check walks only its own tenant's edges, index by index: the buffers its walk
 -- down a 31-job chain touches do not grow when another tenant's
--- unfinished jobs go from 5,000 to 40,000; and the walk is bounded (54000 beyond its documented size).
+-- unfinished jobs and edges go from 5,000 to 40,000; and the walk is bounded (54000 beyond its documented size).
 BEGIN;
 SELECT plan(5);
 
@@ -28,16 +28,23 @@ END $f$;
 SELECT pg_temp.walk_buffers(), pg_temp.walk_buffers();   -- warm caches
 SELECT pg_temp.walk_buffers() AS alone \gset
 
--- tenant_b: 5,000 unfinished jobs (delayed), then 40,000 (both enough for every index to
--- have the height it keeps: only what the walk reads differs)
+-- tenant_b: 5,000 unfinished jobs (delayed), each waiting on a group, then 40,000 (both
+-- enough for every index to have the height it keeps: only what the walk reads differs)
 INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, run_after)
 SELECT 'tenant_b', 'b' || i, 'B' || (i % 50), 'SELECT 1', now() + interval '1 day' FROM generate_series(1, 5000) AS i;
+INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
+SELECT 'tenant_b', j.job_id, 'B waits' FROM broker.broker_jobs AS j WHERE j.tenant_id = 'tenant_b';
 ANALYZE broker.broker_jobs;
+ANALYZE broker.broker_job_dependency;
 SELECT pg_temp.walk_buffers();   -- (planned again after ANALYZE: planning reads buffers too)
 SELECT pg_temp.walk_buffers() AS crowded \gset
 INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, run_after)
 SELECT 'tenant_b', 'b' || i, 'B' || (i % 50), 'SELECT 1', now() + interval '1 day' FROM generate_series(5001, 40000) AS i;
+INSERT INTO broker.broker_job_dependency (tenant_id, job_id, depends_on_group)
+SELECT 'tenant_b', j.job_id, 'B waits' FROM broker.broker_jobs AS j
+ WHERE j.tenant_id = 'tenant_b' AND j.job_name OPERATOR(pg_catalog.<>) ALL (ARRAY(SELECT 'b' || i FROM generate_series(1, 5000) AS i));
 ANALYZE broker.broker_jobs;
+ANALYZE broker.broker_job_dependency;
 SELECT pg_temp.walk_buffers();
 SELECT pg_temp.walk_buffers() AS more_crowded \gset
 SELECT cmp_ok(:more_crowded, '<=', :crowded + 5,
