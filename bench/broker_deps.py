@@ -3,9 +3,9 @@
 fan-in   completing a job that BENCH_DEPS_JOBS (10,000) pending jobs wait on by
          group: broker_get claims it (own transaction), then broker_run + COMMIT
          are timed (the first 1,000 dependents are released there, the rest
-         deferred). Then the rest: broker_get on an empty queue, one COMMIT each,
-         until nothing is deferred (each claim applies 1,000), timed with the
-         number of claims it took. Baseline: a job nobody waits on.
+         deferred). Then the rest: broker_apply_deferred_releases(500), as
+         the runner's maintenance calls it, one COMMIT each, until nothing is
+         deferred, timed with the number of calls it took. Baseline: a job nobody waits on.
 cycle    enqueueing a job into a 10,000-job graph: 10,000 pending jobs in group
          'graph', each waiting on the previous one by id, and a pending job
          waiting on group 'x'. Timed: broker_add_job of a job in group 'x' that
@@ -61,7 +61,7 @@ def complete_ms(template: str, dependents: int) -> tuple[float, float, int]:
             elapsed = (time.perf_counter() - t0) * 1000
             claims, t1 = 0, time.perf_counter()
             while conn.execute("SELECT EXISTS (SELECT 1 FROM broker.broker_deferred_release)").fetchone()[0]:
-                conn.execute("SELECT count(*) FROM broker.broker_get(3)")
+                conn.execute("SELECT broker.broker_apply_deferred_releases(500)")
                 conn.commit()
                 claims += 1
                 if claims > dependents:

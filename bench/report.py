@@ -117,7 +117,7 @@ def print_report(results: dict) -> None:
     if "deps" in broker:
         d = broker["deps"]["median"]
         extra += [(f"complete a job {d['jobs']:,} jobs wait on (by group)", f"{d['complete_fan_in_ms']:.1f} ms"),
-                  (f"then release the deferred rest: {d.get('release_rest_claims', 0):.0f} claims",
+                  (f"then release the deferred rest: {d.get('release_rest_claims', 0):.0f} calls",
                    f"{d.get('release_rest_ms', 0):.1f} ms"),
                   ("complete a job nobody waits on", f"{d['complete_no_dependents_ms']:.1f} ms"),
                   (f"enqueue into a {d['jobs']:,}-job graph (cycle-check walk)", f"{d['enqueue_into_graph_ms']:.1f} ms"),

@@ -486,11 +486,11 @@ COMMENT ON COLUMN broker.broker_job_dependency.depends_on_group IS 'Target group
 --   Dependency releases not applied yet. Completing a job lowers the
 --   pending_deps of at most 500 of the pending jobs waiting on it in its own
 --   transaction; the rest are written here, one row per completion (job ids
---   ascending, each with the amount to subtract), and broker_get applies them
---   500 at a time before it claims (broker._release_backlog). So a job that
---   thousands wait on completes in bounded time, and its dependents become
---   claimable over the next claims. Until then they count as blocked: their
---   pending_deps includes the releases still listed here.
+--   ascending, each with the amount to subtract), and the runner's
+--   maintenance applies them (broker_apply_deferred_releases, never on a
+--   claim's path). So a job that thousands wait on completes in bounded time,
+--   and its dependents become claimable soon after. Until then they count as
+--   blocked: their pending_deps includes the releases still listed here.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_deferred_release (
     release_id  bigint      GENERATED ALWAYS AS IDENTITY,
@@ -505,7 +505,7 @@ CREATE TABLE broker.broker_deferred_release (
 );
 
 COMMENT ON TABLE broker.broker_deferred_release IS
-    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later, 500 per claim.';
+    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later (broker_apply_deferred_releases).';
 COMMENT ON COLUMN broker.broker_deferred_release.release_id IS 'Release id (applied oldest first).';
 COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the completed job and its dependents.';
 COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
@@ -1040,8 +1040,35 @@ $fn$;
 COMMENT ON FUNCTION broker.broker_create_executor(name) IS
     'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
 
--- dependency locking
+-- dependency locking and the cycle check
 -- source: sql/functions/dependency_locks.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
+--   The one place the dependency-lock key of a group (p_group) or of a job
+--   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
+--   of these locks calls it. A bigint advisory key: the high 32 bits are the
+--   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
+--   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
+--   tenants never share a key (unless their names hash alike: strict tenancy
+--   names are the administrator's, see README), a tenant holds at most 2,048
+--   keys, and, within a tenant, group keys sort before job keys.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.|)
+           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
+            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
+    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
+
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
 --     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
@@ -1050,10 +1077,14 @@ COMMENT ON FUNCTION broker.broker_create_executor(name) IS
 --     while it counts G's unfinished members;
 --   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
 --     lock G (J) shared before they change the counters of G's dependents.
---   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
---   bulk enqueues; a collision only serialises a little more) and taken in
---   one global order, a key wanted in both modes exclusively, so callers that
---   take all their keys here cannot deadlock on them.
+--   Keys (broker._dependency_lock_key) are the tenant's own: no lock one
+--   tenant holds is one another tenant's work needs. Per tenant they are
+--   hashed into 1024 buckets per kind (bounded lock-table use for bulk
+--   enqueues; a collision only serialises a little more) and taken in one
+--   global order (by key), a key wanted in both modes exclusively, so callers
+--   that take all their keys here cannot deadlock on them.
+-- Errors: 42501 a caller outside the broker's own code naming a tenant it may
+--   not act for (strict tenancy).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -1067,55 +1098,53 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    -- broker_enqueue may call this (broker_add_job, SECURITY INVOKER, does): a
+    -- caller that may not write the job table (it is not the broker's own
+    -- code) locks only the keys of a tenant it may act for.
+    IF NOT pg_catalog.has_table_privilege('broker.broker_jobs', 'UPDATE')
+       AND NOT broker._tenant_allowed(p_tenant_id, CURRENT_USER) THEN
+        RAISE EXCEPTION 'role % may not take the dependency locks of tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(p_tenant_id)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- force_generic_plan: the key query reads no table, and a custom plan (the
     -- default choice for it) was planned again at every call.
-    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
-    -- keys (1651665666).
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
        AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
         -- the common case (enqueue of a job, completion of a job): at most one
-        -- shared key of each class, group class first
+        -- shared key of each kind, the group's first (its key sorts first)
         IF p_shared_groups[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
-                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
-                    OPERATOR(pg_catalog.&) 1023);
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._dependency_lock_key(p_tenant_id, p_shared_groups[1], NULL));
         END IF;
         IF p_shared_jobs[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
-                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._dependency_lock_key(p_tenant_id, NULL, p_shared_jobs[1]));
         END IF;
         RETURN;
     END IF;
     -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
-    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
-                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
-      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
-              FROM (SELECT 1651665665 AS cls,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023 AS obj,
-                           false AS excl
+    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.key)
+                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.key) END)
+      FROM (SELECT u.key, pg_catalog.bool_or(u.excl) AS excl
+              FROM (SELECT broker._dependency_lock_key(p_tenant_id, g, NULL) AS key, false AS excl
                       FROM pg_catalog.unnest(p_shared_groups) AS g
                     UNION ALL
-                    SELECT 1651665665,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023,
-                           true
+                    SELECT broker._dependency_lock_key(p_tenant_id, g, NULL), true
                       FROM pg_catalog.unnest(p_exclusive_groups) AS g
                     UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
+                    SELECT broker._dependency_lock_key(p_tenant_id, NULL, j), false
                       FROM pg_catalog.unnest(p_shared_jobs) AS j
                     UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
+                    SELECT broker._dependency_lock_key(p_tenant_id, NULL, j), true
                       FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
-             WHERE u.obj IS NOT NULL
-             GROUP BY u.cls, u.obj
-             ORDER BY u.cls, u.obj) AS k;
+             WHERE u.key IS NOT NULL
+             GROUP BY u.key
+             ORDER BY u.key) AS k;
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
-    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+    'Internal: transaction advisory locks (shared/exclusive, global order, keys of the tenant only) that serialise dependency counting against finishing jobs.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)
@@ -1149,6 +1178,90 @@ END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
     'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups; returns their ids.';
+-- source: sql/functions/dependency_cycle.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_cycle(p_origins, p_max_reach)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   The walk follows the edges of the jobs it reached (index probes on
+--   job_id) to their targets (the primary key, or the group index with the
+--   edge's tenant), so it reads only the tenant's own jobs and edges,
+--   whatever other tenants have (nested loops only: a hash join would read
+--   every tenant's unfinished jobs). It stops once it has reached more than
+--   p_max_reach (origin, job) pairs (100,000 unless told): 54000.
+-- Errors: 54000 more than p_max_reach pairs reachable.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000)
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v record;
+BEGIN
+    WITH RECURSIVE reach (origin, tenant_id, job_id, complete_status) AS (
+        SELECT o.job_id, o.tenant_id, o.job_id, 0::smallint
+          FROM broker.broker_jobs AS o
+         WHERE o.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
+        UNION
+        SELECT r.origin, r.tenant_id, n.job_id, n.complete_status
+          FROM reach AS r
+         CROSS JOIN LATERAL (
+               SELECT t.job_id, t.complete_status
+                 FROM broker.broker_job_dependency AS e
+                 JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                  AND e.depends_on_job_id IS NOT NULL
+                  AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+               UNION ALL
+               SELECT t.job_id, t.complete_status
+                 FROM broker.broker_job_dependency AS e
+                 JOIN broker.broker_jobs AS t
+                   ON t.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                  AND t.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                  AND e.depends_on_group IS NOT NULL
+                  AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
+         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+    ), capped AS MATERIALIZED (
+        -- (the recursion runs only as far as this LIMIT reads)
+        SELECT * FROM reach LIMIT p_max_reach OPERATOR(pg_catalog.+) 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM capped) AS reached, c.*
+      INTO v
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (
+           SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
+             FROM capped AS r
+             JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+             JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+            WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+              AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                            WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                              AND e.depends_on_job_id IS NOT NULL
+                              AND e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id)
+                   OR EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                               WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                                 AND e.depends_on_group IS NOT NULL
+                                 AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group))
+            LIMIT 1) AS c ON true;
+    IF v.reached OPERATOR(pg_catalog.>) p_max_reach THEN
+        RAISE EXCEPTION 'dependency cycle check: more than % unfinished jobs are reachable from the job(s) getting new dependencies (job %)',
+            p_max_reach, p_origins[1]
+            USING ERRCODE = 'program_limit_exceeded',
+                  HINT = 'Split the work into smaller dependency graphs.';
+    END IF;
+    IF v.job_id IS NOT NULL THEN
+        RETURN QUERY SELECT v.job_id, v.job_name, v.origin_id, v.origin_name, v.origin_group;
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs of its tenant, on one of the given jobs (or their groups) again, with that job; 54000 past p_max_reach.';
 
 -- job lifecycle
 -- source: sql/functions/job_notify.sql
@@ -1225,9 +1338,8 @@ COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
 --   group, has pending_deps lowered by the number of such edges, counted per
 --   completed job (two members of a group release a dependent of the group
 --   twice). The first 500 of them (by id) are released here; the others
---   are listed in broker_deferred_release for broker_get to release before
---   its next claims (broker._release_backlog), and their queues are notified
---   so that a runner comes for them. Returns the number of jobs that became
+--   are listed in broker_deferred_release, which the runner's maintenance
+--   applies (broker_apply_deferred_releases). Returns the number of jobs that became
 --   ready here. Index probes only (enable_seqscan off, see job_triggers.sql),
 --   so its cached plans stay good as the tables grow.
 --   The list is final when it is taken: a job that starts to wait on one of
@@ -1285,12 +1397,9 @@ BEGIN
         RETURN 0;
     END IF;
     IF v_n OPERATOR(pg_catalog.>) c_now THEN
+        -- (the runner's maintenance applies them: broker_apply_deferred_releases)
         INSERT INTO broker.broker_deferred_release (tenant_id, job_ids, amounts)
         VALUES (p_tenant_id, v_ids[c_now OPERATOR(pg_catalog.+) 1:], v_counts[c_now OPERATOR(pg_catalog.+) 1:]);
-        -- wake the runners of the queues the next claim's releases concern
-        PERFORM broker._notify_queues(ARRAY(
-            SELECT DISTINCT d.job_queue FROM broker.broker_jobs AS d
-             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_ids[c_now OPERATOR(pg_catalog.+) 1:c_now OPERATOR(pg_catalog.*) 2])));
     END IF;
     RETURN broker._lower_pending_deps(v_ids[1:c_now], v_counts[1:c_now]);
 END;
@@ -1299,42 +1408,79 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
     'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group), the first 500 now and the rest through broker_deferred_release.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._release_backlog(p_max)
---   Applies up to p_max releases of the oldest row of broker_deferred_release
---   that no other transaction is applying (SKIP LOCKED), and removes what it
---   applied. broker_get calls it before it claims. Returns the number of jobs
---   that became ready (0 when there was nothing to do).
+-- Function: broker.broker_apply_deferred_releases(p_max_jobs)
+--   Applies deferred dependency releases (broker_deferred_release), at most
+--   p_max_jobs listed jobs in all: the rows oldest first, at most 500 jobs of
+--   each row per pass, each row in a subtransaction of its own. It never
+--   waits on a lock: a row another session is applying is skipped (SKIP
+--   LOCKED), and so is a row whose listed jobs some session holds locked
+--   (NOWAIT; say their tenant locked its own pending jobs): it stays listed
+--   for a later call, and the other rows are applied meanwhile. The runner's
+--   maintenance calls it (claims never do release work), again while it
+--   returns more than 0. Returns how many listed jobs it applied.
+-- Errors: 22023 p_max_jobs < 1.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_backlog(p_max integer)
+CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r   record;
-    v_n integer;
+    c_row   CONSTANT integer := 500;   -- jobs of one row per pass
+    v_left  integer := p_max_jobs;
+    v_done  integer := 0;
+    v_ids   bigint[] := '{}';          -- rows visited in this pass
+    v_any   boolean;
+    r       record;
+    v_n     integer;
 BEGIN
-    SELECT b.release_id, b.job_ids, b.amounts INTO r
-      FROM broker.broker_deferred_release AS b
-     ORDER BY b.release_id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN 0;
+    IF p_max_jobs IS NULL OR p_max_jobs OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_apply_deferred_releases: p_max_jobs must be >= 1, got %', COALESCE(p_max_jobs::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_n := LEAST(GREATEST(p_max, 1), pg_catalog.cardinality(r.job_ids));
-    IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
-        DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
-    ELSE
-        UPDATE broker.broker_deferred_release AS b
-           SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
-         WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
-    END IF;
-    RETURN broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+    LOOP
+        v_any := false;
+        v_ids := '{}';
+        LOOP
+            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+            SELECT b.release_id, b.job_ids, b.amounts INTO r
+              FROM broker.broker_deferred_release AS b
+             WHERE b.release_id OPERATOR(pg_catalog.<>) ALL (v_ids)
+             ORDER BY b.release_id
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            v_ids := v_ids OPERATOR(pg_catalog.||) r.release_id;
+            v_n := LEAST(c_row, v_left, pg_catalog.cardinality(r.job_ids));
+            BEGIN
+                -- never wait for a listed job another session holds locked
+                PERFORM 1 FROM broker.broker_jobs AS d
+                 WHERE d.job_id OPERATOR(pg_catalog.=) ANY (r.job_ids[1:v_n])
+                   AND d.complete_status OPERATOR(pg_catalog.=) 0
+                 ORDER BY d.job_id
+                   FOR NO KEY UPDATE OF d NOWAIT;
+                IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
+                    DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+                ELSE
+                    UPDATE broker.broker_deferred_release AS b
+                       SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
+                     WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+                END IF;
+                PERFORM broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+                v_done := v_done OPERATOR(pg_catalog.+) v_n;
+                v_left := v_left OPERATOR(pg_catalog.-) v_n;
+                v_any := true;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;   -- left listed; the next call tries it again
+            END;
+        END LOOP;
+        EXIT WHEN NOT v_any OR v_left OPERATOR(pg_catalog.<=) 0;
+    END LOOP;
+    RETURN v_done;
 END;
 $$;
-COMMENT ON FUNCTION broker._release_backlog(integer) IS
-    'Internal: apply up to p_max deferred dependency releases (oldest first, SKIP LOCKED); broker_get calls it before claiming.';
+COMMENT ON FUNCTION broker.broker_apply_deferred_releases(integer) IS
+    'Applies up to p_max_jobs deferred dependency releases (oldest rows first, 500 per row per pass), never waiting on a lock; returns how many it applied. The runner''s maintenance calls it.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
@@ -1694,13 +1840,11 @@ DECLARE
     v_groups record;
 BEGIN
     -- One statement for the common work (each costs an executor start-up, the
-    -- bulk of a one-job enqueue): the shared keys of _lock_dependency_keys
-    -- (group class, in its order), then one NOTIFY per queue with a job
+    -- bulk of a one-job enqueue): the shared group keys of
+    -- _lock_dependency_keys (broker._dependency_lock_key, in key order), then one NOTIFY per queue with a job
     -- claimable now (the Append runs its branches in order).
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665, k.obj)
-       FROM (SELECT DISTINCT
-                    pg_catalog.hashtext(n.tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) n.job_group)
-                        OPERATOR(pg_catalog.&) 1023 AS obj
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(k.key)
+       FROM (SELECT DISTINCT broker._dependency_lock_key(n.tenant_id, n.job_group, NULL) AS key
                FROM new_jobs AS n
               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
               ORDER BY 1) AS k
@@ -1805,66 +1949,22 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
     'Validates each new dependency edge as the writer sees the jobs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._dependency_cycle(p_origins)
---   For _dependency_after_insert: a pending job that waits, through unfinished
---   jobs (only pending ones wait), on one of the jobs p_origins again, by id
---   or by its group, with the origin it leads back to; no row when none does.
---   A function of its own so that the walk, which may visit a whole graph, is
---   planned with hash joins allowed (the trigger runs with enable_seqscan off).
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
-RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY
-    WITH RECURSIVE origin AS (
-        SELECT j.job_id, j.tenant_id, j.job_group
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
-    ), reach (origin, job_id, complete_status) AS (
-        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-        UNION
-        SELECT r.origin, n.job_id, n.complete_status
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS n
-            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-    )
-    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
-      FROM reach AS r
-      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-     LIMIT 1;
-END;
-$$;
-COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
-    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
-
--- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_after_insert()
 --   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
 --   passed the row-level security policy get here), set-based so that bulk
 --   enqueues stay linear:
+--   * refuses a job waiting on more than 100 groups;
 --   * takes the dependency locks of all new edges in one ordered call;
 --   * rejects id edges whose target failed or was cancelled meanwhile;
 --   * rejects cycles: for each job that got edges and that some pending job
 --     already waits on (by id or by its group: the only way a new edge can
 --     close a cycle), walks what it waits on, transitively, through
---     unfinished jobs (only pending jobs wait), looking for a way back;
+--     unfinished jobs of its tenant (only pending jobs wait), looking for a
+--     way back, visiting at most 100,000 (origin, job) pairs;
 --   * adds to each job's pending_deps its new edges' unfinished targets
 --     (each target group's unfinished members are counted once per group).
--- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
+-- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
+--   23514 a dependency cycle; 54000 a graph too large to check.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
@@ -1880,6 +1980,22 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
         RETURN NULL;
     END IF;
+    -- At most 100 groups per job (each is a lock its enqueue takes and a count
+    -- the completions of its tenant keep exact), however its edges are written.
+    SELECT x.job_id, x.n INTO v_cycle
+      FROM (SELECT ne.job_id,
+                   (SELECT pg_catalog.count(*) FROM broker.broker_job_dependency AS e
+                     WHERE e.job_id OPERATOR(pg_catalog.=) ne.job_id AND e.depends_on_group IS NOT NULL) AS n
+              FROM (SELECT DISTINCT e.job_id FROM new_edges AS e WHERE e.depends_on_group IS NOT NULL) AS ne) AS x
+     WHERE x.n OPERATOR(pg_catalog.>) 100
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % may wait on at most 100 groups, got %', v_cycle.job_id, v_cycle.n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- (tenants in the order of their keys, so that a statement for several tenants
+    -- takes its keys in the one global order too)
     FOR v_keys IN
         SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
                pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
@@ -1887,7 +2003,7 @@ BEGIN
           FROM new_edges AS e
           JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
          GROUP BY e.tenant_id
-         ORDER BY e.tenant_id
+         ORDER BY broker._dependency_lock_key(e.tenant_id, '', NULL), e.tenant_id
     LOOP
         PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
     END LOOP;
@@ -1917,7 +2033,7 @@ BEGIN
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
                           AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
     IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (at most 100,000 pairs)
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
                 v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
@@ -2122,6 +2238,11 @@ BEGIN
             RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 100 THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups may name at most 100 groups, got %',
+                pg_catalog.cardinality(p_depends_on_groups)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -2324,6 +2445,9 @@ AS $$
                      THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
                  WHEN pg_catalog.array_ndims(p.depends_on_groups) OPERATOR(pg_catalog.>) 1
                      THEN ARRAY['22023', 'depends_on_groups must be a flat array of group names']
+                 WHEN pg_catalog.cardinality(p.depends_on_groups) OPERATOR(pg_catalog.>) 100
+                     THEN ARRAY['22023', pg_catalog.format('depends_on_groups may name at most 100 groups, got %s',
+                                                           pg_catalog.cardinality(p.depends_on_groups))]
                  WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
                                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
                      THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
@@ -2806,8 +2930,9 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
 --   claimer are skipped. Returns one row per claimed job, none when idle.
---   Before it claims, it applies up to 500 deferred dependency releases
---   (broker._release_backlog).
+--   It does no other work (deferred dependency releases are the runner's
+--   maintenance, broker_apply_deferred_releases): a claim's cost is its own
+--   queue's, whatever any tenant left to release.
 --
 --   The claim index holds only pending, unblocked jobs. The probe walks it
 --   one priority level at a time (a loose index scan) and checks each level
@@ -2872,18 +2997,6 @@ BEGIN
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    -- First apply up to 500 deferred dependency releases (see
-    -- broker_deferred_release), so that the jobs they make ready can be
-    -- claimed now. A failure there (say a deadlock) must not stop claims: it
-    -- is rolled back alone and reported as a WARNING; the next claim retries.
-    IF EXISTS (SELECT 1 FROM broker.broker_deferred_release) THEN
-        BEGIN
-            PERFORM broker._release_backlog(500);
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'broker_get: applying deferred dependency releases failed: % (SQLSTATE %)', SQLERRM, SQLSTATE;
-        END;
     END IF;
 
     LOOP

@@ -23,8 +23,9 @@
 \i sql/functions/security.sql
 \i sql/functions/executors.sql
 
--- dependency locking
+-- dependency locking and the cycle check
 \i sql/functions/dependency_locks.sql
+\i sql/functions/dependency_cycle.sql
 
 -- job lifecycle
 \i sql/functions/job_notify.sql

@@ -204,6 +204,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_run_batch(bigint[], uuid[]),
     broker.broker_recover_stale_jobs(integer),
     broker.broker_release_jobs(bigint[], uuid[]),
+    broker.broker_apply_deferred_releases(integer),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
@@ -239,6 +240,7 @@ GRANT EXECUTE ON FUNCTION
     broker._may_run_as(name, name),
     broker._check_run_as(text, text),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
+    broker._dependency_lock_key(text, text, bigint),
     broker._notify_queues(integer[])
     TO broker_enqueue;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule TO broker_enqueue;

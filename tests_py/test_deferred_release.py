@@ -1,5 +1,6 @@
-"""Large fan-ins under concurrency: completions that defer releases (more than 500 dependents), claims
-that apply them, and new dependents enqueued meanwhile; the counters end exact, nothing deadlocks."""
+"""Large fan-ins under concurrency: completions that defer releases (more than 500 dependents), the
+maintenance calls that apply them (broker_apply_deferred_releases, several at once), and new dependents
+enqueued meanwhile; the counters end exact, nothing deadlocks."""
 from __future__ import annotations
 
 import json
@@ -17,12 +18,12 @@ def _dependents(conn, prefix: str, groups: list[str], n: int) -> None:
 
 
 def _claimer(db: str, until: threading.Event, warnings: list[str], errors: list[BaseException]) -> None:
-    """Claims on an empty queue (each applies deferred releases) until told to stop and nothing is left."""
+    """Applies deferred releases (as the runner's maintenance does) until told to stop and nothing is left."""
     try:
         conn = connect(db)
         conn.add_notice_handler(lambda d: warnings.append(d.message_primary) if d.severity == "WARNING" else None)
         while True:
-            conn.execute("SELECT count(*) FROM broker.broker_get(3)")
+            conn.execute("SELECT broker.broker_apply_deferred_releases(500)")
             left = conn.execute("SELECT count(*) FROM broker.broker_deferred_release").fetchone()[0]
             if until.is_set() and left == 0:
                 break

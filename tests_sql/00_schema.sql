@@ -44,7 +44,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
     'broker_set_tenant', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
-    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_join_groups', '_lower_pending_deps', '_release_backlog', '_retry_delay',
+    '_setting_int', '_lock_dependency_keys', '_notify_queues', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_fail_job', '_run_begin',
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_check_run_as', '_authority_lost',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
@@ -55,7 +55,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write',
     -- bulk enqueue, batched runs
-    'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', '_element_error', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle',
+    'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', '_element_error', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_lock_key',
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(53);
+SELECT plan(55);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -72,6 +72,10 @@ SELECT function_privs_are('broker', 'broker_set_strict_tenancy', ARRAY['boolean'
                           'enqueue cannot switch strict tenancy');
 SELECT function_privs_are('broker', 'broker_recover_stale_jobs', ARRAY['integer'], 'broker_enqueue', '{}'::text[],
                           'enqueue cannot recover jobs');
+SELECT function_privs_are('broker', 'broker_apply_deferred_releases', ARRAY['integer'], 'broker_runtime', ARRAY['EXECUTE'],
+                          'runtime applies deferred releases (its maintenance)');
+SELECT function_privs_are('broker', 'broker_apply_deferred_releases', ARRAY['integer'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot apply releases');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -30,6 +30,8 @@ PING_SEC = 5.0
 # caches 64 per transaction (beyond them every snapshot of every session gets slower).
 PER_TRANSACTION = 50
 STANDBY_RETRY_SEC = 2.0
+# Deferred dependency releases: how often the maintenance task looks for them (at most queue_timer_sec).
+RELEASE_POLL_SEC = 1.0
 
 
 class SchemaError(Exception):
@@ -373,10 +375,17 @@ class DatabaseRunner:
 
     # -- maintenance ---------------------------------------------------------
     async def _maintenance(self) -> None:
-        next_recover = next_stats = 0.0
+        next_recover = next_stats = next_release = 0.0
         async with await self._connect("maintenance") as conn:
             while not self._draining.is_set():
                 now = time.monotonic()
+                if now >= next_release:
+                    # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
+                    # a call never waits on a lock; again while it applies something
+                    while not self._draining.is_set():
+                        if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
+                            break
+                    next_release = now + min(RELEASE_POLL_SEC, self.settings.queue_timer_sec)
                 if now >= next_recover:
                     recovered = await (await conn.execute(queries.RECOVER)).fetchall()
                     for job_id, status in recovered:
@@ -394,7 +403,8 @@ class DatabaseRunner:
                     self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
                     next_stats = now + self.settings.queue_depth_poll_sec
                 try:
-                    await asyncio.wait_for(self._draining.wait(), min(next_recover, next_stats) - time.monotonic())
+                    await asyncio.wait_for(self._draining.wait(),
+                                           min(next_recover, next_stats, next_release) - time.monotonic())
                 except asyncio.TimeoutError:
                     pass
 

@@ -36,6 +36,7 @@ RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_ca
 # in a transaction of its own, so that the next transaction starts from the reset settings.
 RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
 RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
+APPLY_RELEASES = "SELECT broker.broker_apply_deferred_releases(5000)"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
 SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires,
                       skipped_fires_capped, last_error

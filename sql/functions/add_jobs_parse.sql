@@ -52,6 +52,9 @@ AS $$
                      THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
                  WHEN pg_catalog.array_ndims(p.depends_on_groups) OPERATOR(pg_catalog.>) 1
                      THEN ARRAY['22023', 'depends_on_groups must be a flat array of group names']
+                 WHEN pg_catalog.cardinality(p.depends_on_groups) OPERATOR(pg_catalog.>) 100
+                     THEN ARRAY['22023', pg_catalog.format('depends_on_groups may name at most 100 groups, got %s',
+                                                           pg_catalog.cardinality(p.depends_on_groups))]
                  WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
                                WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
                      THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']

@@ -121,6 +121,11 @@ BEGIN
             RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 100 THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups may name at most 100 groups, got %',
+                pg_catalog.cardinality(p_depends_on_groups)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN

@@ -6,8 +6,9 @@
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
 --   claimer are skipped. Returns one row per claimed job, none when idle.
---   Before it claims, it applies up to 500 deferred dependency releases
---   (broker._release_backlog).
+--   It does no other work (deferred dependency releases are the runner's
+--   maintenance, broker_apply_deferred_releases): a claim's cost is its own
+--   queue's, whatever any tenant left to release.
 --
 --   The claim index holds only pending, unblocked jobs. The probe walks it
 --   one priority level at a time (a loose index scan) and checks each level
@@ -72,18 +73,6 @@ BEGIN
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    -- First apply up to 500 deferred dependency releases (see
-    -- broker_deferred_release), so that the jobs they make ready can be
-    -- claimed now. A failure there (say a deadlock) must not stop claims: it
-    -- is rolled back alone and reported as a WARNING; the next claim retries.
-    IF EXISTS (SELECT 1 FROM broker.broker_deferred_release) THEN
-        BEGIN
-            PERFORM broker._release_backlog(500);
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'broker_get: applying deferred dependency releases failed: % (SQLSTATE %)', SQLERRM, SQLSTATE;
-        END;
     END IF;
 
     LOOP

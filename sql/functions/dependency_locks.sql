@@ -1,4 +1,31 @@
 -- ---------------------------------------------------------------------------
+-- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
+--   The one place the dependency-lock key of a group (p_group) or of a job
+--   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
+--   of these locks calls it. A bigint advisory key: the high 32 bits are the
+--   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
+--   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
+--   tenants never share a key (unless their names hash alike: strict tenancy
+--   names are the administrator's, see README), a tenant holds at most 2,048
+--   keys, and, within a tenant, group keys sort before job keys.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.|)
+           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
+            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
+    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
 --     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
 --   Takes transaction advisory locks that keep pending_deps exact:
@@ -6,10 +33,14 @@
 --     while it counts G's unfinished members;
 --   * enqueueing a member of G, and finishing or cancelling a job of G (or J),
 --     lock G (J) shared before they change the counters of G's dependents.
---   Keys are hashed into 1024 buckets per kind (bounded lock-table use for
---   bulk enqueues; a collision only serialises a little more) and taken in
---   one global order, a key wanted in both modes exclusively, so callers that
---   take all their keys here cannot deadlock on them.
+--   Keys (broker._dependency_lock_key) are the tenant's own: no lock one
+--   tenant holds is one another tenant's work needs. Per tenant they are
+--   hashed into 1024 buckets per kind (bounded lock-table use for bulk
+--   enqueues; a collision only serialises a little more) and taken in one
+--   global order (by key), a key wanted in both modes exclusively, so callers
+--   that take all their keys here cannot deadlock on them.
+-- Errors: 42501 a caller outside the broker's own code naming a tenant it may
+--   not act for (strict tenancy).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -23,55 +54,53 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    -- broker_enqueue may call this (broker_add_job, SECURITY INVOKER, does): a
+    -- caller that may not write the job table (it is not the broker's own
+    -- code) locks only the keys of a tenant it may act for.
+    IF NOT pg_catalog.has_table_privilege('broker.broker_jobs', 'UPDATE')
+       AND NOT broker._tenant_allowed(p_tenant_id, CURRENT_USER) THEN
+        RAISE EXCEPTION 'role % may not take the dependency locks of tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(p_tenant_id)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- force_generic_plan: the key query reads no table, and a custom plan (the
     -- default choice for it) was planned again at every call.
-    -- class 'brk' in ASCII, then 1 for group keys (1651665665) and 2 for job
-    -- keys (1651665666).
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
        AND COALESCE(pg_catalog.cardinality(p_shared_jobs), 0) OPERATOR(pg_catalog.<=) 1 THEN
         -- the common case (enqueue of a job, completion of a job): at most one
-        -- shared key of each class, group class first
+        -- shared key of each kind, the group's first (its key sorts first)
         IF p_shared_groups[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665,
-                pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) p_shared_groups[1])
-                    OPERATOR(pg_catalog.&) 1023);
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._dependency_lock_key(p_tenant_id, p_shared_groups[1], NULL));
         END IF;
         IF p_shared_jobs[1] IS NOT NULL THEN
-            PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665666,
-                pg_catalog.hashint8(p_shared_jobs[1]) OPERATOR(pg_catalog.&) 1023);
+            PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._dependency_lock_key(p_tenant_id, NULL, p_shared_jobs[1]));
         END IF;
         RETURN;
     END IF;
     -- Any set of keys: one statement; the aggregate takes them in the order of the sort.
-    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.cls, k.obj)
-                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.cls, k.obj) END)
-      FROM (SELECT u.cls, u.obj, pg_catalog.bool_or(u.excl) AS excl
-              FROM (SELECT 1651665665 AS cls,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023 AS obj,
-                           false AS excl
+    PERFORM pg_catalog.count(CASE WHEN k.excl THEN pg_catalog.pg_advisory_xact_lock(k.key)
+                                 ELSE pg_catalog.pg_advisory_xact_lock_shared(k.key) END)
+      FROM (SELECT u.key, pg_catalog.bool_or(u.excl) AS excl
+              FROM (SELECT broker._dependency_lock_key(p_tenant_id, g, NULL) AS key, false AS excl
                       FROM pg_catalog.unnest(p_shared_groups) AS g
                     UNION ALL
-                    SELECT 1651665665,
-                           pg_catalog.hashtext(p_tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) g)
-                               OPERATOR(pg_catalog.&) 1023,
-                           true
+                    SELECT broker._dependency_lock_key(p_tenant_id, g, NULL), true
                       FROM pg_catalog.unnest(p_exclusive_groups) AS g
                     UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, false
+                    SELECT broker._dependency_lock_key(p_tenant_id, NULL, j), false
                       FROM pg_catalog.unnest(p_shared_jobs) AS j
                     UNION ALL
-                    SELECT 1651665666, pg_catalog.hashint8(j) OPERATOR(pg_catalog.&) 1023, true
+                    SELECT broker._dependency_lock_key(p_tenant_id, NULL, j), true
                       FROM pg_catalog.unnest(p_exclusive_jobs) AS j) AS u
-             WHERE u.obj IS NOT NULL
-             GROUP BY u.cls, u.obj
-             ORDER BY u.cls, u.obj) AS k;
+             WHERE u.key IS NOT NULL
+             GROUP BY u.key
+             ORDER BY u.key) AS k;
 END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]) IS
-    'Internal: transaction advisory locks (shared/exclusive, global order) that serialise dependency counting against finishing jobs.';
+    'Internal: transaction advisory locks (shared/exclusive, global order, keys of the tenant only) that serialise dependency counting against finishing jobs.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependents(p_tenant_id, p_job_ids, p_groups)

@@ -51,9 +51,8 @@ COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
 --   group, has pending_deps lowered by the number of such edges, counted per
 --   completed job (two members of a group release a dependent of the group
 --   twice). The first 500 of them (by id) are released here; the others
---   are listed in broker_deferred_release for broker_get to release before
---   its next claims (broker._release_backlog), and their queues are notified
---   so that a runner comes for them. Returns the number of jobs that became
+--   are listed in broker_deferred_release, which the runner's maintenance
+--   applies (broker_apply_deferred_releases). Returns the number of jobs that became
 --   ready here. Index probes only (enable_seqscan off, see job_triggers.sql),
 --   so its cached plans stay good as the tables grow.
 --   The list is final when it is taken: a job that starts to wait on one of
@@ -111,12 +110,9 @@ BEGIN
         RETURN 0;
     END IF;
     IF v_n OPERATOR(pg_catalog.>) c_now THEN
+        -- (the runner's maintenance applies them: broker_apply_deferred_releases)
         INSERT INTO broker.broker_deferred_release (tenant_id, job_ids, amounts)
         VALUES (p_tenant_id, v_ids[c_now OPERATOR(pg_catalog.+) 1:], v_counts[c_now OPERATOR(pg_catalog.+) 1:]);
-        -- wake the runners of the queues the next claim's releases concern
-        PERFORM broker._notify_queues(ARRAY(
-            SELECT DISTINCT d.job_queue FROM broker.broker_jobs AS d
-             WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_ids[c_now OPERATOR(pg_catalog.+) 1:c_now OPERATOR(pg_catalog.*) 2])));
     END IF;
     RETURN broker._lower_pending_deps(v_ids[1:c_now], v_counts[1:c_now]);
 END;
@@ -125,42 +121,79 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
     'Internal: jobs of a tenant completed; lower pending_deps of the pending jobs waiting on them (by id or group), the first 500 now and the rest through broker_deferred_release.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._release_backlog(p_max)
---   Applies up to p_max releases of the oldest row of broker_deferred_release
---   that no other transaction is applying (SKIP LOCKED), and removes what it
---   applied. broker_get calls it before it claims. Returns the number of jobs
---   that became ready (0 when there was nothing to do).
+-- Function: broker.broker_apply_deferred_releases(p_max_jobs)
+--   Applies deferred dependency releases (broker_deferred_release), at most
+--   p_max_jobs listed jobs in all: the rows oldest first, at most 500 jobs of
+--   each row per pass, each row in a subtransaction of its own. It never
+--   waits on a lock: a row another session is applying is skipped (SKIP
+--   LOCKED), and so is a row whose listed jobs some session holds locked
+--   (NOWAIT; say their tenant locked its own pending jobs): it stays listed
+--   for a later call, and the other rows are applied meanwhile. The runner's
+--   maintenance calls it (claims never do release work), again while it
+--   returns more than 0. Returns how many listed jobs it applied.
+-- Errors: 22023 p_max_jobs < 1.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._release_backlog(p_max integer)
+CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r   record;
-    v_n integer;
+    c_row   CONSTANT integer := 500;   -- jobs of one row per pass
+    v_left  integer := p_max_jobs;
+    v_done  integer := 0;
+    v_ids   bigint[] := '{}';          -- rows visited in this pass
+    v_any   boolean;
+    r       record;
+    v_n     integer;
 BEGIN
-    SELECT b.release_id, b.job_ids, b.amounts INTO r
-      FROM broker.broker_deferred_release AS b
-     ORDER BY b.release_id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN 0;
+    IF p_max_jobs IS NULL OR p_max_jobs OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_apply_deferred_releases: p_max_jobs must be >= 1, got %', COALESCE(p_max_jobs::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_n := LEAST(GREATEST(p_max, 1), pg_catalog.cardinality(r.job_ids));
-    IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
-        DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
-    ELSE
-        UPDATE broker.broker_deferred_release AS b
-           SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
-         WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
-    END IF;
-    RETURN broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+    LOOP
+        v_any := false;
+        v_ids := '{}';
+        LOOP
+            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+            SELECT b.release_id, b.job_ids, b.amounts INTO r
+              FROM broker.broker_deferred_release AS b
+             WHERE b.release_id OPERATOR(pg_catalog.<>) ALL (v_ids)
+             ORDER BY b.release_id
+             LIMIT 1
+               FOR UPDATE SKIP LOCKED;
+            EXIT WHEN NOT FOUND;
+            v_ids := v_ids OPERATOR(pg_catalog.||) r.release_id;
+            v_n := LEAST(c_row, v_left, pg_catalog.cardinality(r.job_ids));
+            BEGIN
+                -- never wait for a listed job another session holds locked
+                PERFORM 1 FROM broker.broker_jobs AS d
+                 WHERE d.job_id OPERATOR(pg_catalog.=) ANY (r.job_ids[1:v_n])
+                   AND d.complete_status OPERATOR(pg_catalog.=) 0
+                 ORDER BY d.job_id
+                   FOR NO KEY UPDATE OF d NOWAIT;
+                IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
+                    DELETE FROM broker.broker_deferred_release AS b WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+                ELSE
+                    UPDATE broker.broker_deferred_release AS b
+                       SET job_ids = r.job_ids[v_n OPERATOR(pg_catalog.+) 1:], amounts = r.amounts[v_n OPERATOR(pg_catalog.+) 1:]
+                     WHERE b.release_id OPERATOR(pg_catalog.=) r.release_id;
+                END IF;
+                PERFORM broker._lower_pending_deps(r.job_ids[1:v_n], r.amounts[1:v_n]);
+                v_done := v_done OPERATOR(pg_catalog.+) v_n;
+                v_left := v_left OPERATOR(pg_catalog.-) v_n;
+                v_any := true;
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;   -- left listed; the next call tries it again
+            END;
+        END LOOP;
+        EXIT WHEN NOT v_any OR v_left OPERATOR(pg_catalog.<=) 0;
+    END LOOP;
+    RETURN v_done;
 END;
 $$;
-COMMENT ON FUNCTION broker._release_backlog(integer) IS
-    'Internal: apply up to p_max deferred dependency releases (oldest first, SKIP LOCKED); broker_get calls it before claiming.';
+COMMENT ON FUNCTION broker.broker_apply_deferred_releases(integer) IS
+    'Applies up to p_max_jobs deferred dependency releases (oldest rows first, 500 per row per pass), never waiting on a lock; returns how many it applied. The runner''s maintenance calls it.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)

@@ -78,13 +78,11 @@ DECLARE
     v_groups record;
 BEGIN
     -- One statement for the common work (each costs an executor start-up, the
-    -- bulk of a one-job enqueue): the shared keys of _lock_dependency_keys
-    -- (group class, in its order), then one NOTIFY per queue with a job
+    -- bulk of a one-job enqueue): the shared group keys of
+    -- _lock_dependency_keys (broker._dependency_lock_key, in key order), then one NOTIFY per queue with a job
     -- claimable now (the Append runs its branches in order).
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1651665665, k.obj)
-       FROM (SELECT DISTINCT
-                    pg_catalog.hashtext(n.tenant_id OPERATOR(pg_catalog.||) E'\x1f' OPERATOR(pg_catalog.||) n.job_group)
-                        OPERATOR(pg_catalog.&) 1023 AS obj
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(k.key)
+       FROM (SELECT DISTINCT broker._dependency_lock_key(n.tenant_id, n.job_group, NULL) AS key
                FROM new_jobs AS n
               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
               ORDER BY 1) AS k
@@ -189,66 +187,22 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
     'Validates each new dependency edge as the writer sees the jobs.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._dependency_cycle(p_origins)
---   For _dependency_after_insert: a pending job that waits, through unfinished
---   jobs (only pending ones wait), on one of the jobs p_origins again, by id
---   or by its group, with the origin it leads back to; no row when none does.
---   A function of its own so that the walk, which may visit a whole graph, is
---   planned with hash joins allowed (the trigger runs with enable_seqscan off).
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_cycle(p_origins bigint[])
-RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY
-    WITH RECURSIVE origin AS (
-        SELECT j.job_id, j.tenant_id, j.job_group
-          FROM broker.broker_jobs AS j
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
-    ), reach (origin, job_id, complete_status) AS (
-        SELECT o.job_id, o.job_id, 0::smallint FROM origin AS o
-        UNION
-        SELECT r.origin, n.job_id, n.complete_status
-          FROM reach AS r
-          JOIN broker.broker_job_dependency AS e ON e.job_id OPERATOR(pg_catalog.=) r.job_id
-          JOIN broker.broker_jobs AS n
-            ON n.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-           AND (n.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-                OR (n.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND n.job_group OPERATOR(pg_catalog.=) e.depends_on_group))
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-    )
-    SELECT w.job_id, w.job_name, j.job_id, j.job_name, j.job_group
-      FROM reach AS r
-      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
-      JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-     WHERE r.complete_status OPERATOR(pg_catalog.=) 0
-       AND EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
-                    WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
-                      AND (e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id
-                           OR (e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
-                               AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group)))
-     LIMIT 1;
-END;
-$$;
-COMMENT ON FUNCTION broker._dependency_cycle(bigint[]) IS
-    'Internal: a pending job that waits, transitively through unfinished jobs, on one of the given jobs (or their groups) again, with that job.';
-
--- ---------------------------------------------------------------------------
 -- Trigger function: broker._dependency_after_insert()
 --   Statement-level AFTER INSERT on broker_job_dependency (so only edges that
 --   passed the row-level security policy get here), set-based so that bulk
 --   enqueues stay linear:
+--   * refuses a job waiting on more than 100 groups;
 --   * takes the dependency locks of all new edges in one ordered call;
 --   * rejects id edges whose target failed or was cancelled meanwhile;
 --   * rejects cycles: for each job that got edges and that some pending job
 --     already waits on (by id or by its group: the only way a new edge can
 --     close a cycle), walks what it waits on, transitively, through
---     unfinished jobs (only pending jobs wait), looking for a way back;
+--     unfinished jobs of its tenant (only pending jobs wait), looking for a
+--     way back, visiting at most 100,000 (origin, job) pairs;
 --   * adds to each job's pending_deps its new edges' unfinished targets
 --     (each target group's unfinished members are counted once per group).
--- Errors: 55000 a target failed meanwhile; 23514 a dependency cycle.
+-- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
+--   23514 a dependency cycle; 54000 a graph too large to check.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
@@ -264,6 +218,22 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_edges) THEN
         RETURN NULL;
     END IF;
+    -- At most 100 groups per job (each is a lock its enqueue takes and a count
+    -- the completions of its tenant keep exact), however its edges are written.
+    SELECT x.job_id, x.n INTO v_cycle
+      FROM (SELECT ne.job_id,
+                   (SELECT pg_catalog.count(*) FROM broker.broker_job_dependency AS e
+                     WHERE e.job_id OPERATOR(pg_catalog.=) ne.job_id AND e.depends_on_group IS NOT NULL) AS n
+              FROM (SELECT DISTINCT e.job_id FROM new_edges AS e WHERE e.depends_on_group IS NOT NULL) AS ne) AS x
+     WHERE x.n OPERATOR(pg_catalog.>) 100
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % may wait on at most 100 groups, got %', v_cycle.job_id, v_cycle.n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- (tenants in the order of their keys, so that a statement for several tenants
+    -- takes its keys in the one global order too)
     FOR v_keys IN
         SELECT e.tenant_id, pg_catalog.array_agg(DISTINCT j.job_group) AS own_groups,
                pg_catalog.array_agg(DISTINCT e.depends_on_group) FILTER (WHERE e.depends_on_group IS NOT NULL) AS groups,
@@ -271,7 +241,7 @@ BEGIN
           FROM new_edges AS e
           JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) e.job_id
          GROUP BY e.tenant_id
-         ORDER BY e.tenant_id
+         ORDER BY broker._dependency_lock_key(e.tenant_id, '', NULL), e.tenant_id
     LOOP
         PERFORM broker._lock_dependency_keys(v_keys.tenant_id, v_keys.own_groups, v_keys.groups, NULL, v_keys.ids);
     END LOOP;
@@ -301,7 +271,7 @@ BEGIN
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
                           AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
     IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (at most 100,000 pairs)
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
                 v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,

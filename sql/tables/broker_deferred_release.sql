@@ -3,11 +3,11 @@
 --   Dependency releases not applied yet. Completing a job lowers the
 --   pending_deps of at most 500 of the pending jobs waiting on it in its own
 --   transaction; the rest are written here, one row per completion (job ids
---   ascending, each with the amount to subtract), and broker_get applies them
---   500 at a time before it claims (broker._release_backlog). So a job that
---   thousands wait on completes in bounded time, and its dependents become
---   claimable over the next claims. Until then they count as blocked: their
---   pending_deps includes the releases still listed here.
+--   ascending, each with the amount to subtract), and the runner's
+--   maintenance applies them (broker_apply_deferred_releases, never on a
+--   claim's path). So a job that thousands wait on completes in bounded time,
+--   and its dependents become claimable soon after. Until then they count as
+--   blocked: their pending_deps includes the releases still listed here.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_deferred_release (
     release_id  bigint      GENERATED ALWAYS AS IDENTITY,
@@ -22,7 +22,7 @@ CREATE TABLE broker.broker_deferred_release (
 );
 
 COMMENT ON TABLE broker.broker_deferred_release IS
-    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later, 500 per claim.';
+    'Dependency releases still to apply: pending jobs whose pending_deps a completed job lowers later (broker_apply_deferred_releases).';
 COMMENT ON COLUMN broker.broker_deferred_release.release_id IS 'Release id (applied oldest first).';
 COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the completed job and its dependents.';
 COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
