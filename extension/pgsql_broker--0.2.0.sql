@@ -1419,6 +1419,8 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
 --   maintenance calls it (claims never do release work), again while it
 --   returns more than 0. Returns how many listed jobs it applied.
 -- Errors: 22023 p_max_jobs < 1.
+-- Example:
+--   SELECT broker.broker_apply_deferred_releases();   -- the runner's maintenance, every second
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
@@ -2143,6 +2145,9 @@ COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
+-- Example:
+--   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
+--                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
     p_job_name            text,
@@ -2373,6 +2378,8 @@ COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, te
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
 --     p_job_priority, p_depends_on_groups)
 --   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- Example:
+--   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,
@@ -2948,6 +2955,8 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
+-- Example:
+--   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,

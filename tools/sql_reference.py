@@ -226,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     opts = args.parse_args(argv)
     text = render()
     if opts.check:
+        functions, _ = collect()
+        missing = [f.name for f in functions if not f.comment or not f.example]
+        if missing:
+            print("public functions without COMMENT ON or an Example: in their header: " + ", ".join(missing),
+                  file=sys.stderr)
+            return 1
         if not OUTPUT.exists() or OUTPUT.read_text() != text:
             print(f"{OUTPUT.relative_to(ROOT)} is stale: run make docs and commit it", file=sys.stderr)
             return 1

@@ -26,6 +26,9 @@
 --   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
+-- Example:
+--   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
+--                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
     p_job_name            text,
@@ -256,6 +259,8 @@ COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, te
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
 --     p_job_priority, p_depends_on_groups)
 --   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- Example:
+--   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,

@@ -132,6 +132,8 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
 --   maintenance calls it (claims never do release work), again while it
 --   returns more than 0. Returns how many listed jobs it applied.
 -- Errors: 22023 p_max_jobs < 1.
+-- Example:
+--   SELECT broker.broker_apply_deferred_releases();   -- the runner's maintenance, every second
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
