@@ -3113,15 +3113,20 @@ COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._guarded_settings()
 RETURNS text[]
-LANGUAGE sql IMMUTABLE
+LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT ARRAY['idle_session_timeout', 'idle_in_transaction_session_timeout', 'statement_timeout',
+AS $$
+BEGIN
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call, and every run calls this
+    RETURN ARRAY['idle_session_timeout', 'idle_in_transaction_session_timeout', 'statement_timeout',
                    'lock_timeout', 'tcp_keepalives_idle', 'tcp_keepalives_interval', 'tcp_keepalives_count',
                    'tcp_user_timeout', 'client_connection_check_interval', 'client_encoding',
                    'standard_conforming_strings', 'client_min_messages', 'application_name', 'search_path',
                    'row_security', 'default_transaction_read_only', 'default_transaction_isolation',
                    'default_transaction_deferrable', 'DateStyle', 'IntervalStyle', 'TimeZone',
-                   'extra_float_digits', 'bytea_output', 'work_mem', 'plan_cache_mode', 'broker.tenant_id']::text[] $$;
+                   'extra_float_digits', 'bytea_output', 'work_mem', 'plan_cache_mode', 'broker.tenant_id']::text[];
+END;
+$$;
 COMMENT ON FUNCTION broker._guarded_settings() IS
     'Internal: the settings a run puts back when a job changed them (connection timeouts, encoding, the broker''s own).';
 
@@ -3160,13 +3165,15 @@ COMMENT ON FUNCTION broker._session_state() IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._advisory_locks()
 RETURNS text[]
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT ARRAY(SELECT pg_catalog.concat_ws('/', l.classid, l.objid, l.objsubid, l.mode)
+BEGIN
+    RETURN ARRAY(SELECT pg_catalog.concat_ws('/', l.classid, l.objid, l.objsubid, l.mode)
                    FROM pg_catalog.pg_locks AS l
                   WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'
-                    AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid())
+                    AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid());
+END;
 $$;
 COMMENT ON FUNCTION broker._advisory_locks() IS
     'Internal: the advisory locks this session holds, as classid/objid/objsubid/mode.';
@@ -3284,9 +3291,16 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._deferrable_code(OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name, OUT written bigint)
 RETURNS SETOF record
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    -- every run asks twice, and most databases have no DEFERRABLE trigger at all: one probe of
+    -- pg_trigger answers that case (plpgsql: a SQL function with SET is planned at every call)
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
     SELECT t.oid, t.tgrelid::regclass, t.tgname,
            pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
              OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
@@ -3301,7 +3315,8 @@ AS $$
                      OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
                          AND x.indexprs IS NULL AND x.indpred IS NULL)))
        AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
-            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())
+            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema());
+END;
 $$;
 COMMENT ON FUNCTION broker._deferrable_code() IS
     'Internal: DEFERRABLE constraint triggers that can run code, on tables this session can write, with the rows this transaction wrote to each.';
