@@ -5,35 +5,20 @@ run under statement_timeout and must not time out."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import psycopg
 import pytest
 
 from conftest import connect
+from tenant_logins import tenant_logins
 from test_runner import wait_until
 
 
 @pytest.fixture
 def tenants(db):
     """alice (tenant_a) and bob (tenant_b), enqueue logins under strict tenancy, and a runtime login."""
-    suffix = uuid.uuid4().hex[:8]
-    names = {"alice": f"alice_{suffix}", "bob": f"bob_{suffix}", "runner": f"runner_{suffix}"}
-    with connect("postgres") as admin:
-        admin.execute(f'CREATE ROLE "{names["alice"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["bob"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["runner"]}" LOGIN IN ROLE broker_runtime')
-    with connect(db) as owner:
-        owner.execute("SELECT broker.broker_set_strict_tenancy(true)")
-        owner.execute("INSERT INTO broker.broker_tenant_roles VALUES ('tenant_a', %s), ('tenant_b', %s)",
-                      (names["alice"], names["bob"]))
-    yield names
-    with connect(db) as owner:
-        for name in names.values():
-            owner.execute(f'DROP OWNED BY "{name}"')
-    with connect("postgres") as admin:
-        for name in names.values():
-            admin.execute(f'DROP ROLE "{name}"')
+    with tenant_logins(db, {"alice": "tenant_a", "bob": "tenant_b"}) as names:
+        yield names
 
 
 def _fan_in(db: str, user: str, tenant: str, n: int) -> None:

@@ -3,12 +3,10 @@ over a pg_temp function): with a real runner logged in as a broker_runtime login
 runs as that login, and other tenants' jobs run on."""
 from __future__ import annotations
 
-import uuid
-
-import psycopg
 import pytest
 
 from conftest import connect
+from tenant_logins import enqueue_as, tenant_logins
 
 TRIGGER_JOB = """CREATE TEMP TABLE t (a int);
 CREATE FUNCTION pg_temp.f() RETURNS trigger LANGUAGE plpgsql AS
@@ -24,37 +22,14 @@ DECLARE c CURSOR WITH HOLD FOR SELECT * FROM pg_temp.g()"""
 def logins(db):
     """mallory (enqueue, tenant evil) and victim (enqueue, tenant good) under strict tenancy, and the runner's
     login (broker_runtime only); public.login_only is writable by the runner's login alone."""
-    suffix = uuid.uuid4().hex[:8]
-    names = {"mallory": f"mallory_{suffix}", "victim": f"victim_{suffix}", "runner": f"runner_{suffix}"}
-    with connect("postgres") as admin:
-        admin.execute(f'CREATE ROLE "{names["mallory"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["victim"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["runner"]}" LOGIN IN ROLE broker_runtime')
-    with connect(db) as owner:
-        owner.execute("SELECT broker.broker_set_strict_tenancy(true)")
-        owner.execute("INSERT INTO broker.broker_tenant_roles VALUES ('evil', %s), ('good', %s)",
-                      (names["mallory"], names["victim"]))
-        owner.execute("CREATE TABLE public.login_only (who text, sess text, what text)")
-        owner.execute(f'GRANT INSERT ON public.login_only TO "{names["runner"]}"')
-        owner.execute("CREATE TABLE public.victim_out (n int)")
-        owner.execute(f'GRANT INSERT ON public.victim_out TO "{names["victim"]}"')
-        owner.execute(f'GRANT USAGE ON SCHEMA public TO "{names["mallory"]}", "{names["victim"]}"')
-    yield names
-    with connect(db) as owner:
-        for name in names.values():
-            owner.execute(f'DROP OWNED BY "{name}"')
-    with connect("postgres") as admin:
-        for name in names.values():
-            admin.execute(f'DROP ROLE "{name}"')
-
-
-def enqueue(db: str, user: str, tenant: str, name: str, sql: str) -> int:
-    with connect(db, user=user, autocommit=False) as conn:
-        conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
-        job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_max_attempts => 1)",
-                           (name, sql)).fetchone()[0]
-        conn.commit()
-        return job
+    with tenant_logins(db, {"mallory": "evil", "victim": "good"}) as names:
+        with connect(db) as owner:
+            owner.execute("CREATE TABLE public.login_only (who text, sess text, what text)")
+            owner.execute(f'GRANT INSERT ON public.login_only TO "{names["runner"]}"')
+            owner.execute("CREATE TABLE public.victim_out (n int)")
+            owner.execute(f'GRANT INSERT ON public.victim_out TO "{names["victim"]}"')
+            owner.execute(f'GRANT USAGE ON SCHEMA public TO "{names["mallory"]}", "{names["victim"]}"')
+        yield names
 
 
 def finished(db: str, jobs: list[int]) -> bool:
@@ -64,9 +39,9 @@ def finished(db: str, jobs: list[int]) -> bool:
 
 
 def test_code_left_for_commit_never_runs_as_the_runner_login(db, logins, start):
-    bad = [enqueue(db, logins["mallory"], "evil", "trigger", TRIGGER_JOB),
-           enqueue(db, logins["mallory"], "evil", "cursor", CURSOR_JOB)]
-    good = [enqueue(db, logins["victim"], "good", f"v{i}", f"INSERT INTO public.victim_out VALUES ({i})")
+    bad = [enqueue_as(db, logins["mallory"], "evil", "trigger", TRIGGER_JOB),
+           enqueue_as(db, logins["mallory"], "evil", "cursor", CURSOR_JOB)]
+    good = [enqueue_as(db, logins["victim"], "good", f"v{i}", f"INSERT INTO public.victim_out VALUES ({i})")
             for i in range(3)]
     runner = start(db, user=logins["runner"])
     runner.wait_for(lambda r: finished(db, bad + good), what="all jobs finished")
@@ -88,7 +63,7 @@ def test_another_sessions_temporary_table_does_not_stop_jobs(db, logins, start):
         mallory.execute("CREATE FUNCTION pg_temp.b() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'")
         mallory.execute("CREATE CONSTRAINT TRIGGER bait_c AFTER INSERT ON bait DEFERRABLE INITIALLY DEFERRED "
                         "FOR EACH ROW EXECUTE FUNCTION pg_temp.b()")
-        good = [enqueue(db, logins["victim"], "good", f"v{i}", f"INSERT INTO public.victim_out VALUES ({i})")
+        good = [enqueue_as(db, logins["victim"], "good", f"v{i}", f"INSERT INTO public.victim_out VALUES ({i})")
                 for i in range(3)]
         runner = start(db, user=logins["runner"])
         runner.wait_for(lambda r: finished(db, good), what="the victim's jobs finished")
@@ -100,7 +75,7 @@ def test_another_sessions_temporary_table_does_not_stop_jobs(db, logins, start):
 def test_temporary_tables_on_commit_work_in_the_read_only_commit(db, logins, start):
     """After broker_run_batch returned, the runner's transaction is read-only (defense in depth); a job's
     temporary table ON COMMIT DROP / DELETE ROWS and its dependents' release still work."""
-    first = enqueue(db, logins["victim"], "good", "on commit",
+    first = enqueue_as(db, logins["victim"], "good", "on commit",
                     "CREATE TEMP TABLE oc (a int) ON COMMIT DROP; CREATE TEMP TABLE od (a int) ON COMMIT DELETE ROWS; "
                     "INSERT INTO oc VALUES (1); INSERT INTO od VALUES (1); "
                     "INSERT INTO public.victim_out SELECT count(*) FROM oc")

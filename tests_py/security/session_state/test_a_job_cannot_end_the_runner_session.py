@@ -4,43 +4,19 @@ not terminated while it waits, the runner keeps its session and instance, and ev
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
 from conftest import connect
+from tenant_logins import enqueue_as, tenant_logins
 
 SETTINGS_JOB = "SELECT set_config('idle_session_timeout', '1', false)"
 
 
 @pytest.fixture
 def logins(db):
-    suffix = uuid.uuid4().hex[:8]
-    names = {"mallory": f"mallory_{suffix}", "victim": f"victim_{suffix}", "runner": f"runner_{suffix}"}
-    with connect("postgres") as admin:
-        admin.execute(f'CREATE ROLE "{names["mallory"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["victim"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["runner"]}" LOGIN IN ROLE broker_runtime')
-    with connect(db) as owner:
-        owner.execute("SELECT broker.broker_set_strict_tenancy(true)")
-        owner.execute("INSERT INTO broker.broker_tenant_roles VALUES ('evil', %s), ('good', %s)",
-                      (names["mallory"], names["victim"]))
-    yield names
-    with connect(db) as owner:
-        for name in names.values():
-            owner.execute(f'DROP OWNED BY "{name}"')
-    with connect("postgres") as admin:
-        for name in names.values():
-            admin.execute(f'DROP ROLE "{name}"')
-
-
-def enqueue(db: str, user: str, tenant: str, name: str, sql: str, priority: int = 0) -> int:
-    with connect(db, user=user, autocommit=False) as conn:
-        conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
-        job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_job_priority => %s, "
-                           "p_max_attempts => 1)", (name, sql, priority)).fetchone()[0]
-        conn.commit()
-        return job
+    with tenant_logins(db, {"mallory": "evil", "victim": "good"}) as names:
+        yield names
 
 
 def statuses(db: str, jobs: list[int]) -> list[int]:
@@ -52,15 +28,15 @@ def statuses(db: str, jobs: list[int]) -> list[int]:
 def test_session_settings_of_a_job_do_not_end_the_runner_session(db, logins, start):
     # the settings job first, then many of mallory's own in its batch: the runner takes a moment to record
     # their outcomes before it sends its next message, and the session is idle meanwhile
-    jobs = [enqueue(db, logins["mallory"], "evil", "settings", SETTINGS_JOB, priority=10)]
-    jobs += [enqueue(db, logins["mallory"], "evil", f"own {i}", "SELECT 1", priority=5) for i in range(40)]
-    jobs += [enqueue(db, logins["victim"], "good", f"mate {i}", "SELECT pg_sleep(0.05)") for i in range(4)]
+    jobs = [enqueue_as(db, logins["mallory"], "evil", "settings", SETTINGS_JOB, priority=10)]
+    jobs += [enqueue_as(db, logins["mallory"], "evil", f"own {i}", "SELECT 1", priority=5) for i in range(40)]
+    jobs += [enqueue_as(db, logins["victim"], "good", f"mate {i}", "SELECT pg_sleep(0.05)") for i in range(4)]
     runner = start(db, user=logins["runner"], extra=("--queue-count", "1"))
     runner.wait_for(lambda r: all(s >= 2 for s in statuses(db, jobs)), what="the first claim finished")
     with connect(db) as owner:
         first = owner.execute("SELECT instance_id FROM broker.broker_queueinstance WHERE status = 'active'").fetchone()
     time.sleep(1.0)  # the worker waits idle far longer than the job's idle_session_timeout
-    later = [enqueue(db, logins["victim"], "good", f"later {i}", "SELECT 1") for i in range(3)]
+    later = [enqueue_as(db, logins["victim"], "good", f"later {i}", "SELECT 1") for i in range(3)]
     runner.wait_for(lambda r: all(s >= 2 for s in statuses(db, later)), what="the later jobs finished")
     assert statuses(db, jobs + later) == [2] * len(jobs + later)
     with connect(db) as owner:
@@ -75,7 +51,7 @@ def test_a_run_keeps_a_tenant_of_the_callers_transaction_in_that_transaction(db,
     """Putting a job's session settings back does not turn the caller's transaction-local tenant into the
     session's: after COMMIT the caller is back in the default tenant, and the job's own session-level
     settings are gone."""
-    job = enqueue(db, logins["mallory"], "evil", "tenant", "SELECT set_config('broker.tenant_id', 'good', false), "
+    job = enqueue_as(db, logins["mallory"], "evil", "tenant", "SELECT set_config('broker.tenant_id', 'good', false), "
                   "set_config('idle_session_timeout', '100', false)")
     with connect(db, user=logins["runner"], autocommit=False) as runner:
         runner.execute("SELECT broker.broker_set_tenant('evil')")

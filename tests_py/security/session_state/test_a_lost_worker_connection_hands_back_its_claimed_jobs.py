@@ -4,44 +4,24 @@ claimed but not started (other tenants' here) go back to pending without an atte
 running keeps the crash rule (its attempt counts; lease recovery takes it up)."""
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
 from conftest import connect
+from tenant_logins import enqueue_as, tenant_logins
 
 
 @pytest.fixture
 def logins(db):
-    suffix = uuid.uuid4().hex[:8]
-    names = {"alice": f"alice_{suffix}", "bob": f"bob_{suffix}", "runner": f"runner_{suffix}"}
-    with connect("postgres") as admin:
-        admin.execute(f'CREATE ROLE "{names["alice"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["bob"]}" LOGIN IN ROLE broker_enqueue')
-        admin.execute(f'CREATE ROLE "{names["runner"]}" LOGIN IN ROLE broker_runtime')
-    yield names
-    with connect(db) as owner:
-        for name in names.values():
-            owner.execute(f'DROP OWNED BY "{name}"')
-    with connect("postgres") as admin:
-        for name in names.values():
-            admin.execute(f'DROP ROLE "{name}"')
-
-
-def add(db: str, user: str, tenant: str, name: str, sql: str, priority: int = 0) -> int:
-    with connect(db, user=user, autocommit=False) as conn:
-        conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
-        job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_job_priority => %s, "
-                           "p_max_attempts => 1)", (name, sql, priority)).fetchone()[0]
-        conn.commit()
-        return job
+    with tenant_logins(db, {"alice": None, "bob": None}, strict=False) as names:
+        yield names
 
 
 def test_a_terminated_worker_reconnects_alone_and_hands_back_what_it_had_not_run(db, logins, start):
     holder = connect(db)
     holder.execute("SELECT pg_advisory_lock(424242)")
-    blocker = add(db, logins["alice"], "acme", "blocked", "SELECT pg_advisory_lock_shared(424242)", priority=10)
-    mates = [add(db, logins["bob"], "globex", f"mate {i}", "SELECT 1") for i in range(4)]
+    blocker = enqueue_as(db, logins["alice"], "acme", "blocked", "SELECT pg_advisory_lock_shared(424242)", priority=10)
+    mates = [enqueue_as(db, logins["bob"], "globex", f"mate {i}", "SELECT 1") for i in range(4)]
     runner = start(db, user=logins["runner"], extra=("--queue-count", "1"))
     owner = connect(db)
 
