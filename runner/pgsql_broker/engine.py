@@ -286,10 +286,10 @@ class DatabaseRunner:
             except psycopg.OperationalError as exc:
                 if not conn.broken:
                     raise
-                # the batch sent may have run (crash rule: its attempt counts, lease recovery takes it up) unless
-                # the session had ended idle before the message (idle_session_timeout: nothing of it ran)
-                idle = getattr(exc, "sqlstate", None) == "57P05"
-                raise WorkerLost(exc, rows if idle else rows[len(batch):]) from exc
+                # the batch sent may have run: the crash rule (its attempt counts, lease recovery takes it up),
+                # whatever SQLSTATE the lost session reported (a job can make its own backend end with any one,
+                # exit_on_error turning its error FATAL); the rest of the claim was not sent and goes back
+                raise WorkerLost(exc, rows[len(batch):]) from exc
             dirty = True
         return claimed, dirty
 
