@@ -123,7 +123,8 @@ _FLAG_HELP = {
     "shutdown_timeout_sec": "On SIGTERM/SIGINT, how long running jobs may take to finish.",
     "metrics_host": "Address of /metrics, /healthz and the dashboard (default 127.0.0.1).",
     "metrics_port": "Port of /metrics, /healthz and the dashboard (0: any free port).",
-    "allow_privileged_login": "Run even when a database login is or can become a superuser or a BYPASSRLS role "
+    "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
+                              "REPLICATION role, or a member of pg_execute_server_program and the like "
                               "(unsafe: the runner refuses such a login without this flag).",
 }
 

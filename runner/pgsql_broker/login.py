@@ -1,6 +1,6 @@
 """What the runner's database login may be. Jobs run as their run_as role, but whatever PostgreSQL runs
 outside a job's executor (at COMMIT, or in the session afterwards) runs as the login: it must not be able to
-bypass row-level security or act as a superuser (README, "Security model")."""
+bypass row-level security, act as a superuser or make itself one (README, "Security model")."""
 from __future__ import annotations
 
 import logging
@@ -13,13 +13,16 @@ log = logging.getLogger("pgsql_broker")
 
 
 class LoginRefused(Exception):
-    """The login is or can become a superuser or a BYPASSRLS role: the runner does not run as it."""
+    """The login is or can become a role that could escape its grants (superuser, BYPASSRLS, CREATEROLE,
+    REPLICATION, or a predefined role for server files, programs or every table): the runner does not run
+    as it."""
 
 
 async def check_login(conn: psycopg.AsyncConnection, database: str, allow_privileged: bool) -> None:
-    """Raise LoginRefused when the login is or can become (by membership) a superuser or a BYPASSRLS role;
+    """Raise LoginRefused when the login is or can become (by membership) such a role (queries.PRIVILEGED_LOGIN);
     with allow_privileged log an UNSAFE warning instead (at every start of the database's session)."""
-    roles = (await (await conn.execute(queries.PRIVILEGED_LOGIN)).fetchone())[0]
+    roles = (await (await conn.execute(queries.PRIVILEGED_LOGIN,
+                                       {"predefined": queries.PRIVILEGED_PREDEFINED})).fetchone())[0]
     if not roles:
         return
     message = (f"the login {conn.info.user} of database {database} is or can become {roles}; run the runner "
