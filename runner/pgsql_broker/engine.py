@@ -38,6 +38,9 @@ class SchemaError(Exception):
     """The database has no pgsql_broker schema this runner can work with."""
 
 
+BIG_NOTICE_CHARS = 1_000_000  # a worker connection that received a longer notice is closed after its jobs
+
+
 class WorkerLost(Exception):
     """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
 
@@ -116,6 +119,16 @@ class DatabaseRunner:
         conn = await psycopg.AsyncConnection.connect(self.db.dsn(), autocommit=True,
                                                      application_name=f"{self.settings.name}:{purpose}")
         conn.prepare_threshold = None  # workers reset the session (DEALLOCATE ALL) after every transaction of jobs
+        if purpose.startswith("queue"):
+            # a job's NOTICE or WARNING reaches this connection whole (the job sets client_min_messages as it
+            # likes), and libpq keeps its input buffer at the largest message it read: a connection that read
+            # a large one is closed after its transaction (see _worker), so a job cannot keep the runner big
+            conn.broker_big_notice = False  # type: ignore[attr-defined]
+
+            def on_notice(diag: psycopg.errors.Diagnostic, conn=conn) -> None:
+                if len(diag.message_primary or "") + len(diag.message_detail or "") > BIG_NOTICE_CHARS:
+                    conn.broker_big_notice = True  # type: ignore[attr-defined]
+            conn.add_notice_handler(on_notice)
         return conn
 
     async def _session(self) -> None:
@@ -229,10 +242,13 @@ class DatabaseRunner:
                     opened, dirty = time.monotonic(), False
                     await self._hand_back(conn, queue, lost)
                     continue
+                if getattr(conn, "broker_big_notice", False):
+                    await conn.close()  # its input buffer holds a job's huge notice: give the memory back
+                    conn = None
                 if claimed:
                     idle_since = time.monotonic()
                     continue
-                if time.monotonic() - idle_since >= self._max_idle:
+                if conn is not None and time.monotonic() - idle_since >= self._max_idle:
                     await conn.close()
                     conn = None
                 try:
