@@ -284,6 +284,8 @@ class DatabaseRunner:
                 rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
             else:
                 rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+        except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
+            raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise
@@ -299,6 +301,8 @@ class DatabaseRunner:
             batch = taken[:PER_TRANSACTION]
             try:
                 rows = rows[await self._run_batch(conn, queue, batch, dirty):]
+            except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
+                raise WorkerLost(exc, rows) from exc           # the batch did not run, every claimed job goes back
             except psycopg.OperationalError as exc:
                 if not conn.broken:
                     raise

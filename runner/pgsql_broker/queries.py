@@ -37,8 +37,12 @@ PRIVILEGED_PREDEFINED = ["pg_execute_server_program", "pg_write_server_files", "
 # DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
 # LISTEN, prepared statements and cursors, session advisory locks, temporary objects, sequence state) but keeps
 # the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).
-RESET_SESSION = ("CLOSE ALL; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); "
-                 "DISCARD SEQUENCES; DISCARD TEMP")
+# The reset waits for no one: a job can tie an object its role owns to one of its temporary objects (a column
+# default calling a temporary sequence), so that dropping the temporary objects needs a lock that another
+# session of the enqueuer holds; past RESET_LOCK_TIMEOUT the worker drops the connection instead (WorkerLost).
+RESET_LOCK_TIMEOUT = "2s"
+RESET_SESSION = ("CLOSE ALL; RESET ALL; SET LOCAL lock_timeout = '" + RESET_LOCK_TIMEOUT + "'; DEALLOCATE ALL; "
+                 "UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); DISCARD SEQUENCES; DISCARD TEMP")
 # What a worker sends first after a transaction of jobs, in the same message as its next statement: the reset
 # in a transaction of its own, so that the next transaction starts from the reset settings.
 RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
