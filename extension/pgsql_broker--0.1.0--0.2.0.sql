@@ -112,6 +112,32 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a ti
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- Schedules per tenant, for the quota (filled at each tenant's next new schedule).
+-- source: sql/tables/broker_schedule_count.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_schedule_count
+--   How many schedules each tenant has, kept by the trigger
+--   broker_schedule_count_trg for the quota max_schedules_per_tenant. A
+--   write of a schedule updates its tenant's row, so two writers of one
+--   tenant serialise on that row lock (and a REPEATABLE READ writer that
+--   would miss the other's commit fails to serialise instead of counting
+--   short); no role is granted anything on it, so no other tenant can hold
+--   the lock. Derived data: a missing row is counted again from
+--   broker_schedule at the tenant's next new schedule (so it is not dumped).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_schedule_count (
+    tenant_id  text    NOT NULL,
+    schedules  integer NOT NULL,
+    CONSTRAINT broker_schedule_count_pkey PRIMARY KEY (tenant_id),
+    CONSTRAINT broker_schedule_count_schedules_check CHECK (schedules OPERATOR(pg_catalog.>=) 0)
+);
+COMMENT ON TABLE broker.broker_schedule_count IS
+    'Schedules per tenant, kept by a trigger for the quota max_schedules_per_tenant (derived; recounted when missing).';
+COMMENT ON COLUMN broker.broker_schedule_count.tenant_id IS 'Tenant.';
+COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules the tenant has.';
+ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
+
 -- A new database-wide option: max_schedules_per_tenant.
 ALTER TABLE broker.broker_config
     DROP CONSTRAINT broker_config_setting_check,
@@ -4670,36 +4696,13 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
 --   for writers without BYPASSRLS (enqueuers, through the functions or
 --   directly) a next_fire_at in the past becomes now, so nobody can make the
 --   tick walk years of missed fires; the tick itself (the owner) is exempt.
---   A new schedule (or one moved to another tenant) counts against the
---   tenant's quota, max_schedules_per_tenant (broker_config, default
---   1,000), however it is written: the tick's work grows with the due
---   schedules, so no tenant may make it arbitrarily large (53400). The count
---   is serialised per tenant by a transaction-level advisory lock, taken
---   here and nowhere else: a trigger cannot be called directly, so only a
---   write of a schedule of that tenant takes it, and one the policies then
---   refuse gives it back with its (sub)transaction.
--- Calls: broker._setting_int
--- Tables: broker_schedule (count, as the writer: the policies show a
---   writer its own tenant's rows, the only ones it may add to)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_max integer;
 BEGIN
-    IF TG_OP = 'INSERT' OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id THEN
-        v_max := broker._setting_int('max_schedules_per_tenant', 1000, 1);
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('broker_schedule_quota'),
-                                                 pg_catalog.hashtext(NEW.tenant_id));
-        IF (SELECT pg_catalog.count(*) FROM broker.broker_schedule AS q WHERE q.tenant_id = NEW.tenant_id) >= v_max THEN
-            RAISE EXCEPTION 'tenant % already has % schedules, the most it may have', pg_catalog.quote_literal(NEW.tenant_id), v_max
-                USING ERRCODE = 'configuration_limit_exceeded',
-                      HINT = 'Remove schedules it no longer needs, or have broker_admin raise max_schedules_per_tenant (broker_set).';
-        END IF;
-    END IF;
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
@@ -4710,13 +4713,74 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._schedule_before_write() IS
-    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up); new schedules count against the tenant''s quota.';
+    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
 
 CREATE TRIGGER broker_schedule_before_write_trg
-    BEFORE INSERT OR UPDATE OF next_fire_at, tenant_id ON broker.broker_schedule
+    BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
 COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
-    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now; enforces the per-tenant schedule quota.';
+    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._schedule_count()
+--   Row-level on broker_schedule (BEFORE INSERT OR UPDATE OF tenant_id,
+--   AFTER DELETE), SECURITY DEFINER: keeps broker_schedule_count, and
+--   refuses (53400) a schedule beyond its tenant's quota,
+--   max_schedules_per_tenant (broker_config, default 1,000), however it is
+--   written: the tick's work grows with the due schedules, so no tenant may
+--   make it arbitrarily large. Only a write of a schedule of that tenant
+--   locks the tenant's count row (a trigger cannot be called directly, and
+--   no role may touch the table), and a writer that the policies then
+--   refuse gives it back with its (sub)transaction.
+-- Calls: broker._setting_int
+-- Tables: broker_schedule_count (upsert, update), broker_schedule (count,
+--   when the tenant has no count row yet)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_count()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_max integer;
+    v_n   integer;
+BEGIN
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND NEW.tenant_id IS DISTINCT FROM OLD.tenant_id) THEN
+        UPDATE broker.broker_schedule_count AS c SET schedules = GREATEST(c.schedules - 1, 0)
+         WHERE c.tenant_id = OLD.tenant_id;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.tenant_id IS DISTINCT FROM OLD.tenant_id THEN
+        v_max := broker._setting_int('max_schedules_per_tenant', 1000, 1);
+        INSERT INTO broker.broker_schedule_count AS c (tenant_id, schedules)
+        VALUES (NEW.tenant_id, 1 + (SELECT pg_catalog.count(*) FROM broker.broker_schedule AS s
+                                     WHERE s.tenant_id = NEW.tenant_id))
+        ON CONFLICT (tenant_id) DO UPDATE SET schedules = c.schedules + 1
+        RETURNING c.schedules INTO v_n;
+        IF v_n > v_max THEN
+            RAISE EXCEPTION 'tenant % already has % schedules, the most it may have', pg_catalog.quote_literal(NEW.tenant_id), v_max
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      HINT = 'Remove schedules it no longer needs, or have broker_admin raise max_schedules_per_tenant (broker_set).';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._schedule_count() IS
+    'Internal trigger: keeps broker_schedule_count and refuses (53400) a schedule beyond the tenant''s quota max_schedules_per_tenant.';
+
+CREATE TRIGGER broker_schedule_count_trg
+    BEFORE INSERT OR UPDATE OF tenant_id ON broker.broker_schedule
+    FOR EACH ROW EXECUTE FUNCTION broker._schedule_count();
+COMMENT ON TRIGGER broker_schedule_count_trg ON broker.broker_schedule IS
+    'The per-tenant schedule quota (max_schedules_per_tenant) and its count.';
+CREATE TRIGGER broker_schedule_count_delete_trg
+    AFTER DELETE ON broker.broker_schedule
+    FOR EACH ROW EXECUTE FUNCTION broker._schedule_count();
+COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
+    'A removed schedule no longer counts against its tenant''s quota.';
 -- source: sql/functions/schedule_tick.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)

@@ -13,6 +13,7 @@
 -- tables
 \i sql/tables/broker_schema_migrations.sql
 \i sql/tables/broker_schedule.sql
+\i sql/tables/broker_schedule_count.sql
 \i sql/tables/broker_jobs.sql
 \i sql/tables/broker_job_dependency.sql
 \i sql/tables/broker_deferred_release.sql

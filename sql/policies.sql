@@ -57,6 +57,10 @@ CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR I
 COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
     'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
 
+-- broker_schedule_count: no policy, no grant: only the quota trigger (SECURITY DEFINER) touches it
+ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
+
 -- broker_deferred_release: written and read only by the runtime functions
 ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;

@@ -8,7 +8,7 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
-                                   'broker_deferred_release']);
+                                   'broker_deferred_release', 'broker_schedule_count']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
@@ -53,7 +53,7 @@ SELECT functions_are('broker', ARRAY[
     -- cron schedules
     'broker_cron_next', '_cron_parse', '_cron_field', '_cron_next_wall', '_cron_utc_offset', 'broker_add_schedule',
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
-    '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write',
+    '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write', '_schedule_count',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', '_element_error', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_lock_key',
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',

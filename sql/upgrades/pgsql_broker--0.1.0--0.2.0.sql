@@ -51,6 +51,11 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a ti
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 
+-- Schedules per tenant, for the quota (filled at each tenant's next new schedule).
+\i sql/tables/broker_schedule_count.sql
+ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
+
 -- A new database-wide option: max_schedules_per_tenant.
 ALTER TABLE broker.broker_config
     DROP CONSTRAINT broker_config_setting_check,
