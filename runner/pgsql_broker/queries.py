@@ -20,6 +20,11 @@ RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
+# The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
+# record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
+TERMINATE = "SELECT pg_catalog.pg_terminate_backend(%(pid)s, %(ms)s)"
+INTERRUPT_TRANSACTION = ("BEGIN; SELECT pg_catalog.set_config('lock_timeout', %(lock_timeout)s, true); "
+                         "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[]); COMMIT")
 # What the login may become: the runner refuses a login that is or can become a superuser or a BYPASSRLS role
 # (sent without parameters: % is literal).
 PRIVILEGED_LOGIN = """SELECT string_agg(format('%I (%s)', r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'superuser' END,
