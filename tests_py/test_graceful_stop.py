@@ -144,3 +144,53 @@ def test_an_idle_runner_exits_at_once(db, start):
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     runner.signal(signal.SIGTERM)
     assert runner.wait(5) == 0  # a test timeout, not a measurement: the workers' poll is 10 s
+
+
+def _claim_and_run_in_thread(db: str, sql: str):
+    """A session that claims a job and runs it in a thread; returns (job_id, token, pid, thread, outcome)."""
+    import threading
+    admin = connect(db)
+    job = add_job(admin, "edge", sql)
+    worker = connect(db, autocommit=False)
+    pid = worker.info.backend_pid
+    token = worker.execute("SELECT lease_token FROM broker.broker_get(1)").fetchone()[0]
+    worker.commit()
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["status"] = worker.execute("SELECT complete_status FROM broker.broker_run(%s, %s)",
+                                               (job, token)).fetchone()[0]
+            worker.commit()
+        except Exception as exc:  # the terminated session
+            outcome["error"] = exc
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+                                     (pid,)).fetchone()[0] == 1, 10, "the job to execute")
+    return job, token, pid, thread, outcome
+
+
+def test_a_run_that_commits_while_the_interrupt_waits_keeps_its_result(db):
+    setup(db)
+    job, token, _, thread, outcome = _claim_and_run_in_thread(db, "INSERT INTO effects VALUES ('edge'); "
+                                                                  "SELECT pg_sleep(1)")
+    with connect(db) as stopper:  # waits for the executing session's row lock, then finds the run finished
+        assert stopper.execute("SELECT * FROM broker.broker_interrupt_jobs(ARRAY[%s], ARRAY[%s])",
+                               (job, token)).fetchall() == []
+    thread.join(10)
+    assert outcome == {"status": 2}
+    assert jobs(db) == {"edge": (2, 1, 0)} and effects(db) == ["edge"]
+
+
+def test_a_terminated_run_is_recorded_as_interrupted_on_another_connection(db):
+    setup(db)
+    job, token, pid, thread, outcome = _claim_and_run_in_thread(db, "INSERT INTO effects VALUES ('edge'); "
+                                                                    "SELECT pg_sleep(30)")
+    with connect(db) as stopper:
+        assert stopper.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+        assert stopper.execute("SELECT * FROM broker.broker_interrupt_jobs(ARRAY[%s], ARRAY[%s])",
+                               (job, token)).fetchall() == [(job,)]
+    thread.join(10)
+    assert "error" in outcome
+    assert jobs(db) == {"edge": (0, 0, 1)} and effects(db) == []  # pending, attempt not counted, nothing applied
