@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import signal
 import time
+import uuid
+
+import pytest
 
 from conftest import add_job, connect
 
@@ -20,6 +23,20 @@ def setup(db: str) -> None:
     with connect(db) as conn:
         conn.execute("CREATE TABLE effects (job text NOT NULL)")
         conn.execute("CREATE TABLE gate ()")
+
+
+@pytest.fixture
+def runtime_login(db):
+    """A login that is only a member of broker_runtime, as the runner should run (it ends sessions of its own
+    login only, and broker_interrupt_jobs is granted to broker_runtime)."""
+    name = f"runner_{uuid.uuid4().hex[:8]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{name}" LOGIN IN ROLE broker_runtime')
+    yield name
+    with connect(db) as owner:
+        owner.execute(f'DROP OWNED BY "{name}"')
+    with connect("postgres") as admin:
+        admin.execute(f'DROP ROLE "{name}"')
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:
@@ -73,12 +90,12 @@ def restart_and_finish(db: str, start, names: list[str]) -> None:
     assert all(attempts == 1 for _, attempts, _ in jobs(db).values()), jobs(db)
 
 
-def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start):
+def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start, runtime_login):
     setup(db)
     with connect(db) as conn:
         victim = add_job(conn, "deploy-victim", GATED % "'deploy-victim'")  # max_attempts 1
         add_job(conn, "after-victim", "INSERT INTO effects VALUES ('after-victim')", depends_on_job_ids=[victim])
-    runner = start(db, extra=("--shutdown-timeout-sec", "2"))
+    runner = start(db, extra=("--shutdown-timeout-sec", "2"), user=runtime_login)
     runner.wait_for(lambda r: running(r, victim), what="the job to start")
     runner.signal(signal.SIGTERM)
     assert runner.wait(30) == 0

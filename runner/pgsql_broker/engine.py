@@ -146,6 +146,7 @@ class DatabaseRunner:
                 return
             log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
             self._draining.clear()
+            self._interrupting.clear()  # (a session restarted after a drain: its workers are new)
             tasks = [asyncio.create_task(self._worker(q)) for q in self._wake]
             tasks.append(asyncio.create_task(self._maintenance()))
             tasks.append(asyncio.create_task(tick_schedules(self._connect, self.db.name, self._schedules_changed,
@@ -251,11 +252,7 @@ class DatabaseRunner:
                 await conn.close()
 
     async def _hand_back(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
-        released = []
-        if lost.unrun:
-            released = await (await conn.execute(queries.RELEASE, {
-                "jobs": "{" + ",".join(str(r[0]) for r in lost.unrun) + "}",
-                "tokens": "{" + ",".join(r[7] for r in lost.unrun) + "}"})).fetchall()
+        released = await stopping.release(conn, lost.unrun)
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
 
