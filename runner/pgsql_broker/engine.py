@@ -333,7 +333,7 @@ class DatabaseRunner:
         """Run claimed jobs in one transaction, sent as one message (the reset when `dirty`, BEGIN,
         broker_run_batch, COMMIT); returns how many broker_run_batch took up (>= 1). When the transaction fails
         as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per transaction, so that
-        one job cannot cost the others an attempt; a single job's failed transaction leaves it to lease
+        one job cannot cost the others an attempt (during a stop they are handed back instead); a single job's failed transaction leaves it to lease
         recovery. The session needs a reset afterwards."""
         now = time.time()
         for job_id, name, _, tenant, *_ in batch:
@@ -361,7 +361,10 @@ class DatabaseRunner:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                 await conn.execute("ROLLBACK")
         if outcomes is None:
-            for row in batch if len(batch) > 1 else ():
+            for i, row in enumerate(batch if len(batch) > 1 else ()):
+                if self._draining.is_set():  # stopping: the rest go back with the jobs not started
+                    self._buffers[queue].extend(batch[i:])
+                    break
                 await self._run_batch(conn, queue, [row], True)
             return len(batch)
         self._record_all(queue, batch, outcomes)

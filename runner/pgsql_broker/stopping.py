@@ -43,16 +43,19 @@ def log_released(database: str, queue: int, rows: list[tuple], released: set[int
             log.warning("job not released: its claim had ended", extra=fields)
 
 
-async def release(conn: psycopg.AsyncConnection, rows: list[tuple], prefix: str = "") -> set[int]:
-    """broker_release_jobs for claimed rows (`prefix`: statements sent first in the same message)."""
-    if not rows:
-        return set()
+async def _job_ids(conn: psycopg.AsyncConnection, sql: str, params: dict) -> set[int]:
+    """Send several statements as one message (bound client-side); the ids of the result named job_id."""
     cur = psycopg.AsyncClientCursor(conn)
-    await cur.execute(prefix + queries.RELEASE, _arrays(rows))
+    await cur.execute(sql, params)
     while not (cur.pgresult is not None and cur.pgresult.nfields and cur.pgresult.fname(0) == b"job_id"):
         if not cur.nextset():
-            raise psycopg.ProgrammingError("no job_id result")
+            raise psycopg.ProgrammingError("no job_id result in: " + sql[:60])
     return {r[0] for r in await cur.fetchall()}
+
+
+async def release(conn: psycopg.AsyncConnection, rows: list[tuple], prefix: str = "") -> set[int]:
+    """broker_release_jobs for claimed rows (`prefix`: statements sent first in the same message)."""
+    return await _job_ids(conn, prefix + queries.RELEASE, _arrays(rows)) if rows else set()
 
 
 class _Control:
@@ -115,12 +118,9 @@ async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, 
         conn = await control.get()
         for pid, _ in executing.values():
             await conn.execute(queries.TERMINATE, {"pid": pid, "ms": TERMINATE_WAIT_MS})
-        cur = psycopg.AsyncClientCursor(conn)
         try:
-            await cur.execute(queries.INTERRUPT_TRANSACTION, _arrays(rows) | {"lock_timeout": INTERRUPT_LOCK_TIMEOUT})
-            while not (cur.pgresult is not None and cur.pgresult.nfields and cur.pgresult.fname(0) == b"job_id"):
-                cur.nextset()
-            interrupted = {r[0] for r in await cur.fetchall()}
+            interrupted = await _job_ids(conn, queries.INTERRUPT_TRANSACTION,
+                                         _arrays(rows) | {"lock_timeout": INTERRUPT_LOCK_TIMEOUT})
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                 await conn.execute("ROLLBACK")
