@@ -163,6 +163,12 @@ COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with t
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
 
+-- Runs ended by their runner at shutdown are counted apart from attempts (broker_interrupt_jobs).
+ALTER TABLE broker.broker_jobs
+    ADD COLUMN interruptions integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 -- source: sql/tables/broker_deferred_release.sql
 -- ---------------------------------------------------------------------------
@@ -2909,8 +2915,7 @@ BEGIN
     prepared := ARRAY(SELECT p.name FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql);
     cursors := ARRAY(SELECT c.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.creation_time::text
                        FROM pg_catalog.pg_cursors AS c WHERE c.is_holdable);
-    written := ARRAY(SELECT d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text
-                       FROM broker._deferrable_code() AS d);
+    written := broker._written_tables();
 END;
 $$;
 COMMENT ON FUNCTION broker._session_state() IS
@@ -3037,64 +3042,87 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
     'Internal: an advisory lock key half from pg_locks (oid) as the int4 it was taken with.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._deferrable_code()
---   The DEFERRABLE constraint triggers that can run code other than
---   PostgreSQL's own, on tables this session can write (not other sessions'
---   temporary tables), with how many rows this transaction wrote to each
---   table so far: (trigger oid, table, trigger name, rows written).
+-- Function: broker._written_tables()
+--   The tables with triggers that this transaction wrote so far, as
+--   'oid/rows written' (its statistics counters), this session's temporary
+--   ones with triggers included; empty at once when the database has no
+--   DEFERRABLE trigger at all, the usual case. Work grows with the tables
+--   that have triggers, not with how many triggers anyone created.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._written_tables()
+RETURNS text[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call, and every run calls this
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable) THEN
+        RETURN ARRAY[]::text[];
+    END IF;
+    RETURN ARRAY(
+        SELECT w.oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) w.n::text
+          FROM (SELECT c.oid, pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid)
+                              OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+                              OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid) AS n
+                  FROM pg_catalog.pg_class AS c
+                 WHERE c.relhastriggers AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p']::"char"[])
+                   AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+                        OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())) AS w
+         WHERE w.n OPERATOR(pg_catalog.>) 0
+         ORDER BY w.oid);
+END;
+$$;
+COMMENT ON FUNCTION broker._written_tables() IS
+    'Internal: the tables with triggers this transaction wrote so far, as oid/rows (empty when no DEFERRABLE trigger exists).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._deferrable_code(p_tables)
+--   The DEFERRABLE constraint triggers on the tables p_tables that can run
+--   code other than PostgreSQL's own, as (trigger oid, table, trigger name).
 --   Foreign keys (their checks run as the table's owner) and unique,
 --   primary key and exclusion constraints on plain columns are not listed;
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
---   queue further events).
+--   queue further events). Reads the triggers of those tables only (index
+--   on tgrelid).
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._deferrable_code(OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name, OUT written bigint)
+CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- every run asks twice, and most databases have no DEFERRABLE trigger at all: one probe of
-    -- pg_trigger answers that case (plpgsql: a SQL function with SET is planned at every call)
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable) THEN
-        RETURN;
-    END IF;
     RETURN QUERY
-    SELECT t.oid, t.tgrelid::regclass, t.tgname,
-           pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-             OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
+    SELECT t.oid, t.tgrelid::regclass, t.tgname
       FROM pg_catalog.pg_trigger AS t
-      JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
       JOIN pg_catalog.pg_proc AS f ON f.oid OPERATOR(pg_catalog.=) t.tgfoid
       LEFT JOIN pg_catalog.pg_constraint AS k ON k.oid OPERATOR(pg_catalog.=) t.tgconstraint
       LEFT JOIN pg_catalog.pg_index AS x ON x.indexrelid OPERATOR(pg_catalog.=) k.conindid
-     WHERE t.tgdeferrable
+     WHERE t.tgrelid OPERATOR(pg_catalog.=) ANY (p_tables)
+       AND t.tgdeferrable
        AND NOT (t.tgisinternal AND f.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::regnamespace
                 AND (f.proname OPERATOR(pg_catalog.~~) 'RI\_FKey\_%'
                      OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
                          AND x.indexprs IS NULL AND x.indpred IS NULL)))
-       AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
-            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema());
+     ORDER BY t.tgrelid, t.tgname;
 END;
 $$;
-COMMENT ON FUNCTION broker._deferrable_code() IS
-    'Internal: DEFERRABLE constraint triggers that can run code, on tables this session can write, with the rows this transaction wrote to each.';
+COMMENT ON FUNCTION broker._deferrable_code(oid[]) IS
+    'Internal: the DEFERRABLE constraint triggers on the given tables that can run code at COMMIT.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._commit_time_code(p_cursors, p_written)
 --   What jobs left that would run at COMMIT, as the message of the refusal,
 --   or NULL when nothing: a WITH HOLD cursor not in p_cursors (those the
---   session had before), or a trigger of _deferrable_code on one of this
---   session's temporary tables or on a table the jobs wrote (more rows
---   written than in p_written, 'trigger oid/rows' from before they ran; with
---   track_counts off every such table counts as written).
+--   session had before), or a trigger of _deferrable_code on a table the
+--   jobs wrote (not in p_written, the _written_tables from before they ran,
+--   with as many rows) or on one of this session's temporary tables; with
+--   track_counts off, on any table with triggers.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_all boolean := NOT pg_catalog.current_setting('track_counts')::boolean;
 BEGIN
     RETURN COALESCE(
         (SELECT pg_catalog.format('the job left the WITH HOLD cursor %I open', c.name)
@@ -3105,12 +3133,20 @@ BEGIN
           LIMIT 1),
         (SELECT pg_catalog.format('the job modified table %s, which has the DEFERRABLE constraint trigger %I',
                                   d.rel, d.trigger_name)
-           FROM broker._deferrable_code() AS d
-           JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.rel
-          WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema() OR v_all
-             OR NOT (d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text)
-                    OPERATOR(pg_catalog.=) ANY (p_written)
-          ORDER BY d.rel::oid, d.trigger_name
+           FROM broker._deferrable_code(CASE
+                    WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable)
+                        THEN ARRAY[]::oid[]
+                    WHEN NOT pg_catalog.current_setting('track_counts')::boolean
+                        THEN ARRAY(SELECT c.oid FROM pg_catalog.pg_class AS c WHERE c.relhastriggers
+                                      AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+                                           OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()))
+                    ELSE ARRAY(SELECT pg_catalog.split_part(w.t, '/', 1)::oid
+                                 FROM pg_catalog.unnest(broker._written_tables()) AS w(t)
+                                WHERE NOT w.t OPERATOR(pg_catalog.=) ANY (p_written)
+                               UNION
+                               SELECT c.oid FROM pg_catalog.pg_class AS c
+                                WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+                                  AND c.relhastriggers) END) AS d
           LIMIT 1));
 END;
 $$;
@@ -3759,6 +3795,81 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
     'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
+-- source: sql/functions/broker_interrupt_jobs.sql
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_interrupt_jobs(p_job_ids, p_lease_tokens)
+--   Records that the runner ended the runs of these jobs (its shutdown
+--   deadline passed: it terminated the session executing them, so their
+--   transaction rolled back and nothing of them is left). Each job that is
+--   still running under the lease token given with it returns to pending at
+--   once: the attempt of its claim is not counted, interruptions counts one
+--   more, and its dependents stay as they are (an interrupted job is not a
+--   failed one). Only the claimer knows the token, so no one else can
+--   interrupt a job. A job still row-locked by the session executing it is
+--   waited for (end that session first; the caller's lock_timeout bounds the
+--   wait): a run that committed meanwhile keeps its outcome, since a
+--   finished job has no lease. Jobs under another lease, finished or unknown
+--   are left as they are. Returns the ids interrupted. The crash path is not
+--   this: a run lost without its runner ending it counts its attempt (lease
+--   recovery, broker_recover_stale_jobs).
+-- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
+--   more than 1000 jobs; 55P03 lock_timeout passed while a session was still
+--   executing one of them.
+-- Example:
+--   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+BEGIN
+    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
+        RAISE EXCEPTION 'broker_interrupt_jobs: p_job_ids and p_lease_tokens must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
+        RAISE EXCEPTION 'broker_interrupt_jobs: % lease tokens for % jobs; pass one token per job',
+            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_interrupt_jobs: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- lock first (job_id order, waiting for an executing session to end), then read the state the
+    -- lock lets through: a run that committed while we waited has no lease any more
+    PERFORM FROM broker.broker_jobs AS j
+      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+      ORDER BY j.job_id
+        FOR NO KEY UPDATE;
+    WITH mine AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+          JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+            ON j.job_id OPERATOR(pg_catalog.=) u.id
+         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+           AND j.lease_token OPERATOR(pg_catalog.=) u.token
+    ), interrupted AS (
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               attempts = j.attempts OPERATOR(pg_catalog.-) 1,
+               interruptions = j.interruptions OPERATOR(pg_catalog.+) 1,
+               pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
+          FROM mine
+         WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
+        RETURNING j.job_id, j.job_queue
+    )
+    SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
+      INTO p_job_ids, v_queues FROM interrupted AS r;
+    PERFORM broker._notify_queues(v_queues);
+    RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
+    'Returns jobs whose run their runner ended (shutdown deadline) to pending without counting the attempt and without touching their dependents, counting the interruption (only under the lease token of their claim; waits for a session still executing them); returns the ids interrupted.';
 -- source: sql/functions/broker_cancel_job.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)

@@ -42,6 +42,7 @@
 \i sql/functions/broker_run.sql
 \i sql/functions/broker_run_batch.sql
 \i sql/functions/broker_release_jobs.sql
+\i sql/functions/broker_interrupt_jobs.sql
 \i sql/functions/broker_cancel_job.sql
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql

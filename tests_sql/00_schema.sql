@@ -14,7 +14,7 @@ SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -59,7 +59,9 @@ SELECT functions_are('broker', ARRAY[
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
-    '_run_guarded', '_refusal', '_deferrable_code', 'broker_release_jobs', '_active_instance']);
+    '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', '_active_instance',
+    -- what the runner ended at shutdown
+    'broker_interrupt_jobs']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

@@ -36,7 +36,8 @@ class Broker:
                 "databases": [r.state() for r in self._runners]}
 
     def stop(self) -> None:
-        """Stop claiming; running jobs may finish until shutdown_timeout_sec. Safe from any thread."""
+        """Stop claiming and hand back what is claimed and not started; running jobs may finish until
+        shutdown_timeout_sec, then they are interrupted (stopping.py). Safe from any thread."""
         if self._stopping is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
 
@@ -44,7 +45,9 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         broker = self.settings.broker
-        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping) for db in self.settings.databases]
+        self._hurry = asyncio.Event()
+        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry)
+                         for db in self.settings.databases]
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
@@ -71,9 +74,14 @@ class Broker:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self._stopping.is_set():
-            log.warning("second signal: exiting now; running jobs will be recovered by their leases")
-            os._exit(1)
-        log.info("signal received: finishing running jobs, then stopping", extra={"signal": sig.name})
+            if not self._hurry.is_set():
+                log.warning("second signal: interrupting the running jobs now (back to pending, attempt not counted)",
+                            extra={"signal": sig.name})
+            self._hurry.set()
+            return
+        log.info("signal received: claimed jobs not started go back to pending, running jobs may finish for "
+                 "shutdown_timeout_sec, then they are interrupted", extra={"signal": sig.name,
+                 "shutdown_timeout_sec": self.settings.broker.shutdown_timeout_sec})
         self._stopping.set()
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import errors
 
-from . import __version__, queries
+from . import __version__, queries, stopping
 from .config import DatabaseConfig, parse_duration
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
@@ -26,6 +26,7 @@ from .settings import BrokerSettings
 log = logging.getLogger("pgsql_broker")
 SUPPORTED_SCHEMA = ("0.2.0",)
 PING_SEC = 5.0
+STOP_POLL_SEC = 0.2  # the listen loop notices a stop this often (an idle runner stops within a second)
 # Jobs per transaction at most: each job's subtransaction may take a subtransaction id, and PostgreSQL
 # caches 64 per transaction (beyond them every snapshot of every session gets slower).
 PER_TRANSACTION = 50
@@ -39,6 +40,10 @@ class SchemaError(Exception):
 
 
 BIG_NOTICE_CHARS = 1_000_000  # a worker connection that received a longer notice is closed after its jobs
+
+
+class WorkerInterrupted(Exception):
+    """The stop ended this worker's session (shutdown deadline): the stop records its jobs (stopping.py)."""
 
 
 class WorkerLost(Exception):
@@ -61,8 +66,11 @@ class JobView:
 class DatabaseRunner:
     """Serves one database: active while it holds the instance lock, standby otherwise."""
 
-    def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event):
+    def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event,
+                 hurry: asyncio.Event | None = None):
+        """`stopping`: stop (running jobs may finish until shutdown_timeout_sec); `hurry`: interrupt them now."""
         self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
+        self.hurry = hurry if hurry is not None else asyncio.Event()
         self.role = "starting"
         self.listening = False
         self.instance_id: int | None = None
@@ -77,6 +85,11 @@ class DatabaseRunner:
         self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
         self.next_schedule_fire = None
         self._draining = asyncio.Event()
+        # per queue: the jobs its worker claimed and has not started, and the batch it is executing (with the
+        # backend pid that executes it); the stop hands back the first and interrupts the second (stopping.py)
+        self._buffers: dict[int, list[tuple]] = {q: [] for q in self._wake}
+        self._executing: dict[int, tuple[int, list[tuple]]] = {}
+        self._interrupting: set[int] = set()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self._max_lifetime = parse_duration(db.conn_max_lifetime)
         self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
@@ -146,6 +159,7 @@ class DatabaseRunner:
                 return
             log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
             self._draining.clear()
+            self._interrupting.clear()  # (a session restarted after a drain: its workers are new)
             tasks = [asyncio.create_task(self._worker(q)) for q in self._wake]
             tasks.append(asyncio.create_task(self._maintenance()))
             tasks.append(asyncio.create_task(tick_schedules(self._connect, self.db.name, self._schedules_changed,
@@ -153,7 +167,7 @@ class DatabaseRunner:
             try:
                 await self._listen(conn, tasks)
             finally:
-                await self._drain(tasks)
+                await stopping.drain(self, conn, tasks)
                 if not conn.closed and self.instance_id is not None:
                     try:
                         await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
@@ -182,17 +196,20 @@ class DatabaseRunner:
     async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
         """Dispatch wake-ups, ping the instance row; return on shutdown, raise when the connection is lost."""
         prefix = f"{conn.info.dbname}/"
+        next_ping = 0.0
         while not self.stopping.is_set():
             if any(t.done() and t.exception() for t in tasks):
                 raise next(t.exception() for t in tasks if t.done() and t.exception())
-            async for note in conn.notifies(timeout=min(PING_SEC, 1.0)):
+            async for note in conn.notifies(timeout=STOP_POLL_SEC):
                 if note.channel == "pgsql_broker_schedule":
                     self._schedules_changed.set()
                 elif note.payload.startswith(prefix):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
-            await conn.execute(queries.PING, {"instance": self.instance_id})
+            if time.monotonic() >= next_ping and not self.stopping.is_set():
+                await conn.execute(queries.PING, {"instance": self.instance_id})
+                next_ping = time.monotonic() + min(PING_SEC, 1.0)
 
     def _wake_queue(self, channel: str, queue: str) -> None:
         """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:
@@ -202,19 +219,6 @@ class DatabaseRunner:
             event.set()
         elif not (queue.isascii() and queue.isdigit()):
             self._bad_notify.hit(channel=channel, payload=queue)
-
-    async def _drain(self, tasks: list[asyncio.Task]) -> None:
-        """Stop claiming, let running jobs finish up to the deadline."""
-        self._draining.set()
-        for event in self._wake.values():
-            event.set()
-        _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_timeout_sec)
-        for task in pending:
-            task.cancel()
-        if pending:
-            log.warning("shutdown deadline passed with jobs running; their leases will recover them",
-                        extra={"database": self.db.name})
-        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- workers -------------------------------------------------------------
     async def _worker(self, queue: int) -> None:
@@ -234,8 +238,12 @@ class DatabaseRunner:
                     conn = await self._connect(f"queue{queue}")
                     opened, dirty = time.monotonic(), False
                 wake.clear()
+                if self._draining.is_set():  # (set while this worker connected: no claim after the stop)
+                    break
                 try:
                     claimed, dirty = await self._claim_and_run(conn, queue, dirty)
+                except WorkerInterrupted:
+                    return
                 except WorkerLost as lost:
                     await conn.close()
                     conn = await self._connect(f"queue{queue}")  # fails when the database is gone: session restart
@@ -260,11 +268,7 @@ class DatabaseRunner:
                 await conn.close()
 
     async def _hand_back(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
-        released = []
-        if lost.unrun:
-            released = await (await conn.execute(queries.RELEASE, {
-                "jobs": "{" + ",".join(str(r[0]) for r in lost.unrun) + "}",
-                "tokens": "{" + ",".join(r[7] for r in lost.unrun) + "}"})).fetchall()
+        released = await stopping.release(conn, lost.unrun)
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
 
@@ -281,9 +285,9 @@ class DatabaseRunner:
                   "batch": self._batch}
         try:
             if dirty:
-                rows = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
+                got = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
             else:
-                rows = await (await conn.execute(queries.CLAIM, params)).fetchall()
+                got = await (await conn.execute(queries.CLAIM, params)).fetchall()
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
         except psycopg.OperationalError as exc:
@@ -291,26 +295,49 @@ class DatabaseRunner:
                 raise
             raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
         self._claim_seconds[queue].observe(time.perf_counter() - started)
-        claimed, dirty = bool(rows), False
-        while rows:  # once claimed, a batch is finished even during shutdown (within its deadline)
+        rows = self._buffers[queue]  # claimed, not started: the stop takes it over (and hands it back)
+        rows.extend(got)
+        claimed, dirty = bool(got), False
+        while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
             alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
             # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
             # connection then hands back every job of the others)
             taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
                                                        if r[6] is not None or r[3] != rows[0][3]), len(rows))]
             batch = taken[:PER_TRANSACTION]
+            del rows[:len(batch)]
             try:
-                rows = rows[await self._run_batch(conn, queue, batch, dirty):]
+                rows[:0] = batch[await self._run_batch(conn, queue, batch, dirty):]
             except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
-                raise WorkerLost(exc, rows) from exc           # the batch did not run, every claimed job goes back
+                unrun = batch + rows                          # the batch did not run, every claimed job goes back
+                rows.clear()
+                raise WorkerLost(exc, unrun) from exc
             except psycopg.OperationalError as exc:
                 if not conn.broken:
                     raise
+                if queue in self._interrupting:  # the stop ended this session and records the batch
+                    raise WorkerInterrupted() from exc
                 # the batch sent may have run: the crash rule (its attempt counts, lease recovery takes it up),
                 # whatever SQLSTATE the lost session reported (a job can make its own backend end with any one,
                 # exit_on_error turning its error FATAL); the rest of the claim was not sent and goes back
-                raise WorkerLost(exc, rows[len(batch):]) from exc
+                unrun = rows[:]
+                rows.clear()
+                raise WorkerLost(exc, unrun) from exc
             dirty = True
+        if rows:  # stopping: hand back on this session what is claimed and not started
+            unrun = rows[:]
+            rows.clear()
+            try:
+                released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if dirty else "")
+            except psycopg.OperationalError as exc:
+                if not conn.broken:
+                    raise
+                if queue in self._interrupting:
+                    rows.extend(unrun)  # the stop hands them back on its own connection
+                    raise WorkerInterrupted() from exc
+                raise WorkerLost(exc, unrun) from exc
+            stopping.log_released(self.db.name, queue, unrun, released, "stopping")
+            dirty = False
         return claimed, dirty
 
     @staticmethod
@@ -328,7 +355,7 @@ class DatabaseRunner:
         """Run claimed jobs in one transaction, sent as one message (the reset when `dirty`, BEGIN,
         broker_run_batch, COMMIT); returns how many broker_run_batch took up (>= 1). When the transaction fails
         as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per transaction, so that
-        one job cannot cost the others an attempt; a single job's failed transaction leaves it to lease
+        one job cannot cost the others an attempt (during a stop they are handed back instead); a single job's failed transaction leaves it to lease
         recovery. The session needs a reset afterwards."""
         now = time.time()
         for job_id, name, _, tenant, *_ in batch:
@@ -339,6 +366,7 @@ class DatabaseRunner:
                   "tokens": "{" + ",".join([r[7] for r in batch]) + "}", "ms": str(batch[0][6])}
         sql = (queries.RESET_TRANSACTION if dirty else "") + (queries.RUN_TRANSACTION_TIMEOUT if batch[0][6]
                                                                 else queries.RUN_TRANSACTION)
+        self._executing[queue] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
         try:
             outcomes = await self._jobs_result(conn, sql, params)
         except psycopg.OperationalError:
@@ -349,12 +377,16 @@ class DatabaseRunner:
                         cap_text((str(exc).strip().splitlines() or [""])[0]),
                         extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
         finally:
+            self._executing.pop(queue, None)
             for row in batch:
                 self.running.pop(row[0], None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                 await conn.execute("ROLLBACK")
         if outcomes is None:
-            for row in batch if len(batch) > 1 else ():
+            for i, row in enumerate(batch if len(batch) > 1 else ()):
+                if self._draining.is_set():  # stopping: the rest go back with the jobs not started
+                    self._buffers[queue].extend(batch[i:])
+                    break
                 await self._run_batch(conn, queue, [row], True)
             return len(batch)
         self._record_all(queue, batch, outcomes)

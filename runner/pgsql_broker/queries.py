@@ -20,6 +20,11 @@ RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
+# The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
+# record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
+TERMINATE = "SELECT pg_catalog.pg_terminate_backend(%(pid)s, %(ms)s)"
+INTERRUPT_TRANSACTION = ("BEGIN; SELECT pg_catalog.set_config('lock_timeout', %(lock_timeout)s, true); "
+                         "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[]); COMMIT")
 # Roles the runner's login must not be or be a member of: what could bypass row-level security, make itself
 # one of those (CREATEROLE grants itself any non-superuser role, broker_admin too), read the cluster through
 # replication, or act as the server's OS user or on every table (predefined roles).

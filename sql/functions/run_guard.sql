@@ -65,8 +65,7 @@ BEGIN
     prepared := ARRAY(SELECT p.name FROM pg_catalog.pg_prepared_statements AS p WHERE p.from_sql);
     cursors := ARRAY(SELECT c.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.creation_time::text
                        FROM pg_catalog.pg_cursors AS c WHERE c.is_holdable);
-    written := ARRAY(SELECT d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text
-                       FROM broker._deferrable_code() AS d);
+    written := broker._written_tables();
 END;
 $$;
 COMMENT ON FUNCTION broker._session_state() IS
@@ -193,64 +192,87 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
     'Internal: an advisory lock key half from pg_locks (oid) as the int4 it was taken with.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._deferrable_code()
---   The DEFERRABLE constraint triggers that can run code other than
---   PostgreSQL's own, on tables this session can write (not other sessions'
---   temporary tables), with how many rows this transaction wrote to each
---   table so far: (trigger oid, table, trigger name, rows written).
+-- Function: broker._written_tables()
+--   The tables with triggers that this transaction wrote so far, as
+--   'oid/rows written' (its statistics counters), this session's temporary
+--   ones with triggers included; empty at once when the database has no
+--   DEFERRABLE trigger at all, the usual case. Work grows with the tables
+--   that have triggers, not with how many triggers anyone created.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._written_tables()
+RETURNS text[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call, and every run calls this
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable) THEN
+        RETURN ARRAY[]::text[];
+    END IF;
+    RETURN ARRAY(
+        SELECT w.oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) w.n::text
+          FROM (SELECT c.oid, pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid)
+                              OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+                              OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid) AS n
+                  FROM pg_catalog.pg_class AS c
+                 WHERE c.relhastriggers AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p']::"char"[])
+                   AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+                        OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())) AS w
+         WHERE w.n OPERATOR(pg_catalog.>) 0
+         ORDER BY w.oid);
+END;
+$$;
+COMMENT ON FUNCTION broker._written_tables() IS
+    'Internal: the tables with triggers this transaction wrote so far, as oid/rows (empty when no DEFERRABLE trigger exists).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._deferrable_code(p_tables)
+--   The DEFERRABLE constraint triggers on the tables p_tables that can run
+--   code other than PostgreSQL's own, as (trigger oid, table, trigger name).
 --   Foreign keys (their checks run as the table's owner) and unique,
 --   primary key and exclusion constraints on plain columns are not listed;
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
---   queue further events).
+--   queue further events). Reads the triggers of those tables only (index
+--   on tgrelid).
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._deferrable_code(OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name, OUT written bigint)
+CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- every run asks twice, and most databases have no DEFERRABLE trigger at all: one probe of
-    -- pg_trigger answers that case (plpgsql: a SQL function with SET is planned at every call)
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable) THEN
-        RETURN;
-    END IF;
     RETURN QUERY
-    SELECT t.oid, t.tgrelid::regclass, t.tgname,
-           pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-             OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)
+    SELECT t.oid, t.tgrelid::regclass, t.tgname
       FROM pg_catalog.pg_trigger AS t
-      JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
       JOIN pg_catalog.pg_proc AS f ON f.oid OPERATOR(pg_catalog.=) t.tgfoid
       LEFT JOIN pg_catalog.pg_constraint AS k ON k.oid OPERATOR(pg_catalog.=) t.tgconstraint
       LEFT JOIN pg_catalog.pg_index AS x ON x.indexrelid OPERATOR(pg_catalog.=) k.conindid
-     WHERE t.tgdeferrable
+     WHERE t.tgrelid OPERATOR(pg_catalog.=) ANY (p_tables)
+       AND t.tgdeferrable
        AND NOT (t.tgisinternal AND f.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::regnamespace
                 AND (f.proname OPERATOR(pg_catalog.~~) 'RI\_FKey\_%'
                      OR (f.proname OPERATOR(pg_catalog.=) 'unique_key_recheck'
                          AND x.indexprs IS NULL AND x.indpred IS NULL)))
-       AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
-            OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema());
+     ORDER BY t.tgrelid, t.tgname;
 END;
 $$;
-COMMENT ON FUNCTION broker._deferrable_code() IS
-    'Internal: DEFERRABLE constraint triggers that can run code, on tables this session can write, with the rows this transaction wrote to each.';
+COMMENT ON FUNCTION broker._deferrable_code(oid[]) IS
+    'Internal: the DEFERRABLE constraint triggers on the given tables that can run code at COMMIT.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._commit_time_code(p_cursors, p_written)
 --   What jobs left that would run at COMMIT, as the message of the refusal,
 --   or NULL when nothing: a WITH HOLD cursor not in p_cursors (those the
---   session had before), or a trigger of _deferrable_code on one of this
---   session's temporary tables or on a table the jobs wrote (more rows
---   written than in p_written, 'trigger oid/rows' from before they ran; with
---   track_counts off every such table counts as written).
+--   session had before), or a trigger of _deferrable_code on a table the
+--   jobs wrote (not in p_written, the _written_tables from before they ran,
+--   with as many rows) or on one of this session's temporary tables; with
+--   track_counts off, on any table with triggers.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_all boolean := NOT pg_catalog.current_setting('track_counts')::boolean;
 BEGIN
     RETURN COALESCE(
         (SELECT pg_catalog.format('the job left the WITH HOLD cursor %I open', c.name)
@@ -261,12 +283,20 @@ BEGIN
           LIMIT 1),
         (SELECT pg_catalog.format('the job modified table %s, which has the DEFERRABLE constraint trigger %I',
                                   d.rel, d.trigger_name)
-           FROM broker._deferrable_code() AS d
-           JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) d.rel
-          WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema() OR v_all
-             OR NOT (d.trigger_oid::text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.written::text)
-                    OPERATOR(pg_catalog.=) ANY (p_written)
-          ORDER BY d.rel::oid, d.trigger_name
+           FROM broker._deferrable_code(CASE
+                    WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS p WHERE p.tgdeferrable)
+                        THEN ARRAY[]::oid[]
+                    WHEN NOT pg_catalog.current_setting('track_counts')::boolean
+                        THEN ARRAY(SELECT c.oid FROM pg_catalog.pg_class AS c WHERE c.relhastriggers
+                                      AND (c.relpersistence OPERATOR(pg_catalog.<>) 't'
+                                           OR c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()))
+                    ELSE ARRAY(SELECT pg_catalog.split_part(w.t, '/', 1)::oid
+                                 FROM pg_catalog.unnest(broker._written_tables()) AS w(t)
+                                WHERE NOT w.t OPERATOR(pg_catalog.=) ANY (p_written)
+                               UNION
+                               SELECT c.oid FROM pg_catalog.pg_class AS c
+                                WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()
+                                  AND c.relhastriggers) END) AS d
           LIMIT 1));
 END;
 $$;

@@ -1,7 +1,9 @@
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_jobs
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
---   lease), 2 completed, 3 failed, 4 cancelled.
+--   lease), 2 completed, 3 failed, 4 cancelled. A run that its runner ended
+--   (shutdown deadline) returns the job to pending without counting the
+--   attempt; interruptions counts those, apart from attempts.
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
 --   group it depends on, plus the releases of finished ones still listed in
@@ -37,6 +39,7 @@ CREATE TABLE broker.broker_jobs (
     last_error_sqlstate text,
     last_error_message  text,
     cancel_reason       text,
+    interruptions       integer     NOT NULL DEFAULT 0,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -50,6 +53,7 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
     CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
+    CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
     CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
@@ -115,3 +119,4 @@ COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status
 COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';

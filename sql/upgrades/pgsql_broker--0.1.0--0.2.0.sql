@@ -81,6 +81,12 @@ COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with t
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
 
+-- Runs ended by their runner at shutdown are counted apart from attempts (broker_interrupt_jobs).
+ALTER TABLE broker.broker_jobs
+    ADD COLUMN interruptions integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(55);
+SELECT plan(57);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -76,6 +76,10 @@ SELECT function_privs_are('broker', 'broker_apply_deferred_releases', ARRAY['int
                           'runtime applies deferred releases (its maintenance)');
 SELECT function_privs_are('broker', 'broker_apply_deferred_releases', ARRAY['integer'], 'broker_enqueue', '{}'::text[],
                           'enqueue cannot apply releases');
+SELECT function_privs_are('broker', 'broker_interrupt_jobs', ARRAY['bigint[]', 'uuid[]'], 'broker_runtime', ARRAY['EXECUTE'],
+                          'runtime records the runs it ended at shutdown');
+SELECT function_privs_are('broker', 'broker_interrupt_jobs', ARRAY['bigint[]', 'uuid[]'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot interrupt jobs');
 
 SELECT * FROM finish();
 ROLLBACK;
