@@ -4800,6 +4800,11 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
+-- source: sql/functions/schedule_triggers.sql
+-- ---------------------------------------------------------------------------
+-- The triggers of broker_schedule: what holds however a schedule is written
+-- (through the functions of schedules.sql or by a raw INSERT or UPDATE).
+-- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._schedule_before_write()

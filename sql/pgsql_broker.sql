@@ -51,6 +51,7 @@
 \i sql/functions/cron_parse.sql
 \i sql/functions/cron_next.sql
 \i sql/functions/schedules.sql
+\i sql/functions/schedule_triggers.sql
 \i sql/functions/schedule_tick.sql
 
 -- runner instances and monitoring
