@@ -3735,6 +3735,36 @@ COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
 -- source: sql/functions/broker_release_jobs.sql
 -- ---------------------------------------------------------------------------
+-- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
+--   The argument rules that broker_release_jobs and broker_interrupt_jobs
+--   share: neither array NULL (22004), one token per job and at most 1000
+--   jobs (22023); p_fn names the caller in the messages.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_lease_args(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
+        RAISE EXCEPTION '%: p_job_ids and p_lease_tokens must not be NULL', p_fn
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
+        RAISE EXCEPTION '%: % lease tokens for % jobs; pass one token per job',
+            p_fn, pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION '%: at most 1000 jobs per call, got %', p_fn, pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
+    'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens)
 --   Hands claimed jobs back that their claimer will not run (say its session
 --   to the database was lost before it ran them): each job that is still
@@ -3756,19 +3786,7 @@ AS $$
 DECLARE
     v_queues integer[];
 BEGIN
-    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
-        RAISE EXCEPTION 'broker_release_jobs: p_job_ids and p_lease_tokens must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
-        RAISE EXCEPTION 'broker_release_jobs: % lease tokens for % jobs; pass one token per job',
-            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_release_jobs: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_args('broker_release_jobs', p_job_ids, p_lease_tokens);
     WITH mine AS (
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
@@ -3826,19 +3844,7 @@ AS $$
 DECLARE
     v_queues integer[];
 BEGIN
-    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: p_job_ids and p_lease_tokens must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: % lease tokens for % jobs; pass one token per job',
-            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_args('broker_interrupt_jobs', p_job_ids, p_lease_tokens);
     -- lock first (job_id order, waiting for an executing session to end), then read the state the
     -- lock lets through: a run that committed while we waited has no lease any more
     PERFORM FROM broker.broker_jobs AS j

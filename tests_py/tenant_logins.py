@@ -38,11 +38,13 @@ def tenant_logins(db: str, enqueuers: dict[str, str | None], runtime: tuple[str,
                 admin.execute(f'DROP ROLE "{name}"')
 
 
-def enqueue_as(db: str, user: str, tenant: str, name: str, sql: str, priority: int = 0) -> int:
+def enqueue_as(db: str, user: str, tenant: str, name: str, sql: str, priority: int = 0,
+               timeout: str | None = None) -> int:
     """broker_add_job as `user` for `tenant` (max_attempts 1) in a transaction of its own; the job id."""
     with connect(db, user=user, autocommit=False) as conn:
         conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
         job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_job_priority => %s, "
-                           "p_max_attempts => 1)", (name, sql, priority)).fetchone()[0]
+                           "p_max_attempts => 1, p_timeout => %s::interval)",
+                           (name, sql, priority, timeout)).fetchone()[0]
         conn.commit()
         return job

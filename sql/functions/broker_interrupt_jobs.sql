@@ -28,19 +28,7 @@ AS $$
 DECLARE
     v_queues integer[];
 BEGIN
-    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: p_job_ids and p_lease_tokens must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: % lease tokens for % jobs; pass one token per job',
-            pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_interrupt_jobs: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_args('broker_interrupt_jobs', p_job_ids, p_lease_tokens);
     -- lock first (job_id order, waiting for an executing session to end), then read the state the
     -- lock lets through: a run that committed while we waited has no lease any more
     PERFORM FROM broker.broker_jobs AS j

@@ -11,22 +11,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import connect
-from tenant_logins import tenant_logins
+from tenant_logins import enqueue_as, tenant_logins
 
 
 @pytest.fixture
 def logins(db):
     with tenant_logins(db, {"mallory": "evil", "victim": "good"}) as names:
         yield names
-
-
-def enqueue(db: str, user: str, tenant: str, name: str, sql: str, timeout: str | None = None) -> int:
-    with connect(db, user=user, autocommit=False) as conn:
-        conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
-        job = conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, p_max_attempts => 1, "
-                           "p_timeout => %s::interval)", (name, sql, timeout)).fetchone()[0]
-        conn.commit()
-        return job
 
 
 def test_other_roles_deferrable_triggers_do_not_slow_a_tenants_runs(db, logins, start):
@@ -44,7 +35,7 @@ def test_other_roles_deferrable_triggers_do_not_slow_a_tenants_runs(db, logins, 
                     END LOOP;
                 END LOOP; END $$""")
     # jobs with a timeout run one per transaction: one guarded call each
-    mates = [enqueue(db, logins["victim"], "good", f"mate {i}", "SELECT 1", timeout="1 minute") for i in range(10)]
+    mates = [enqueue_as(db, logins["victim"], "good", f"mate {i}", "SELECT 1", timeout="1 minute") for i in range(10)]
     runner = start(db, user=logins["runner"], extra=("--queue-count", "1"))
     try:
         with connect(db) as owner:
