@@ -348,7 +348,9 @@ COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules 
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
 --   lease), 2 completed, 3 failed, 4 cancelled. A run that its runner ended
 --   (shutdown deadline) returns the job to pending without counting the
---   attempt; interruptions counts those, apart from attempts.
+--   attempt; interruptions counts those, apart from attempts. run_alone is
+--   what the broker learned of a job that ran past a batch's budget: it is
+--   never batched with other jobs again (broker_run_batch).
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
 --   group it depends on, plus the releases of finished ones still listed in
@@ -385,6 +387,7 @@ CREATE TABLE broker.broker_jobs (
     last_error_message  text,
     cancel_reason       text,
     interruptions       integer     NOT NULL DEFAULT 0,
+    run_alone           boolean     NOT NULL DEFAULT false,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -465,6 +468,7 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the lat
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
 -- source: sql/tables/broker_job_dependency.sql
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_job_dependency
@@ -810,7 +814,11 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
 -- jobs of a batch in one call, each exactly as run_job would, in a
 -- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
+-- run time; broker_run_batch calls it under the same checks. Under a batch
+-- budget it starts no job once broker.batch_deadline passed (the jobs not
+-- started get no row), and it names the job running in application_name
+-- ('pgsql_broker job <id>', from broker.batch_job_ids), which other sessions
+-- see at once in pg_stat_activity (broker_job_activity). Executors made
 -- before run_jobs existed have none: their jobs run one run_job call each
 -- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
@@ -1019,8 +1027,16 @@ AS $body$
 DECLARE
     v_started timestamptz;
     v_set     text;
+    -- read before any job runs (broker_run_batch sets them for the call): the time after which no
+    -- further job starts, and the job ids, named in application_name while each job runs
+    v_deadline timestamptz := pg_catalog.to_timestamp(NULLIF(pg_catalog.current_setting('broker.batch_deadline', true), '')::float8);
+    v_ids     bigint[] := NULLIF(pg_catalog.current_setting('broker.batch_job_ids', true), '')::bigint[];
 BEGIN
     FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        EXIT WHEN i OPERATOR(pg_catalog.>) 1 AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) v_deadline;
+        IF v_ids IS NOT NULL THEN
+            v_set := pg_catalog.set_config('application_name', 'pgsql_broker job ' OPERATOR(pg_catalog.||) v_ids[i], true);
+        END IF;
         error_sqlstate := NULL;
         error_message := NULL;
         v_started := pg_catalog.clock_timestamp();
@@ -3425,6 +3441,12 @@ COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
 --   (_commit_time_code). Returns each job's error (NULL: success) and run
 --   time, in order, and refused NULL; or, when they left code for COMMIT,
 --   everything they did rolled back, the arrays NULL and refused the reason.
+--   Under a batch budget (broker.batch_deadline set before the call: see
+--   broker_run_batch), the budget's statement_timeout can also fire outside
+--   every job (between two of them, or while the session is put back): then
+--   everything they did is rolled back too, and the arrays and refused are
+--   all NULL (none of them ran; the caller passes them again). The handler
+--   names query_canceled: WHEN OTHERS does not catch it.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
@@ -3433,6 +3455,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_before record := broker._session_state();
+    v_budget boolean := COALESCE(pg_catalog.current_setting('broker.batch_deadline', true), '') OPERATOR(pg_catalog.<>) '';
 BEGIN
     BEGIN
         EXECUTE p_call INTO states, messages, durations USING p_sqls, p_languages, p_search_paths, p_tenant_id;
@@ -3441,11 +3464,22 @@ BEGIN
         IF refused IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'PB001', MESSAGE = refused;
         END IF;
-    EXCEPTION WHEN SQLSTATE 'PB001' THEN
-        states := NULL;
-        messages := NULL;
-        durations := NULL;
-        refused := SQLERRM;
+    EXCEPTION
+        WHEN SQLSTATE 'PB001' THEN
+            states := NULL;
+            messages := NULL;
+            durations := NULL;
+            refused := SQLERRM;
+        WHEN query_canceled THEN
+            IF NOT v_budget THEN
+                RAISE;
+            END IF;
+            -- (what a rollback leaves: session advisory locks, prepared statements; the timer fired already)
+            PERFORM broker._restore_session(v_before.settings, v_before.advisory, v_before.channels, v_before.prepared);
+            states := NULL;
+            messages := NULL;
+            durations := NULL;
+            refused := NULL;
     END;
 END;
 $$;
@@ -3709,7 +3743,8 @@ COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, enqueued_by name,
-               tenant_id text, job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text)
+               tenant_id text, job_timeout interval, attempts integer, execute_str text, job_language text, job_search_path text,
+               run_alone boolean)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -3721,7 +3756,7 @@ BEGIN
         FOR NO KEY UPDATE;
     RETURN QUERY
         SELECT u.id, u.token, j.job_id, j.complete_status, j.lease_token, j.run_as, j.enqueued_by, j.tenant_id,
-               j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path
+               j.job_timeout, j.attempts, j.execute_str, j.job_language, j.job_search_path, j.run_alone
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, ord)
           LEFT JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
          ORDER BY u.ord;
@@ -3746,8 +3781,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_started timestamptz;
+    v_set     text;
+    v_deadline timestamptz := pg_catalog.to_timestamp(NULLIF(pg_catalog.current_setting('broker.batch_deadline', true), '')::float8);
+    v_ids     bigint[] := NULLIF(pg_catalog.current_setting('broker.batch_job_ids', true), '')::bigint[];
 BEGIN
     FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        EXIT WHEN i OPERATOR(pg_catalog.>) 1 AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) v_deadline;
+        IF v_ids IS NOT NULL THEN
+            v_set := pg_catalog.set_config('application_name', 'pgsql_broker job ' OPERATOR(pg_catalog.||) v_ids[i], true);
+        END IF;
         error_sqlstate := NULL;
         error_message := NULL;
         v_started := pg_catalog.clock_timestamp();
@@ -3790,6 +3832,24 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   job's own errors never abort the batch; an error in the bookkeeping
 --   (e.g. a deadlock) aborts the caller's transaction as it does for
 --   broker_run, and lease recovery takes the jobs up again.
+--   p_budget (a batch budget, say 200 ms): the caller runs the call under
+--   statement_timeout = p_budget, set before this statement (a timeout set
+--   inside a running statement is not armed), so that no job waits for the
+--   commit of its transaction much beyond it. Then: no job starts once half
+--   of the budget passed (broker.batch_deadline, read by run_jobs; the jobs
+--   not started get no row); the job still running when the timeout fires
+--   gets 57014 in its subtransaction (run_jobs names query_canceled: WHEN
+--   OTHERS does not catch it), is rolled back alone, marked run_alone and
+--   returned still claimed, attempt not counted, with error_sqlstate PB002:
+--   the caller runs it in a transaction of its own; the others commit. A
+--   job marked run_alone, or with a timeout shorter than p_budget, is never
+--   run under a budget: its row says PB002 at once. A job with a longer
+--   timeout may run under a budget (the budget ends it first). Should the
+--   timeout fire outside every job (between two, or in the bookkeeping), no
+--   job fails and none loses an attempt: the jobs of the executor's call get
+--   no row (the caller passes them again), the bookkeeping is done again.
+--   A job that catches the cancel itself only delays the jobs of its own
+--   batch (one run_as role and tenant), up to the first job after it.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
 --   subtransaction id, and PostgreSQL caches 64 per transaction.
 --   Cost: the jobs are locked with one statement (in job_id order, what marks
@@ -3802,11 +3862,15 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   (see _commit_time_code) all of them are rolled back and run again one
 --   per call, so that only the jobs that did are refused (42501).
 -- Errors: 22004 p_job_ids NULL; 22023 p_lease_tokens of another length,
---   more than 1000 jobs, or a job id given twice (it would run twice).
+--   more than 1000 jobs, a job id given twice (it would run twice), or
+--   p_budget not above 0 or not the statement_timeout in effect.
 -- Example:
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
+--   BEGIN; SET LOCAL statement_timeout = '200ms';
+--   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid], '200ms'); COMMIT;
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
+CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL,
+    p_budget interval DEFAULT NULL)
 RETURNS TABLE (
     job_id          bigint,
     complete_status smallint,
@@ -3844,6 +3908,10 @@ DECLARE
     v_done    bigint[];
     v_call    text;    -- the statement that runs jobs through the executor
     v_guard   record;  -- _run_guarded's outcome
+    v_ran     integer := 0; -- how many of r_pos the executor ran (fewer under a budget)
+    v_cut     integer; -- the position (in o_*) of the job the budget's timeout ended, if any
+    v_keep    integer; -- rows returned: those before the first job not started
+    v_try     integer;
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -3856,6 +3924,12 @@ BEGIN
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
         RAISE EXCEPTION 'broker_run_batch: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_budget IS NOT NULL AND (p_budget OPERATOR(pg_catalog.<=) interval '0'
+       OR pg_catalog.current_setting('statement_timeout')::interval OPERATOR(pg_catalog.<>) p_budget) THEN
+        RAISE EXCEPTION 'broker_run_batch: p_budget % needs statement_timeout = % set before this statement, not %',
+            p_budget, p_budget, pg_catalog.current_setting('statement_timeout')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1
@@ -3881,11 +3955,21 @@ BEGIN
                 ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END;
             CONTINUE;
         END IF;
+        IF p_budget IS NOT NULL AND (v_job.run_alone OR v_job.job_timeout OPERATOR(pg_catalog.<) p_budget) THEN
+            -- never under a budget: it runs in a transaction of its own (a budget would not hold its timeout)
+            o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
+            o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
+            o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
+            o_states := o_states OPERATOR(pg_catalog.||) 'PB002'::text;
+            o_msgs := o_msgs OPERATOR(pg_catalog.||) pg_catalog.format('broker_run_batch: job %s runs alone (%s)', v_job.id,
+                CASE WHEN v_job.run_alone THEN 'it ran past a batch''s budget before' ELSE 'its timeout is shorter than the budget' END);
+            EXIT;
+        END IF;
         IF v_run_as IS NULL THEN
             v_run_as := v_job.run_as;
             v_tenant := v_job.tenant_id;
         ELSIF v_job.run_as OPERATOR(pg_catalog.<>) v_run_as OR v_job.tenant_id OPERATOR(pg_catalog.<>) v_tenant
-              OR v_job.job_timeout IS NOT NULL THEN
+              OR (v_job.job_timeout IS NOT NULL AND p_budget IS NULL) THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
         o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
@@ -3924,6 +4008,14 @@ BEGIN
                 COALESCE(broker._executor_jobs(v_exec) OPERATOR(pg_catalog.||) '($1, $2, $3, $4) WITH ORDINALITY',
                          pg_catalog.format('broker._run_jobs_compat(%L, $1, $2, $3, $4) WITH ORDINALITY',
                                            broker._executor_call(v_exec))));
+            -- the ids, for application_name while each runs; under a budget, when to start no more jobs
+            PERFORM pg_catalog.set_config('broker.batch_job_ids',
+                ARRAY(SELECT o_ids[p] FROM pg_catalog.unnest(r_pos) AS p)::text, true);
+            IF p_budget IS NOT NULL THEN
+                PERFORM pg_catalog.set_config('broker.batch_deadline',
+                    pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (p_budget OPERATOR(pg_catalog./) 2))::text,
+                    true);
+            END IF;
             -- in a subtransaction, the session put back, and rolled back when they left code for COMMIT
             -- (run_guard.sql); then each job alone, to refuse only the ones that did
             v_guard := broker._run_guarded(v_call, r_sqls, r_langs, r_paths, v_tenant);
@@ -3939,6 +4031,7 @@ BEGIN
                         v_guard := broker._run_guarded(v_call, ARRAY[r_sqls[i]], ARRAY[r_langs[i]], ARRAY[r_paths[i]],
                                                        v_tenant);
                     END IF;
+                    EXIT WHEN v_guard.refused IS NULL AND v_guard.states IS NULL;  -- the budget's timeout: not run
                     IF v_guard.refused IS NOT NULL THEN
                         v_states := v_states OPERATOR(pg_catalog.||) '42501'::text;
                         v_msgs := v_msgs OPERATOR(pg_catalog.||) broker._refusal(v_guard.refused, v_run_as);
@@ -3950,7 +4043,11 @@ BEGIN
                     END IF;
                 END LOOP;
             END IF;
-            IF COALESCE(pg_catalog.array_length(v_states, 1), 0) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(r_pos) THEN
+            PERFORM pg_catalog.set_config('broker.batch_job_ids', '', true);
+            PERFORM pg_catalog.set_config('broker.batch_deadline', '', true);
+            v_ran := COALESCE(pg_catalog.array_length(v_states, 1), 0);  -- (fewer under a budget: the rest not started)
+            IF v_ran OPERATOR(pg_catalog.>) pg_catalog.cardinality(r_pos)
+               OR (v_ran OPERATOR(pg_catalog.<) pg_catalog.cardinality(r_pos) AND p_budget IS NULL) THEN
                 RAISE EXCEPTION 'broker_run_batch: the executor of role % returned % outcomes for % jobs',
                     pg_catalog.quote_ident(v_run_as), COALESCE(pg_catalog.array_length(v_states, 1), 0),
                     pg_catalog.cardinality(r_pos)
@@ -3958,31 +4055,64 @@ BEGIN
                           HINT = pg_catalog.format('Recreate it: SELECT broker.broker_create_executor(%L)', v_run_as);
             END IF;
         END IF;
+        v_ran := COALESCE(pg_catalog.array_length(v_states, 1), 0);
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
-        FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
-            CONTINUE WHEN v_states[i] IS NULL;
+        -- under a budget, the last job run ended with 57014 once the budget passed: the budget's timeout
+        -- ended it (a job cannot arm one of its own inside this statement); it was rolled back alone
+        IF p_budget IS NOT NULL AND v_ran OPERATOR(pg_catalog.>) 0 AND v_states[v_ran] OPERATOR(pg_catalog.=) '57014'
+           AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) p_budget) THEN
+            v_cut := r_pos[v_ran];
+            o_status[v_cut] := NULL;
+            o_states[v_cut] := 'PB002';
+            o_msgs[v_cut] := pg_catalog.format('broker_run_batch: job %s ran past the batch budget (%s): rolled back, '
+                                               'attempt not counted, it runs alone from now on', o_ids[v_cut], p_budget);
+        END IF;
+        FOR i IN 1 .. v_ran LOOP
+            CONTINUE WHEN v_states[i] IS NULL OR r_pos[i] OPERATOR(pg_catalog.=) v_cut;
             v_failed := true;
             o_states[r_pos[i]] := v_states[i];
             o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
-    -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in order
-    -- (rare; skipped, loop and all, when none)
-    IF v_failed THEN
-        FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
-            CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
-                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
-        END LOOP;
-    END IF;
-    -- the jobs that succeeded are completed together, in this transaction (their effects and
-    -- their completion still commit together), and their dependents released at once
-    v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
-                     WHERE p.state IS NULL);
-    IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
-        PERFORM broker._complete_jobs(v_done);
-    END IF;
+    -- the rows up to the first job not started (under a budget); the caller passes the rest again
+    v_keep := CASE WHEN v_ran OPERATOR(pg_catalog.<) pg_catalog.cardinality(r_pos)
+                   THEN r_pos[v_ran OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.-) 1 ELSE pg_catalog.cardinality(o_ids) END;
+    o_ids := o_ids[1:v_keep];
+    o_status := o_status[1:v_keep];
+    o_attempts := o_attempts[1:v_keep];
+    o_states := o_states[1:v_keep];
+    o_msgs := o_msgs[1:v_keep];
+    -- the jobs that succeeded, completed together (their effects and their completion still commit
+    -- together, their dependents released at once)
+    v_done := ARRAY(SELECT o_ids[p.pos]
+                      FROM ROWS FROM (pg_catalog.unnest(r_pos[1:v_ran]), pg_catalog.unnest(v_states)) AS p(pos, state)
+                     WHERE p.state IS NULL AND p.pos IS DISTINCT FROM v_cut);
+    -- the bookkeeping, done again should the budget's timeout fire in it (it fires once)
+    FOR v_try IN 1 .. 2 LOOP
+        BEGIN
+            -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in
+            -- order (rare; skipped, loop and all, when none)
+            IF v_failed THEN
+                FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
+                    CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
+                    o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
+                                        THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
+                                        ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
+                END LOOP;
+            END IF;
+            IF v_cut IS NOT NULL THEN
+                UPDATE broker.broker_jobs AS j SET run_alone = true WHERE j.job_id OPERATOR(pg_catalog.=) o_ids[v_cut];
+            END IF;
+            IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+                PERFORM broker._complete_jobs(v_done);
+            END IF;
+            EXIT;
+        EXCEPTION WHEN query_canceled THEN
+            IF p_budget IS NULL OR v_try OPERATOR(pg_catalog.=) 2 THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
 
     RETURN QUERY
         SELECT o.id, o.status, o.att, o.state, o.msg,
@@ -3994,8 +4124,8 @@ BEGIN
          ORDER BY o.n;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
-    'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
+COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[], interval) IS
+    'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout; under a budget (p_budget = statement_timeout) no job waits for the commit much beyond it: a job still running when it ends is rolled back, marked run_alone and returned claimed (PB002).';
 -- source: sql/functions/broker_release_jobs.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)

@@ -201,7 +201,7 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION
     broker.broker_get(integer, bigint, integer, integer),
     broker.broker_run(bigint, uuid),
-    broker.broker_run_batch(bigint[], uuid[]),
+    broker.broker_run_batch(bigint[], uuid[], interval),
     broker.broker_recover_stale_jobs(integer),
     broker.broker_release_jobs(bigint[], uuid[]),
     broker.broker_interrupt_jobs(bigint[], uuid[]),

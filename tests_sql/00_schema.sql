@@ -14,7 +14,7 @@ SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');

@@ -13,7 +13,11 @@
 -- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
 -- jobs of a batch in one call, each exactly as run_job would, in a
 -- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
+-- run time; broker_run_batch calls it under the same checks. Under a batch
+-- budget it starts no job once broker.batch_deadline passed (the jobs not
+-- started get no row), and it names the job running in application_name
+-- ('pgsql_broker job <id>', from broker.batch_job_ids), which other sessions
+-- see at once in pg_stat_activity (broker_job_activity). Executors made
 -- before run_jobs existed have none: their jobs run one run_job call each
 -- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
@@ -222,8 +226,16 @@ AS $body$
 DECLARE
     v_started timestamptz;
     v_set     text;
+    -- read before any job runs (broker_run_batch sets them for the call): the time after which no
+    -- further job starts, and the job ids, named in application_name while each job runs
+    v_deadline timestamptz := pg_catalog.to_timestamp(NULLIF(pg_catalog.current_setting('broker.batch_deadline', true), '')::float8);
+    v_ids     bigint[] := NULLIF(pg_catalog.current_setting('broker.batch_job_ids', true), '')::bigint[];
 BEGIN
     FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        EXIT WHEN i OPERATOR(pg_catalog.>) 1 AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) v_deadline;
+        IF v_ids IS NOT NULL THEN
+            v_set := pg_catalog.set_config('application_name', 'pgsql_broker job ' OPERATOR(pg_catalog.||) v_ids[i], true);
+        END IF;
         error_sqlstate := NULL;
         error_message := NULL;
         v_started := pg_catalog.clock_timestamp();

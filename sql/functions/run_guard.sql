@@ -312,6 +312,12 @@ COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
 --   (_commit_time_code). Returns each job's error (NULL: success) and run
 --   time, in order, and refused NULL; or, when they left code for COMMIT,
 --   everything they did rolled back, the arrays NULL and refused the reason.
+--   Under a batch budget (broker.batch_deadline set before the call: see
+--   broker_run_batch), the budget's statement_timeout can also fire outside
+--   every job (between two of them, or while the session is put back): then
+--   everything they did is rolled back too, and the arrays and refused are
+--   all NULL (none of them ran; the caller passes them again). The handler
+--   names query_canceled: WHEN OTHERS does not catch it.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
@@ -320,6 +326,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_before record := broker._session_state();
+    v_budget boolean := COALESCE(pg_catalog.current_setting('broker.batch_deadline', true), '') OPERATOR(pg_catalog.<>) '';
 BEGIN
     BEGIN
         EXECUTE p_call INTO states, messages, durations USING p_sqls, p_languages, p_search_paths, p_tenant_id;
@@ -328,11 +335,22 @@ BEGIN
         IF refused IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'PB001', MESSAGE = refused;
         END IF;
-    EXCEPTION WHEN SQLSTATE 'PB001' THEN
-        states := NULL;
-        messages := NULL;
-        durations := NULL;
-        refused := SQLERRM;
+    EXCEPTION
+        WHEN SQLSTATE 'PB001' THEN
+            states := NULL;
+            messages := NULL;
+            durations := NULL;
+            refused := SQLERRM;
+        WHEN query_canceled THEN
+            IF NOT v_budget THEN
+                RAISE;
+            END IF;
+            -- (what a rollback leaves: session advisory locks, prepared statements; the timer fired already)
+            PERFORM broker._restore_session(v_before.settings, v_before.advisory, v_before.channels, v_before.prepared);
+            states := NULL;
+            messages := NULL;
+            durations := NULL;
+            refused := NULL;
     END;
 END;
 $$;

@@ -3,7 +3,9 @@
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
 --   lease), 2 completed, 3 failed, 4 cancelled. A run that its runner ended
 --   (shutdown deadline) returns the job to pending without counting the
---   attempt; interruptions counts those, apart from attempts.
+--   attempt; interruptions counts those, apart from attempts. run_alone is
+--   what the broker learned of a job that ran past a batch's budget: it is
+--   never batched with other jobs again (broker_run_batch).
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
 --   group it depends on, plus the releases of finished ones still listed in
@@ -40,6 +42,7 @@ CREATE TABLE broker.broker_jobs (
     last_error_message  text,
     cancel_reason       text,
     interruptions       integer     NOT NULL DEFAULT 0,
+    run_alone           boolean     NOT NULL DEFAULT false,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -120,3 +123,4 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the lat
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';

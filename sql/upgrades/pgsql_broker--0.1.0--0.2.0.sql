@@ -87,6 +87,10 @@ ALTER TABLE broker.broker_jobs
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 
+-- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
+ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)
