@@ -4013,7 +4013,7 @@ BEGIN
                 ARRAY(SELECT o_ids[p] FROM pg_catalog.unnest(r_pos) AS p)::text, true);
             IF p_budget IS NOT NULL THEN
                 PERFORM pg_catalog.set_config('broker.batch_deadline',
-                    pg_catalog.extract(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (p_budget OPERATOR(pg_catalog./) 2))::text,
+                    pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (p_budget OPERATOR(pg_catalog./) 2))::text,
                     true);
             END IF;
             -- in a subtransaction, the session put back, and rolled back when they left code for COMMIT
