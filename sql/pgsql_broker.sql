@@ -57,6 +57,7 @@
 -- runner instances and monitoring
 \i sql/functions/instances.sql
 \i sql/functions/broker_queue_stats.sql
+\i sql/functions/runner_reads.sql
 
 -- pg_dump registration of the data tables (CREATE EXTENSION only)
 \i sql/dump.sql

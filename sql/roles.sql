@@ -210,6 +210,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
     broker.broker_queue_stats(),
+    broker.broker_ready_queues(),
+    broker.broker_job_activity(),
     broker.broker_schedule_tick()
     TO broker_runtime;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,

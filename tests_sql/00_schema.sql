@@ -61,7 +61,9 @@ SELECT functions_are('broker', ARRAY[
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
     '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', '_check_lease_args', '_active_instance',
     -- what the runner ended at shutdown
-    'broker_interrupt_jobs']);
+    'broker_interrupt_jobs',
+    -- what a runner reads on its session connection, and shows
+    'broker_ready_queues', 'broker_job_activity']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');
