@@ -90,8 +90,8 @@ def test_dsns_from_flags_or_environment():
     ("databases: [\n", "not valid YAML"),
     ("databases:\n  - {name: a, database: d, user: u, conn_max_lifetime: forever}\n",
      "databases[0].conn_max_lifetime must be a duration like 90s, 5m or 1h, got 'forever'"),
-    ("databases:\n  - {name: a, database: d, user: u, queue_count: 8, max_open_conns: 5}\n",
-     "databases[0].max_open_conns must be at least queue_count + 2"),
+    ("databases:\n  - {name: a, database: d, user: u, queue_count: 8, max_open_conns: 1}\n",
+     "databases[0].max_open_conns must be at least 2 (the session connection and one worker connection), got 1"),
 ])
 def test_every_invalid_field_is_named_with_its_file(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -125,6 +125,6 @@ def test_database_fields_from_environment_and_flags_for_dsn_databases():
     db = s.databases[0]
     assert (db.queue_count, db.tenant_id, db.conn_max_lifetime) == (6, "acme", "1h")
     with pytest.raises(ConfigError, match="command line / environment: databases\\[0\\].max_open_conns must be at least"):
-        load(env={}, dsns=["dbname=a"], flags={"queue_count": 30})
+        load(env={}, dsns=["dbname=a"], flags={"max_open_conns": 1})
     with pytest.raises(ConfigError, match=r"environment \(PGBROKER_\*\): databases.queue_count must be int"):
         load(env={"PGBROKER_QUEUE_COUNT": "many"}, dsns=["dbname=a"])

@@ -12,6 +12,7 @@ import psycopg
 from psycopg import sql
 
 from . import __version__, queries
+from .conns import RunnerBudget
 from .engine import DatabaseRunner
 from .metrics import Metrics
 from .settings import Settings
@@ -46,7 +47,9 @@ class Broker:
         self._stopping = asyncio.Event()
         broker = self.settings.broker
         self._hurry = asyncio.Event()
-        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry)
+        total = broker.max_open_conns_total
+        budget = RunnerBudget(total - len(self.settings.databases) if total else None)  # (sessions: one each)
+        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, budget)
                          for db in self.settings.databases]
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -123,9 +123,11 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
                     parse_duration(fields[key])
                 except ValueError:
                     raise ConfigError(f"{label}.{key} must be a duration like 90s, 5m or 1h, got {fields[key]!r}") from None
-        if fields.get("max_open_conns", 25) < fields.get("queue_count", 4) + 2:
-            raise ConfigError(f"{label}.max_open_conns must be at least queue_count + 2 (LISTEN and maintenance "
-                              f"connections plus one per queue), got {fields.get('max_open_conns')!r}")
+        if fields.get("max_open_conns", 25) < 2:
+            raise ConfigError(f"{label}.max_open_conns must be at least 2 (the session connection and one worker "
+                              f"connection), got {fields.get('max_open_conns')!r}")
+        if fields.get("max_idle_conns", 5) < 0:
+            raise ConfigError(f"{label}.max_idle_conns must be >= 0, got {fields.get('max_idle_conns')!r}")
         if fields.get("sslmode", "disable") not in _SSLMODES:
             raise ConfigError(f"{label}.sslmode must be one of {', '.join(_SSLMODES)}, got {fields['sslmode']!r}")
         if fields["name"] in names:

@@ -1,6 +1,7 @@
-"""The runner engine: per database one LISTEN connection (which also holds the
-instance lock), one worker per queue, and a maintenance task. It decides
-nothing about jobs: broker_get says what runs, broker_run runs it.
+"""The runner engine: per database one session connection (LISTEN, the instance lock, and, serialised on
+it, the poll, maintenance, schedules and stats), and workers that borrow connections from the database's
+pool while their queue has work (workers.py, conns.py). It decides nothing about jobs: broker_get says what
+runs, broker_run_batch runs it.
 """
 from __future__ import annotations
 
@@ -10,29 +11,31 @@ import os
 import socket
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import errors
 
 from . import __version__, queries, stopping
 from .config import DatabaseConfig, parse_duration
+from .conns import RunnerBudget, WorkerPool
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
-from .metrics import Metrics, bounded_stats, observe_many
-from .scheduler import tick_schedules
-from .settings import BrokerSettings
+from .metrics import Metrics, bounded_stats
+from .scheduler import ScheduleTicker
+from .settings import BrokerSettings, parse_queue_list, parse_queue_workers
+from .workers import JobView, Lane, Workers, WorkerInterrupted, WorkerLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("pgsql_broker")
 SUPPORTED_SCHEMA = ("0.2.0",)
-PING_SEC = 5.0
-STOP_POLL_SEC = 0.2  # the listen loop notices a stop this often (an idle runner stops within a second)
-# Jobs per transaction at most: each job's subtransaction may take a subtransaction id, and PostgreSQL
-# caches 64 per transaction (beyond them every snapshot of every session gets slower).
-PER_TRANSACTION = 50
+# The ping only refreshes last_ping_at for status displays: the instance lock (a session advisory lock) is what
+# makes an instance active, so an idle runner need not write more often.
+PING_SEC = 30.0
+STOP_POLL_SEC = 0.2  # the session loop notices a stop this often (an idle runner stops within a second)
 STANDBY_RETRY_SEC = 2.0
-# Deferred dependency releases: how often the maintenance task looks for them (at most queue_timer_sec).
+# Deferred dependency releases: how often the session looks for them (at most queue_timer_sec).
 RELEASE_POLL_SEC = 1.0
+# A transaction of several jobs still running after this long: the session asks which of them executes.
+ACTIVITY_AFTER_SEC = 1.0
 
 
 class SchemaError(Exception):
@@ -42,33 +45,13 @@ class SchemaError(Exception):
 BIG_NOTICE_CHARS = 1_000_000  # a worker connection that received a longer notice is closed after its jobs
 
 
-class WorkerInterrupted(Exception):
-    """The stop ended this worker's session (shutdown deadline): the stop records its jobs (stopping.py)."""
-
-
-class WorkerLost(Exception):
-    """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
-
-    def __init__(self, cause: psycopg.OperationalError, unrun: list[tuple]):
-        super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
-        self.unrun = unrun
-
-
-@dataclass
-class JobView:
-    job_id: int
-    name: str
-    queue: int
-    tenant: str
-    started: float = field(default_factory=time.time)
-
-
-class DatabaseRunner:
+class DatabaseRunner(Workers):
     """Serves one database: active while it holds the instance lock, standby otherwise."""
 
     def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event,
-                 hurry: asyncio.Event | None = None):
-        """`stopping`: stop (running jobs may finish until shutdown_timeout_sec); `hurry`: interrupt them now."""
+                 hurry: asyncio.Event | None = None, budget: RunnerBudget | None = None):
+        """`stopping`: stop (running jobs may finish until shutdown_timeout_sec); `hurry`: interrupt them now;
+        `budget`: the runner-wide count of worker connections (max_open_conns_total)."""
         self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
         self.hurry = hurry if hurry is not None else asyncio.Event()
         self.role = "starting"
@@ -80,23 +63,34 @@ class DatabaseRunner:
         self.finished_at: deque[float] = deque(maxlen=100_000)
         self.queue_stats: list[dict] = []
         self.instances: list[dict] = []
-        self._wake = {q: asyncio.Event() for q in range(1, db.queue_count + 1)}
-        self._schedules_changed = asyncio.Event()
+        self.unserved: list[int] = []  # queue numbers with ready jobs beyond queue_count
+        self._warned_unserved: set[int] = set()
+        queues = range(1, db.queue_count + 1)
+        overrides = parse_queue_workers(settings.queue_workers)
+        self._workers = {q: overrides.get(q, settings.workers_per_queue) for q in queues}
+        self._alone_queues = parse_queue_list(settings.one_job_per_transaction_queues)
+        self._lanes = {q: Lane() for q in queues}
         self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
         self.next_schedule_fire = None
+        self._ticker = ScheduleTicker(db.name, metrics, self._planned)
+        self._next: dict[str, float] = {}
         self._draining = asyncio.Event()
-        # per queue: the jobs its worker claimed and has not started, and the batch it is executing (with the
-        # backend pid that executes it); the stop hands back the first and interrupts the second (stopping.py)
-        self._buffers: dict[int, list[tuple]] = {q: [] for q in self._wake}
-        self._executing: dict[int, tuple[int, list[tuple]]] = {}
-        self._interrupting: set[int] = set()
+        # per worker (queue, index): the jobs it claimed and has not started, and the batch it is executing
+        # (with the backend pid that executes it); the stop hands back the first and interrupts the second
+        keys = [(q, i) for q in queues for i in range(self._workers[q])]
+        self._buffers: dict[tuple[int, int], list[tuple]] = {k: [] for k in keys}
+        self._executing: dict[tuple[int, int], tuple[int, list[tuple]]] = {}
+        self._interrupting: set[tuple[int, int]] = set()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
-        self._max_lifetime = parse_duration(db.conn_max_lifetime)
-        self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
+        self.pool = WorkerPool(lambda: self._connect("worker"), db.max_open_conns - 1,
+                               budget if budget is not None else RunnerBudget(None),
+                               max_idle=min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec),
+                               max_lifetime=parse_duration(db.conn_max_lifetime), max_warm=db.max_idle_conns,
+                               on_connect=metrics.connect_seconds.labels(db.name).observe)
         # per-job hot path: the metric children of each queue, looked up once
-        self._duration = {q: metrics.duration.labels(db.name, str(q)) for q in self._wake}
-        self._completed = {q: metrics.completed.labels(db.name, str(q)) for q in self._wake}
-        self._claim_seconds = {q: metrics.claim_seconds.labels(db.name, str(q)) for q in self._wake}
+        self._duration = {q: metrics.duration.labels(db.name, str(q)) for q in queues}
+        self._completed = {q: metrics.completed.labels(db.name, str(q)) for q in queues}
+        self._claim_seconds = {q: metrics.claim_seconds.labels(db.name, str(q)) for q in queues}
 
     # -- supervision ---------------------------------------------------------
     async def run(self) -> None:
@@ -132,7 +126,8 @@ class DatabaseRunner:
         conn = await psycopg.AsyncConnection.connect(self.db.dsn(), autocommit=True,
                                                      application_name=f"{self.settings.name}:{purpose}")
         conn.prepare_threshold = None  # workers reset the session (DEALLOCATE ALL) after every transaction of jobs
-        if purpose.startswith("queue"):
+        if purpose == "worker":
+            conn.broker_dirty = False  # type: ignore[attr-defined]  (jobs ran on it since its last reset)
             # a job's NOTICE or WARNING reaches this connection whole (the job sets client_min_messages as it
             # likes), and libpq keeps its input buffer at the largest message it read: a connection that read
             # a large one is closed after its transaction (see _worker), so a job cannot keep the runner big
@@ -160,14 +155,17 @@ class DatabaseRunner:
             log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
             self._draining.clear()
             self._interrupting.clear()  # (a session restarted after a drain: its workers are new)
-            tasks = [asyncio.create_task(self._worker(q)) for q in self._wake]
-            tasks.append(asyncio.create_task(self._maintenance()))
-            tasks.append(asyncio.create_task(tick_schedules(self._connect, self.db.name, self._schedules_changed,
-                                                            self._draining, self.metrics, self._planned)))
+            self._lanes = {q: Lane() for q in self._lanes}
+            self._next = dict.fromkeys(("poll", "release", "recover", "stats", "activity", "ping"), 0.0)
+            self._ticker.due_at = 0.0
+            tasks = [asyncio.create_task(self._worker(q, i)) for q, n in self._workers.items() for i in range(n)]
             try:
                 await self._listen(conn, tasks)
             finally:
+                for lane in self._lanes.values():
+                    lane.wake_all()  # (idle workers return; the stop waits for the busy ones)
                 await stopping.drain(self, conn, tasks)
+                await self.pool.close()
                 if not conn.closed and self.instance_id is not None:
                     try:
                         await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
@@ -194,271 +192,91 @@ class DatabaseRunner:
         return False
 
     async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
-        """Dispatch wake-ups, ping the instance row; return on shutdown, raise when the connection is lost."""
+        """Dispatch wake-ups and run the session's timers; return on shutdown, raise when the connection is
+        lost (or a worker failed: the session restarts)."""
         prefix = f"{conn.info.dbname}/"
-        next_ping = 0.0
         while not self.stopping.is_set():
-            if any(t.done() and t.exception() for t in tasks):
-                raise next(t.exception() for t in tasks if t.done() and t.exception())
-            async for note in conn.notifies(timeout=STOP_POLL_SEC):
+            if any(t.done() and not t.cancelled() and t.exception() for t in tasks):
+                raise next(t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception())
+            await self._timers(conn, time.monotonic())
+            wait = min([self._ticker.due_at, *self._next.values()]) - time.monotonic()
+            async for note in conn.notifies(timeout=max(0.0, min(wait, STOP_POLL_SEC))):
                 if note.channel == "pgsql_broker_schedule":
-                    self._schedules_changed.set()
+                    self._ticker.changed()
                 elif note.payload.startswith(prefix):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
-            if time.monotonic() >= next_ping and not self.stopping.is_set():
-                await conn.execute(queries.PING, {"instance": self.instance_id})
-                next_ping = time.monotonic() + min(PING_SEC, 1.0)
 
     def _wake_queue(self, channel: str, queue: str) -> None:
         """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:
         one that names no queue of ours in plain digits is ignored (and reported, rate-limited)."""
-        event = self._wake.get(int(queue)) if queue.isascii() and queue.isdigit() and len(queue) <= 9 else None
-        if event is not None:
-            event.set()
+        lane = self._lanes.get(int(queue)) if queue.isascii() and queue.isdigit() and len(queue) <= 9 else None
+        if lane is not None:
+            lane.wake_one()
         elif not (queue.isascii() and queue.isdigit()):
             self._bad_notify.hit(channel=channel, payload=queue)
 
-    # -- workers -------------------------------------------------------------
-    async def _worker(self, queue: int) -> None:
-        """Drain the queue, then wait for a NOTIFY, the poll timer or shutdown; close the connection when
-        idle (worker_idle_timeout_sec, conn_max_idle_time) and renew it after conn_max_lifetime. A lost
-        connection (its backend terminated) is this worker's alone: it reconnects and hands back the jobs it
-        had claimed but not started (the batch that was running keeps its attempt: lease recovery)."""
-        conn: psycopg.AsyncConnection | None = None
-        opened = idle_since = time.monotonic()
-        wake = self._wake[queue]
-        try:
+    # -- the session's timers ----------------------------------------------
+    async def _timers(self, conn: psycopg.AsyncConnection, now: float) -> None:
+        """Whatever is due, serialised on the session connection: the schedule tick, the poll, deferred
+        dependency releases, lease recovery, the stats, the ping. Idle, each is one cheap statement now and
+        then; none opens a connection."""
+        t = self._next
+        if now >= self._ticker.due_at:
+            await self._ticker.tick(conn)
+        if now >= t["poll"]:
+            await self._poll(conn)
+            t["poll"] = now + self.settings.queue_timer_sec
+        if now >= t["release"]:
+            # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
+            # a call never waits on a lock; again while it applies something
             while not self._draining.is_set():
-                if conn is not None and time.monotonic() - opened >= self._max_lifetime:
-                    await conn.close()
-                    conn = None
-                if conn is None:
-                    conn = await self._connect(f"queue{queue}")
-                    opened, dirty = time.monotonic(), False
-                wake.clear()
-                if self._draining.is_set():  # (set while this worker connected: no claim after the stop)
+                if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
                     break
-                try:
-                    claimed, dirty = await self._claim_and_run(conn, queue, dirty)
-                except WorkerInterrupted:
-                    return
-                except WorkerLost as lost:
-                    await conn.close()
-                    conn = await self._connect(f"queue{queue}")  # fails when the database is gone: session restart
-                    opened, dirty = time.monotonic(), False
-                    await self._hand_back(conn, queue, lost)
-                    continue
-                if getattr(conn, "broker_big_notice", False):
-                    await conn.close()  # its input buffer holds a job's huge notice: give the memory back
-                    conn = None
-                if claimed:
-                    idle_since = time.monotonic()
-                    continue
-                if conn is not None and time.monotonic() - idle_since >= self._max_idle:
-                    await conn.close()
-                    conn = None
-                try:
-                    await asyncio.wait_for(wake.wait(), self.settings.queue_timer_sec)
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            if conn is not None:
-                await conn.close()
+            t["release"] = now + min(RELEASE_POLL_SEC, self.settings.queue_timer_sec)
+        if now >= t["recover"]:
+            for job_id, status in await (await conn.execute(queries.RECOVER)).fetchall():
+                log.warning("recovered a job whose lease expired", extra={"database": self.db.name,
+                                                                          "job_id": job_id, "status": status})
+            t["recover"] = now + self.settings.stale_job_recovery_sec
+        if now >= t["stats"]:
+            cur = await conn.execute(queries.QUEUE_STATS)
+            cols = [c.name for c in cur.description]
+            self.queue_stats = bounded_stats([dict(zip(cols, r)) for r in await cur.fetchall()], self.db.queue_count)
+            self.metrics.set_depth(self.db.name, self.queue_stats)
+            cur = await conn.execute(queries.INSTANCES)
+            cols = [c.name for c in cur.description]
+            self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
+            t["stats"] = now + self.settings.queue_depth_poll_sec
+        if now >= t["activity"] and any(now - v.started >= ACTIVITY_AFTER_SEC for v in self.running.values()
+                                        if v.activity == "waiting"):
+            # a transaction of several jobs that runs long: which of its jobs executes, which waits
+            executing = {r[0] for r in await (await conn.execute(queries.JOB_ACTIVITY)).fetchall()
+                         if r[5] == "executing"}
+            for view in list(self.running.values()):
+                if view.activity in ("waiting", "executing") and view.job_id in executing:
+                    view.activity = "executing"
+            t["activity"] = now + ACTIVITY_AFTER_SEC
+        if now >= t["ping"]:
+            await conn.execute(queries.PING, {"instance": self.instance_id})
+            t["ping"] = now + PING_SEC
+        self.pool.reap()
 
-    async def _hand_back(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
-        released = await stopping.release(conn, lost.unrun)
-        log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
-                    extra={"database": self.db.name, "queue": queue, "error": str(lost)})
-
-    async def _claim_and_run(self, conn: psycopg.AsyncConnection, queue: int, dirty: bool) -> tuple[bool, bool]:
-        """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them:
-        jobs without a timeout several per transaction (broker_run_batch: each in its own subtransaction, and
-        only jobs of one run_as role and tenant together, at most PER_TRANSACTION), a job with a timeout alone
-        under its statement_timeout. A job whose lease ran out meanwhile and was claimed elsewhere is skipped.
-        `dirty`: jobs ran on this session since its last reset. Every message that follows a transaction of
-        jobs starts with the reset (in a transaction of its own, so that what follows starts from the reset
-        settings), so the session is clean whenever the worker waits. Returns (claimed, dirty)."""
-        started = time.perf_counter()
-        params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
-                  "batch": self._batch}
-        try:
-            if dirty:
-                got = await self._jobs_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params)
-            else:
-                got = await (await conn.execute(queries.CLAIM, params)).fetchall()
-        except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
-            raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
-        except psycopg.OperationalError as exc:
-            if not conn.broken:
-                raise
-            raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
-        self._claim_seconds[queue].observe(time.perf_counter() - started)
-        rows = self._buffers[queue]  # claimed, not started: the stop takes it over (and hands it back)
-        rows.extend(got)
-        claimed, dirty = bool(got), False
-        while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
-            alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
-            # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
-            # connection then hands back every job of the others)
-            taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
-                                                       if r[6] is not None or r[3] != rows[0][3]), len(rows))]
-            batch = taken[:PER_TRANSACTION]
-            del rows[:len(batch)]
-            try:
-                rows[:0] = batch[await self._run_batch(conn, queue, batch, dirty):]
-            except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
-                unrun = batch + rows                          # the batch did not run, every claimed job goes back
-                rows.clear()
-                raise WorkerLost(exc, unrun) from exc
-            except psycopg.OperationalError as exc:
-                if not conn.broken:
-                    raise
-                if queue in self._interrupting:  # the stop ended this session and records the batch
-                    raise WorkerInterrupted() from exc
-                # the batch sent may have run: the crash rule (its attempt counts, lease recovery takes it up),
-                # whatever SQLSTATE the lost session reported (a job can make its own backend end with any one,
-                # exit_on_error turning its error FATAL); the rest of the claim was not sent and goes back
-                unrun = rows[:]
-                rows.clear()
-                raise WorkerLost(exc, unrun) from exc
-            dirty = True
-        if rows:  # stopping: hand back on this session what is claimed and not started
-            unrun = rows[:]
-            rows.clear()
-            try:
-                released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if dirty else "")
-            except psycopg.OperationalError as exc:
-                if not conn.broken:
-                    raise
-                if queue in self._interrupting:
-                    rows.extend(unrun)  # the stop hands them back on its own connection
-                    raise WorkerInterrupted() from exc
-                raise WorkerLost(exc, unrun) from exc
-            stopping.log_released(self.db.name, queue, unrun, released, "stopping")
-            dirty = False
-        return claimed, dirty
-
-    @staticmethod
-    async def _jobs_result(conn: psycopg.AsyncConnection, sql: str, params: dict) -> list[tuple]:
-        """Send several statements as one message (bound client-side) and return the rows of the result whose
-        first column is job_id (the claim's, or broker_run_batch's)."""
-        cur = psycopg.AsyncClientCursor(conn)
-        await cur.execute(sql, params)
-        while not (cur.pgresult is not None and cur.pgresult.nfields and cur.pgresult.fname(0) == b"job_id"):
-            if not cur.nextset():
-                raise psycopg.ProgrammingError("no job_id result in: " + sql[:60])
-        return await cur.fetchall()
-
-    async def _run_batch(self, conn: psycopg.AsyncConnection, queue: int, batch: list[tuple], dirty: bool) -> int:
-        """Run claimed jobs in one transaction, sent as one message (the reset when `dirty`, BEGIN,
-        broker_run_batch, COMMIT); returns how many broker_run_batch took up (>= 1). When the transaction fails
-        as a whole (say a job's deferred constraint at COMMIT), its jobs run again one per transaction, so that
-        one job cannot cost the others an attempt (during a stop they are handed back instead); a single job's failed transaction leaves it to lease
-        recovery. The session needs a reset afterwards."""
-        now = time.time()
-        for job_id, name, _, tenant, *_ in batch:
-            self.running[job_id] = JobView(job_id, name, queue, tenant, now)
-        outcomes = None
-        # array literals built here: psycopg's array dumper quotes element by element
-        params = {"jobs": "{" + ",".join([str(r[0]) for r in batch]) + "}",
-                  "tokens": "{" + ",".join([r[7] for r in batch]) + "}", "ms": str(batch[0][6])}
-        sql = (queries.RESET_TRANSACTION if dirty else "") + (queries.RUN_TRANSACTION_TIMEOUT if batch[0][6]
-                                                                else queries.RUN_TRANSACTION)
-        self._executing[queue] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
-        try:
-            outcomes = await self._jobs_result(conn, sql, params)
-        except psycopg.OperationalError:
-            raise
-        except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
-            outcomes = None
-            log.warning("a transaction of %d job(s) failed: %s", len(batch),
-                        cap_text((str(exc).strip().splitlines() or [""])[0]),
-                        extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
-        finally:
-            self._executing.pop(queue, None)
-            for row in batch:
-                self.running.pop(row[0], None)
-            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                await conn.execute("ROLLBACK")
-        if outcomes is None:
-            for i, row in enumerate(batch if len(batch) > 1 else ()):
-                if self._draining.is_set():  # stopping: the rest go back with the jobs not started
-                    self._buffers[queue].extend(batch[i:])
-                    break
-                await self._run_batch(conn, queue, [row], True)
-            return len(batch)
-        self._record_all(queue, batch, outcomes)
-        return max(len(outcomes), 1)
-
-    def _record_all(self, queue: int, batch: list[tuple], outcomes: list[tuple]) -> None:
-        """Metrics, logs and the dashboard's lists for the outcomes of a transaction of jobs."""
-        done = [(row, outcome) for row, outcome in zip(batch, outcomes) if outcome[1] == 2]
-        if done:
-            observe_many(self._duration[queue], [outcome[5] for _, outcome in done])
-            self._completed[queue].inc(len(done))
-            self.finished_at.extend([time.time()] * len(done))
-            if log.isEnabledFor(logging.INFO):
-                for row, outcome in done:
-                    log.info("job completed", extra={"database": self.db.name, "queue": queue, "job_id": row[0],
-                                                     "job_name": row[1], "seconds": round(outcome[5], 6)})
-        if len(done) < len(outcomes):
-            for row, outcome in zip(batch, outcomes):
-                if outcome[1] != 2:
-                    self._record(queue, row, outcome)
-
-    def _record(self, queue: int, row: tuple, outcome: tuple) -> None:
-        """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
-        job_id, name, _, tenant, _, max_attempts, _, _ = row
-        _, status, attempts, sqlstate, message, seconds = outcome
-        message = cap_text(message)  # the extension caps it too (broker._error_text); this holds for any caller
-        fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
-        if status is None:  # lease lost meanwhile (55000), or the job is gone
-            log.warning("job not run: %s", message, extra=fields)
-            return
-        self._duration[queue].observe(seconds)
-        (self.metrics.retried if status == 0 else self.metrics.failed).labels(self.db.name, str(queue)).inc()
-        self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": short_label(tenant),
-                                  "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,
-                                  "error": message, "final": status == 3, "at": time.time()})
-        log.warning("job failed" + (", will retry" if status == 0 else ""),
-                    extra=fields | {"sqlstate": sqlstate, "error": message, "attempt": attempts})
-
-    # -- maintenance ---------------------------------------------------------
-    async def _maintenance(self) -> None:
-        next_recover = next_stats = next_release = 0.0
-        async with await self._connect("maintenance") as conn:
-            while not self._draining.is_set():
-                now = time.monotonic()
-                if now >= next_release:
-                    # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
-                    # a call never waits on a lock; again while it applies something
-                    while not self._draining.is_set():
-                        if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
-                            break
-                    next_release = now + min(RELEASE_POLL_SEC, self.settings.queue_timer_sec)
-                if now >= next_recover:
-                    recovered = await (await conn.execute(queries.RECOVER)).fetchall()
-                    for job_id, status in recovered:
-                        log.warning("recovered a job whose lease expired", extra={"database": self.db.name,
-                                                                                  "job_id": job_id, "status": status})
-                    next_recover = now + self.settings.stale_job_recovery_sec
-                if now >= next_stats:
-                    cur = await conn.execute(queries.QUEUE_STATS)
-                    cols = [c.name for c in cur.description]
-                    self.queue_stats = bounded_stats([dict(zip(cols, r)) for r in await cur.fetchall()],
-                                                     self.db.queue_count)
-                    self.metrics.set_depth(self.db.name, self.queue_stats)
-                    cur = await conn.execute(queries.INSTANCES)
-                    cols = [c.name for c in cur.description]
-                    self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
-                    next_stats = now + self.settings.queue_depth_poll_sec
-                try:
-                    await asyncio.wait_for(self._draining.wait(),
-                                           min(next_recover, next_stats, next_release) - time.monotonic())
-                except asyncio.TimeoutError:
-                    pass
+    async def _poll(self, conn: psycopg.AsyncConnection) -> None:
+        """Which queues have a job claimable now: wake one worker of each of ours; report the others once."""
+        ready = (await (await conn.execute(queries.READY_QUEUES)).fetchone())[0] or []
+        unserved = [q for q in ready if q > self.db.queue_count]
+        for q in ready:
+            if q <= self.db.queue_count:
+                self._lanes[q].wake_one()
+        for q in set(unserved) - self._warned_unserved:
+            log.warning("jobs wait in a queue number this runner does not serve (queue_count %d): nothing runs "
+                        "them until a runner serves it", self.db.queue_count,
+                        extra={"database": self.db.name, "queue": q})
+        self._warned_unserved.update(unserved)
+        self.unserved = unserved
+        self.metrics.set_unserved(self.db.name, unserved)
 
     def _planned(self, next_fire_at) -> None:
         self.next_schedule_fire = next_fire_at
@@ -466,10 +284,12 @@ class DatabaseRunner:
     def state(self) -> dict:
         now = time.time()
         return {"database": self.db.name, "role": self.role, "listening": self.listening,
-                "instance_id": self.instance_id, "error": self.error,
+                "instance_id": self.instance_id, "error": self.error, "unserved_queues": self.unserved,
+                "workers": sum(self._workers.values()), "connections": self.pool.open + (1 if self.listening else 0),
                 "next_schedule_fire": self.next_schedule_fire.isoformat() if self.next_schedule_fire else None,
                 "running": [{"job_id": v.job_id, "job_name": v.name, "queue": v.queue, "tenant": short_label(v.tenant),
-                             "age_seconds": round(now - v.started, 1)} for v in self.running.values()],
+                             "age_seconds": round(now - v.started, 1), "activity": v.activity}
+                            for v in self.running.values()],
                 "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,
                 "completed_per_minute": [sum(1 for t in self.finished_at if now - 60 * (m + 1) < t <= now - 60 * m)
                                          for m in range(10)]}

@@ -36,12 +36,27 @@ class Metrics:
         self.schedule_jobs = Counter("broker_schedule_jobs", "Jobs enqueued by schedules", ["database"],
                                      registry=self.registry)
         self._depth_labels: dict[str, set[tuple[str, ...]]] = {}
+        self.connect_seconds = Histogram("broker_connect_seconds", "Time to open a worker connection (a cold "
+                                         "connect on the hot path)", ["database"], registry=self.registry,
+                                         buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
+        self.unserved = Gauge("broker_unserved_queue", "1 for a queue number with jobs ready that no worker of this "
+                              "runner serves (beyond the database's queue_count)", ["database", "queue"],
+                              registry=self.registry)
+        self._unserved_labels: dict[str, set[str]] = {}
         self.listen_connected = Gauge("broker_listen_connected", "1 when the LISTEN connection is up", ["database"],
                                       registry=self.registry)
 
     def set_role(self, database: str, active: bool, listening: bool) -> None:
         self.instance_active.labels(database).set(1 if active else 0)
         self.listen_connected.labels(database).set(1 if listening else 0)
+
+    def set_unserved(self, database: str, queues: list[int]) -> None:
+        current = {str(q) for q in queues[:100]}  # (bounded: queue numbers are 1..1000)
+        for queue in current:
+            self.unserved.labels(database, queue).set(1)
+        for queue in self._unserved_labels.get(database, set()) - current:
+            self.unserved.remove(database, queue)
+        self._unserved_labels[database] = current
 
     def set_depth(self, database: str, stats: list[dict]) -> None:
         current = set()

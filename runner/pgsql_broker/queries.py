@@ -10,7 +10,7 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
-                 FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
+                 FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[], %(budget)s::interval)"""
 # Once broker_run_batch returned, the transaction is read-only: should anything of a job still run at COMMIT
 # (broker_run_batch refuses jobs that leave code for it), it runs as this login and must not write.
 READ_ONLY = "SET LOCAL transaction_read_only = on"
@@ -18,6 +18,10 @@ READ_ONLY = "SET LOCAL transaction_read_only = on"
 # COMMIT included.
 RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
+# Several jobs under the batch budget: statement_timeout armed for broker_run_batch's statement (a statement of
+# its own before it: a timeout set inside a running statement is not armed), p_budget the same value.
+RUN_TRANSACTION_BUDGET = ("BEGIN; SELECT set_config('statement_timeout', %(budget_ms)s, true); " + RUN_BATCH + "; "
+                          + READ_ONLY + "; COMMIT")
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
 # The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
@@ -58,6 +62,9 @@ SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at
                       skipped_fires_capped, last_error
                  FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
+# The session's poll: the queue numbers with a job claimable now (wake a worker there; report those not served).
+READY_QUEUES = "SELECT broker.broker_ready_queues()"
+JOB_ACTIVITY = "SELECT job_id, job_queue, tenant_id, job_name, started_at, activity FROM broker.broker_job_activity()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import ConfigError, DatabaseConfig, parse_databases, read_config_file
+from .config import MAX_QUEUE, ConfigError, DatabaseConfig, parse_databases, read_config_file
 
 
 @dataclass
@@ -42,6 +42,15 @@ class BrokerSettings:
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
     allow_privileged_login: bool = False
+    # workers per queue (each a connection while it has work), and per-queue overrides: "3=4,7=1"
+    workers_per_queue: int = 2
+    queue_workers: str = ""
+    # queues whose jobs each run in a transaction of their own (known to be long): "5,6"
+    one_job_per_transaction_queues: str = ""
+    # a transaction of several jobs: no job waits for its commit much longer (broker_run_batch p_budget)
+    batch_budget_ms: int = 200
+    # worker and session connections of the whole runner at most (0: only each database's max_open_conns)
+    max_open_conns_total: int = 0
 
 
 @dataclass
@@ -59,7 +68,10 @@ class Settings:
 
 _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
-            "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0}
+            "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "workers_per_queue": 1, "batch_budget_ms": 10,
+            "max_open_conns_total": 0}
+_MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
+            "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}
 _LEVELS = ("debug", "info", "warning", "error")
 _BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
@@ -84,6 +96,12 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         raise ConfigError(f"{label} must be {kind.__name__}, got {value!r}")
     if name in _MINIMUM and value < _MINIMUM[name]:
         raise ConfigError(f"{label} must be >= {_MINIMUM[name]}, got {value!r}")
+    if name in _MAXIMUM and value > _MAXIMUM[name][0]:
+        raise ConfigError(f"{label} must be <= {_MAXIMUM[name][0]} ({_MAXIMUM[name][1]}), got {value!r}")
+    if name == "queue_workers":
+        parse_queue_workers(value, label)
+    if name == "one_job_per_transaction_queues":
+        parse_queue_list(value, label)
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
     if name == "metrics_port" and value > 65535:
@@ -93,6 +111,29 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
     if section == "logging" and name == "format" and value.lower() not in _FORMATS:
         raise ConfigError(f"{label} must be json or text, got {value!r}")
     return value.lower() if section == "logging" else value
+
+
+def _queue_number(text: str, label: str, example: str) -> int:
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_QUEUE:
+        raise ConfigError(f"{label}: {text!r} is not a queue number (1-{MAX_QUEUE}); write it like {example!r}")
+    return int(text)
+
+
+def parse_queue_workers(text: str, label: str = "broker.queue_workers") -> dict[int, int]:
+    """'3=4,7=1' -> {3: 4, 7: 1}: workers of those queues (overrides workers_per_queue)."""
+    result: dict[int, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        queue, sep, count = item.partition("=")
+        if not sep or not (count.strip().isascii() and count.strip().isdigit()) or not 1 <= int(count) <= 64:
+            raise ConfigError(f"{label}: {item!r} must be QUEUE=WORKERS with 1-64 workers, like '3=4,7=1'")
+        result[_queue_number(queue, label, "3=4,7=1")] = int(count)
+    return result
+
+
+def parse_queue_list(text: str, label: str = "broker.one_job_per_transaction_queues") -> set[int]:
+    """'5,6' -> {5, 6}."""
+    return {_queue_number(item, label, "5,6") for item in text.split(",") if item.strip()}
 
 
 def _apply(target: Any, section: str, values: Mapping[str, Any], where: str) -> None:
@@ -165,4 +206,8 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     names = [db.name for db in settings.databases]
     if len(set(names)) != len(names):
         raise ConfigError(f"databases: name {next(n for n in names if names.count(n) > 1)!r} is used twice")
+    total, least = settings.broker.max_open_conns_total, len(settings.databases) + 1
+    if total and total < least:
+        raise ConfigError(f"broker.max_open_conns_total must be at least {least} (one session connection per database, "
+                          f"{len(settings.databases)} database(s), and one worker connection), got {total}")
     return settings

@@ -96,7 +96,7 @@ async def _wait(tasks, timeout: float, hurry: asyncio.Event | None) -> set:
 
 async def _hand_back(runner, control: _Control) -> None:
     """Release what every worker holds claimed and has not started (its buffer is taken: it runs none of it)."""
-    for queue, buffer in runner._buffers.items():
+    for (queue, _), buffer in runner._buffers.items():
         rows = buffer[:]
         buffer.clear()
         if not rows:
@@ -111,7 +111,8 @@ async def _hand_back(runner, control: _Control) -> None:
         log_released(runner.db.name, queue, rows, released, "stopping")
 
 
-async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, list[tuple]]], why: str) -> None:
+async def _interrupt(runner, control: _Control, executing: dict[tuple[int, int], tuple[int, list[tuple]]],
+                     why: str) -> None:
     """End the sessions executing jobs, then record their jobs as interrupted (pending, attempt not counted)."""
     rows = [row for _, batch in executing.values() for row in batch]
     try:
@@ -130,7 +131,7 @@ async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, 
                         "database": runner.db.name, "job_ids": [r[0] for r in rows],
                         "error": cap_text(str(exc).strip().splitlines()[0] if str(exc) else "")})
         return
-    for queue, (_, batch) in executing.items():
+    for (queue, _), (_, batch) in executing.items():
         for row in batch:
             fields = {"database": runner.db.name, "queue": queue, "job_id": row[0], "job_name": row[1]}
             if row[0] in interrupted:
@@ -144,8 +145,8 @@ async def drain(runner, conn: psycopg.AsyncConnection | None, tasks: list[asynci
     """Stop claiming, hand back what is not started, let running jobs finish until the deadline (or a second
     signal), then interrupt them; return once every task is done."""
     runner._draining.set()
-    for event in runner._wake.values():
-        event.set()
+    for lane in runner._lanes.values():
+        lane.wake_all()
     control = _Control(runner, conn)
     try:
         await _hand_back(runner, control)

@@ -108,6 +108,13 @@ class BoundedHTTPServer(ThreadingHTTPServer):
             return len(self._open)
 
 
+def health_of(db: dict) -> str:
+    """One database's status in /healthz (docs/operations.md says what each means)."""
+    if db["role"] in ("active", "standby"):
+        return "unserved_queues" if db["role"] == "active" and db.get("unserved_queues") else db["role"]
+    return "unavailable" if db.get("error") else db["role"]
+
+
 def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, job_details_anywhere: bool = False,
           max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT_SEC,
           deadline: float = REQUEST_DEADLINE_SEC) -> BoundedHTTPServer:
@@ -124,11 +131,13 @@ def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, 
             elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry))
             elif path == "/healthz":
+                # healthy while the process works, whatever one database does: an orchestrator that restarts
+                # the runner for one database down would interrupt the others (each one's status is in the body)
                 snapshot = state()
-                healthy = snapshot["running"] and all(db["listening"] for db in snapshot["databases"])
-                self._send(200 if healthy else 503, "application/json",
-                           json.dumps({"healthy": bool(healthy), "databases": {
-                               db["database"]: db["role"] for db in snapshot["databases"]}}).encode())
+                healthy = bool(snapshot["running"])
+                self._send(200 if healthy else 503, "application/json", json.dumps({
+                    "healthy": healthy, "databases": {db["database"]: db["role"] for db in snapshot["databases"]},
+                    "status": {db["database"]: health_of(db) for db in snapshot["databases"]}}).encode())
             elif path == "/api/state":
                 self._send(200, "application/json", json.dumps(state(), default=str).encode())
             elif path in ("/", "/index.html"):
