@@ -192,6 +192,30 @@ def runner_main(**options) -> None:
     _run(**options)
 
 
+def _status_activity(conn: psycopg.Connection, queue_counts: list[int]) -> None:
+    """What the claimed jobs do now (executing, or waiting: to start, or for their transaction's commit), and the
+    ready jobs in queue numbers that the active instance does not serve."""
+    claimed = conn.execute(queries.JOB_ACTIVITY).fetchall()
+    if claimed:
+        executing = sum(1 for r in claimed if r[5] == "executing")
+        click.echo(f"  claimed jobs: {executing} executing, {len(claimed) - executing} waiting "
+                   "(to start, or for the commit of their transaction of jobs)")
+        for job_id, queue, tenant, name, started_at, activity in claimed[:STATUS_JOBS]:
+            click.echo(f"    job {job_id} '{safe_text(name)}' queue {queue} tenant {safe_text(tenant)}: {activity}, "
+                       f"claimed {started_at:%Y-%m-%d %H:%M:%S}")
+        if len(claimed) > STATUS_JOBS:
+            click.echo(f"    ... and {len(claimed) - STATUS_JOBS} more")
+    ready = conn.execute(queries.READY_QUEUES).fetchone()[0] or []
+    served = max(queue_counts, default=0)
+    unserved = [q for q in ready if q > served]
+    if unserved:
+        click.echo(f"  warning: jobs ready in queue(s) {', '.join(map(str, unserved))}, which no active instance serves "
+                   f"(queue_count {served}): they wait until a runner serves them")
+
+
+STATUS_JOBS = 20
+
+
 @main.command("status")
 @click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
@@ -221,6 +245,7 @@ def status_command(dsns, config_path) -> None:
                     click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
                 if not stats:
                     click.echo("  (no jobs)")
+                _status_activity(conn, [r[7] for r in active])
                 for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
                         queries.SCHEDULES):
                     when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"

@@ -80,6 +80,7 @@ class DatabaseRunner(Workers):
         keys = [(q, i) for q in queues for i in range(self._workers[q])]
         self._buffers: dict[tuple[int, int], list[tuple]] = {k: [] for k in keys}
         self._executing: dict[tuple[int, int], tuple[int, list[tuple]]] = {}
+        self._executing_since: dict[tuple[int, int], float] = {}
         self._interrupting: set[tuple[int, int]] = set()
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self.pool = WorkerPool(lambda: self._connect("worker"), db.max_open_conns - 1,
@@ -223,6 +224,7 @@ class DatabaseRunner(Workers):
         dependency releases, lease recovery, the stats, the ping. Idle, each is one cheap statement now and
         then; none opens a connection."""
         t = self._next
+        await self._release_overdue(conn, now)
         if now >= self._ticker.due_at:
             await self._ticker.tick(conn)
         if now >= t["poll"]:
@@ -249,7 +251,8 @@ class DatabaseRunner(Workers):
             cols = [c.name for c in cur.description]
             self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
             t["stats"] = now + self.settings.queue_depth_poll_sec
-        if now >= t["activity"] and any(now - v.started >= ACTIVITY_AFTER_SEC for v in self.running.values()
+        wall = time.time()  # (JobView.started is wall-clock time, for the dashboard)
+        if now >= t["activity"] and any(wall - v.started >= ACTIVITY_AFTER_SEC for v in self.running.values()
                                         if v.activity == "waiting"):
             # a transaction of several jobs that runs long: which of its jobs executes, which waits
             executing = {r[0] for r in await (await conn.execute(queries.JOB_ACTIVITY)).fetchall()
@@ -262,6 +265,20 @@ class DatabaseRunner(Workers):
             await conn.execute(queries.PING, {"instance": self.instance_id})
             t["ping"] = now + PING_SEC
         self.pool.reap()
+
+    async def _release_overdue(self, conn: psycopg.AsyncConnection, now: float) -> None:
+        """A worker's transaction that runs past twice the batch budget (a job caught the budget's cancel
+        itself): hand back, on the session connection, what else that worker claimed, so that other workers
+        take it up (only the jobs of that transaction wait for it)."""
+        overdue = 2 * self.settings.batch_budget_ms / 1000
+        for key, since in list(self._executing_since.items()):
+            rows = self._buffers[key]
+            if rows and now - since >= overdue and key not in self._interrupting:
+                unrun = rows[:]
+                rows.clear()
+                released = await stopping.release(conn, unrun)
+                stopping.log_released(self.db.name, key[0], unrun, released,
+                                      "its worker's transaction runs past the batch budget")
 
     async def _poll(self, conn: psycopg.AsyncConnection) -> None:
         """Which queues have a job claimable now: wake one worker of each of ours; report the others once."""

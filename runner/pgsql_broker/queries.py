@@ -65,7 +65,7 @@ QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 # The session's poll: the queue numbers with a job claimable now (wake a worker there; report those not served).
 READY_QUEUES = "SELECT broker.broker_ready_queues()"
 JOB_ACTIVITY = "SELECT job_id, job_queue, tenant_id, job_name, started_at, activity FROM broker.broker_job_activity()"
-INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
+INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at, queue_count
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),
                                     (SELECT version FROM broker.broker_schema_migrations

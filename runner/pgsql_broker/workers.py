@@ -263,6 +263,7 @@ class Workers:
             queries.RUN_TRANSACTION_BUDGET if budget_ms else
             queries.RUN_TRANSACTION_TIMEOUT if batch[0][6] else queries.RUN_TRANSACTION)
         self._executing[key] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
+        self._executing_since[key] = time.monotonic()
         conn.broker_dirty = True
         try:
             return await self._jobs_result(conn, sql, params)
@@ -285,6 +286,7 @@ class Workers:
             return None
         finally:
             self._executing.pop(key, None)
+            self._executing_since.pop(key, None)
             for row in batch:
                 self.running.pop(row[0], None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
