@@ -40,6 +40,11 @@ class RunnerBudget:
             self.open -= 1
             self._changed.notify()
 
+    async def idle_now(self) -> None:
+        """A connection went idle: a database waiting at the cap may close it for itself."""
+        async with self._changed:
+            self._changed.notify()
+
 
 class WorkerPool:
     """The worker connections of one database (at most `cap` open)."""
@@ -99,6 +104,7 @@ class WorkerPool:
             else:
                 self.idle.append((conn, opened, now))
             self._changed.notify()
+        await self.budget.idle_now()
 
     def reap(self) -> None:
         """Close the connections idle for max_idle (called from the session loop: no task of its own)."""

@@ -32,6 +32,7 @@ log = logging.getLogger("pgsql_broker")
 # caches 64 per transaction (beyond them every snapshot of every session gets slower).
 PER_TRANSACTION = 50
 RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
+CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
 
 
 class WorkerInterrupted(Exception):
@@ -209,6 +210,10 @@ class Workers:
             del rows[:len(batch)]
             first = False
             outcomes = await self._run_in_transaction(conn, key, batch, budget)
+            if outcomes is CANCELLED:  # again one per transaction; a single one alone, without a budget
+                (single_ids if len(batch) > 1 else alone_ids).update(r[0] for r in batch)
+                rows[:0] = batch
+                continue
             if outcomes is None:  # failed as a whole (say a deferred constraint at COMMIT): one per transaction
                 if len(batch) > 1:
                     single_ids.update(r[0] for r in batch)
@@ -244,7 +249,7 @@ class Workers:
         return await cur.fetchall()
 
     async def _run_in_transaction(self, conn: psycopg.AsyncConnection, key: tuple[int, int], batch: list[tuple],
-                                  budget_ms: int | None) -> list[tuple] | None:
+                                  budget_ms: int | None) -> list[tuple] | None:  # (or CANCELLED)
         """Run claimed jobs in one transaction, sent as one message (the reset when the session is dirty,
         BEGIN, statement_timeout: the budget, or the job's timeout when it runs alone, broker_run_batch,
         COMMIT); returns broker_run_batch's outcomes, None when the transaction failed as a whole (also at
@@ -272,17 +277,22 @@ class Workers:
             self._buffers[key].clear()
             raise WorkerLost(exc, unrun) from exc
         except psycopg.OperationalError as exc:
-            if not conn.broken:
-                raise
-            if key in self._interrupting:  # the stop ended this session and records the batch
-                raise WorkerInterrupted() from exc
-            unrun = self._buffers[key][:]
-            self._buffers[key].clear()
-            raise WorkerLost(exc, unrun) from exc
+            if conn.broken:
+                if key in self._interrupting:  # the stop ended this session and records the batch
+                    raise WorkerInterrupted() from exc
+                unrun = self._buffers[key][:]
+                self._buffers[key].clear()
+                raise WorkerLost(exc, unrun) from exc
+            if budget_ms and isinstance(exc, psycopg.errors.QueryCanceled):
+                # the budget's timeout fired outside every job (a slow or busy server): nothing of the
+                # transaction is kept, no job failed, the jobs are still claimed
+                log.info("a transaction of %d job(s) went past the batch budget before its jobs ran: they run "
+                         "again, one per transaction", len(batch), extra={"database": self.db.name, "queue": queue})
+                return CANCELLED
+            self._failed_as_a_whole(queue, batch, exc)
+            return None
         except psycopg.Error as exc:
-            log.warning("a transaction of %d job(s) failed: %s", len(batch),
-                        cap_text((str(exc).strip().splitlines() or [""])[0]),
-                        extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
+            self._failed_as_a_whole(queue, batch, exc)
             return None
         finally:
             self._executing.pop(key, None)
@@ -291,6 +301,11 @@ class Workers:
                 self.running.pop(row[0], None)
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                 await conn.execute("ROLLBACK")
+
+    def _failed_as_a_whole(self, queue: int, batch: list[tuple], exc: psycopg.Error) -> None:
+        log.warning("a transaction of %d job(s) failed: %s", len(batch),
+                    cap_text((str(exc).strip().splitlines() or [""])[0]),
+                    extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0]})
 
     def _record_all(self, queue: int, batch: list[tuple], outcomes: list[tuple]) -> None:
         """Metrics, logs and the dashboard's lists for the outcomes of a transaction of jobs."""
