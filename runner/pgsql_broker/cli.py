@@ -123,6 +123,11 @@ _FLAG_HELP = {
     "shutdown_timeout_sec": "On SIGTERM/SIGINT, how long running jobs may take to finish.",
     "metrics_host": "Address of /metrics, /healthz and the dashboard (default 127.0.0.1).",
     "metrics_port": "Port of /metrics, /healthz and the dashboard (0: any free port).",
+    "workers_per_queue": "Workers per queue (default 2): a long job occupies one, the others go on.",
+    "queue_workers": "Per-queue overrides of --workers-per-queue, like '3=4,7=1'.",
+    "one_job_per_transaction_queues": "Queues whose jobs each run in a transaction of their own, like '5,6'.",
+    "batch_budget_ms": "A job waits at most this long for the commit of its transaction of jobs (default 200).",
+    "max_open_conns_total": "Connections of the whole runner at most (default 0: only each database's max_open_conns).",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
                               "REPLICATION role, or a member of pg_execute_server_program and the like "
                               "(unsafe: the runner refuses such a login without this flag).",
