@@ -128,3 +128,29 @@ def test_database_fields_from_environment_and_flags_for_dsn_databases():
         load(env={}, dsns=["dbname=a"], flags={"max_open_conns": 1})
     with pytest.raises(ConfigError, match=r"environment \(PGBROKER_\*\): databases.queue_count must be int"):
         load(env={"PGBROKER_QUEUE_COUNT": "many"}, dsns=["dbname=a"])
+
+
+def test_workers_budget_and_connection_caps_are_validated_with_one_line_errors():
+    s = load(env={"PGBROKER_WORKERS_PER_QUEUE": "3", "PGBROKER_QUEUE_WORKERS": "1=4, 7=1"}, dsns=["dbname=a"],
+             flags={"one_job_per_transaction_queues": "5,6", "batch_budget_ms": 500, "max_open_conns_total": 2})
+    assert (s.broker.workers_per_queue, s.broker.queue_workers, s.broker.one_job_per_transaction_queues,
+            s.broker.batch_budget_ms, s.broker.max_open_conns_total) == (3, "1=4, 7=1", "5,6", 500, 2)
+    bad = [({"queue_workers": "3=x"}, "broker.queue_workers: '3=x' must be QUEUE=WORKERS with 1-64 workers"),
+           ({"queue_workers": "1001=2"}, "broker.queue_workers: '1001' is not a queue number (1-1000)"),
+           ({"one_job_per_transaction_queues": "five"}, "'five' is not a queue number (1-1000)"),
+           ({"workers_per_queue": 0}, "broker.workers_per_queue must be >= 1, got 0"),
+           ({"workers_per_queue": 65}, "broker.workers_per_queue must be <= 64"),
+           ({"batch_budget_ms": 5}, "broker.batch_budget_ms must be >= 10, got 5"),
+           ({"max_open_conns_total": 2}, "broker.max_open_conns_total must be at least 3 (one session connection per "
+                                         "database, 2 database(s), and one worker connection), got 2")]
+    for flags, message in bad:
+        with pytest.raises(ConfigError) as err:
+            load(env={}, dsns=["dbname=a", "dbname=b"], flags=flags)
+        assert message in str(err.value) and "\n" not in str(err.value), (flags, str(err.value))
+
+
+def test_a_bad_worker_setting_is_a_usage_error_of_the_command(tmp_path):
+    result = subprocess.run([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
+                             "--dsn", "dbname=a", "--queue-workers", "1=0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "broker.queue_workers: '1=0' must be QUEUE=WORKERS" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -107,7 +107,7 @@ class Workers:
             await lane.wait(event)
             if self._draining.is_set():
                 break
-            conn = await self.pool.get()
+            conn: psycopg.AsyncConnection | None = await self.pool.get()
             try:
                 while not self._draining.is_set():
                     try:
@@ -117,17 +117,22 @@ class Workers:
                     except WorkerLost as lost:
                         await conn.close()
                         await self.pool.put(conn)
+                        conn = None
                         conn = await self.pool.get()  # fails when the database is gone: session restart
                         await self._hand_back_lost(conn, queue, lost)
                         continue
                     if getattr(conn, "broker_big_notice", False):
                         await conn.close()  # its input buffer holds a job's huge notice: give the memory back
                         await self.pool.put(conn)
+                        conn = None
+                        if not claimed:
+                            break
                         conn = await self.pool.get()
                     if not claimed:
                         break
             finally:
-                await self.pool.put(conn)
+                if conn is not None:
+                    await self.pool.put(conn)
 
     async def _hand_back_lost(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
         released = await stopping.release(conn, lost.unrun)
