@@ -78,7 +78,7 @@ CATALOG_JSON = runner/pgsql_broker/catalog.json
 catalog: $(VENV)/.installed all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster sh -c 'createdb catalog_snapshot && psql -X -q -d catalog_snapshot -c "CREATE EXTENSION $(EXTENSION)" \
-	  && $(VENV)/bin/python -m pgsql_broker.catalog catalog_snapshot > $(CATALOG_JSON)'
+	  && $(VENV)/bin/python -m pgsql_broker.install.catalog catalog_snapshot > $(CATALOG_JSON)'
 	@echo "wrote $(CATALOG_JSON)"
 
 installcheck:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from conftest import connect
-from pgsql_broker.scripts import control_version
+from pgsql_broker.install.scripts import control_version
 from runner_process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 from conftest import ROLES_SQL, connect, dsn
-from pgsql_broker import catalog
+from pgsql_broker.install import catalog
 from pgsql_broker.install import expected_catalog
 
 CLI = [sys.executable, "-m", "pgsql_broker"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROLES_SQL, add_job, connect, dsn
-from pgsql_broker import catalog
+from pgsql_broker.install import catalog
 from pgsql_broker.install import install
-from pgsql_broker.scripts import control_version, scripts, version_key
+from pgsql_broker.install.scripts import control_version, scripts, version_key
 
 ROOT = Path(__file__).resolve().parent.parent
 FROZEN = [s.to_version for s in scripts()

@@ -6,7 +6,7 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 
 import pgsql_broker
-from pgsql_broker.scripts import control_version, scripts, version_key
+from pgsql_broker.install.scripts import control_version, scripts, version_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,7 +16,7 @@ def test_control_package_scripts_and_changelog_agree():
     newest_script = max((s.to_version for s in scripts() if s.from_version is None), key=version_key)
     changelog = re.search(r"^## \[(\d+\.\d+\.\d+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
     dockerfile = re.search(r"^ARG VERSION=(\S+)", (ROOT / "Dockerfile").read_text(), re.M).group(1)
-    from pgsql_broker.engine import SUPPORTED_SCHEMA
+    from pgsql_broker.run.database import SUPPORTED_SCHEMA
     assert control in SUPPORTED_SCHEMA, "the runner must support the schema it ships"
     assert {
         "control file": control,

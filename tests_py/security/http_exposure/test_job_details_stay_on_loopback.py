@@ -15,8 +15,8 @@ import socket
 import pytest
 
 from conftest import add_job, connect
-from pgsql_broker import web
-from pgsql_broker.metrics import Metrics
+from pgsql_broker.observe import web
+from pgsql_broker.observe.metrics import Metrics
 from test_runner import finished, wait_until
 
 SECRET_STATE = {"running": True, "databases": [{"database": "d", "role": "active", "listening": True,

@@ -57,7 +57,7 @@ def test_malformed_notify_payloads_are_ignored_and_the_session_stays(db, start, 
 def test_the_malformed_notify_warning_is_rate_limited(caplog):
     import logging
 
-    from pgsql_broker.logs import RateLimitedWarning
+    from pgsql_broker.observe.logs import RateLimitedWarning
     now = [0.0]
     warn = RateLimitedWarning(logging.getLogger("pgsql_broker.test"), "ignored malformed NOTIFY payload(s)",
                               {"database": "d"}, interval=60, clock=lambda: now[0])

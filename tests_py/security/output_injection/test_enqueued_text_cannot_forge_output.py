@@ -49,6 +49,6 @@ def test_status_escapes_tenant_ids_and_schedule_names(db):
 
 
 def test_safe_text_escapes_controls_separators_and_bidi_overrides():
-    from pgsql_broker.logs import safe_text
+    from pgsql_broker.observe.logs import safe_text
     assert safe_text("a\nb\rc\td\x1be\x9bf\u2028g\u202eh\x7f") == "a\\nb\\rc\\td\\x1be\\x9bf\\u2028g\\u202eh\\x7f"
     assert safe_text("plain text, ünïcode ✓") == "plain text, ünïcode ✓"

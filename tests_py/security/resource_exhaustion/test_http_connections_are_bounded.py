@@ -7,8 +7,8 @@ import socket
 import time
 
 from conftest import add_job, connect
-from pgsql_broker import web
-from pgsql_broker.metrics import Metrics
+from pgsql_broker.observe import web
+from pgsql_broker.observe.metrics import Metrics
 from test_runner import finished, wait_until
 
 

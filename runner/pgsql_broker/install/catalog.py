@@ -101,7 +101,7 @@ def _first_line(definition: str) -> str:
 
 
 def main() -> None:
-    """python -m pgsql_broker.catalog DBNAME: print the snapshot of a database as JSON (PG* variables apply)."""
+    """python -m pgsql_broker.install.catalog DBNAME: print the snapshot of a database as JSON (PG* variables apply)."""
     import json
     import sys
 

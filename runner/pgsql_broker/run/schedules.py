@@ -15,8 +15,8 @@ from typing import Awaitable, Callable
 
 import psycopg
 
+from ..observe.metrics import Metrics
 from . import queries
-from .metrics import Metrics
 
 log = logging.getLogger("pgsql_broker")
 MAX_SLEEP_SEC = 60.0
@@ -29,9 +29,11 @@ async def tick_schedules(connect: Callable[[str], Awaitable[psycopg.AsyncConnect
                          on_plan: Callable[[object], None]) -> None:
     """Run until `stop` is set; raise on connection loss (the caller reconnects)."""
     async with await connect("schedules") as conn:
+        cur = conn.cursor(row_factory=queries.TICK_ROW)
         while not stop.is_set():
             wake.clear()
-            jobs, next_fire_at, seconds = await (await conn.execute(queries.SCHEDULE_TICK)).fetchone()
+            tick = await (await cur.execute(queries.SCHEDULE_TICK)).fetchone()
+            jobs, next_fire_at, seconds = tick.jobs_enqueued, tick.next_fire_at, tick.seconds_until_next
             metrics.schedule_ticks.labels(database).inc()
             if jobs:
                 metrics.schedule_jobs.labels(database).inc(jobs)

@@ -34,7 +34,7 @@ class Script:
 
     @property
     def text(self) -> str:
-        return (resources.files(__package__) / "extension" / self.name).read_text()
+        return (resources.files("pgsql_broker") / "extension" / self.name).read_text()
 
     @property
     def checksum(self) -> str:
@@ -48,7 +48,7 @@ class Script:
 @cache
 def control_version() -> str:
     """default_version from pgsql_broker.control: the one source of the version."""
-    text = (resources.files(__package__) / "pgsql_broker.control").read_text()
+    text = (resources.files("pgsql_broker") / "pgsql_broker.control").read_text()
     match = re.search(r"^default_version\s*=\s*'([^']+)'", text, re.M)
     if not match:
         raise RuntimeError("pgsql_broker.control has no default_version")
@@ -58,7 +58,7 @@ def control_version() -> str:
 @cache
 def scripts() -> tuple[Script, ...]:
     found = []
-    for entry in (resources.files(__package__) / "extension").iterdir():
+    for entry in (resources.files("pgsql_broker") / "extension").iterdir():
         match = _SCRIPT_RE.match(entry.name)
         if match:
             first, second = match.groups()
@@ -99,4 +99,4 @@ def migration_sql(script: Script) -> str:
 
 
 def roles_sql() -> str:
-    return (resources.files(__package__) / "roles.sql").read_text()
+    return (resources.files("pgsql_broker") / "roles.sql").read_text()

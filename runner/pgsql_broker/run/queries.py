@@ -1,7 +1,67 @@
-"""Every SQL statement the runner sends, by name. The decisions are all in the extension."""
+"""Every SQL statement the runner sends, by name, and the rows of the ones the runner reads by field name
+(`row.job_id`, not `row[0]`). The decisions are all in the extension."""
+from __future__ import annotations
 
-LISTEN = "LISTEN pgsql_broker"
-LISTEN_SCHEDULES = "LISTEN pgsql_broker_schedule"
+from typing import NamedTuple
+
+import psycopg
+
+
+class Claimed(NamedTuple):
+    """A job broker_get claimed for this worker (CLAIM)."""
+    job_id: int
+    job_name: str
+    job_queue: int
+    tenant_id: str
+    attempts: int
+    max_attempts: int
+    timeout_ms: int | None  # the job's statement_timeout: it runs alone in its transaction
+    lease_token: str
+
+
+class Outcome(NamedTuple):
+    """What broker_run_batch reports of one job it took up (RUN_BATCH); status None: not run (lease lost)."""
+    job_id: int
+    status: int | None  # a JobState
+    attempts: int | None
+    error_sqlstate: str | None
+    error_message: str | None
+    seconds: float | None
+
+
+class Recovered(NamedTuple):
+    """A job whose lease expired, put back to pending or failed for good (RECOVER)."""
+    job_id: int
+    status: int
+
+
+class Tick(NamedTuple):
+    """The result of broker_schedule_tick (SCHEDULE_TICK)."""
+    jobs_enqueued: int
+    next_fire_at: object  # datetime or None
+    seconds_until_next: float | None
+
+
+def rows_of(cls):
+    """A psycopg row factory making `cls` rows: the result's column names are checked once per result, then
+    each row is made from its values by position (as cheap as a tuple on the hot path)."""
+    def factory(cursor):
+        names = tuple(c.name for c in cursor.description or ())
+        if names == cls._fields:
+            return cls._make
+
+        def mismatch(values):  # (a message's other results, BEGIN or the reset, are never read)
+            raise psycopg.ProgrammingError(f"{cls.__name__} expects columns {cls._fields}, the result has {names}")
+        return mismatch
+    return factory
+
+
+CLAIMED_ROW, OUTCOME_ROW, RECOVERED_ROW, TICK_ROW = rows_of(Claimed), rows_of(Outcome), rows_of(Recovered), rows_of(Tick)
+
+
+CHANNEL, SCHEDULE_CHANNEL = "pgsql_broker", "pgsql_broker_schedule"  # the extension's NOTIFY channels
+LISTEN = "LISTEN " + CHANNEL
+LISTEN_SCHEDULES = "LISTEN " + SCHEDULE_CHANNEL
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
@@ -9,7 +69,8 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
-RUN_BATCH = """SELECT job_id, complete_status, attempts, error_sqlstate, error_message, extract(epoch FROM duration)::float8
+RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
+                      extract(epoch FROM duration)::float8 AS seconds
                  FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
 # Once broker_run_batch returned, the transaction is read-only: should anything of a job still run at COMMIT
 # (broker_run_batch refuses jobs that leave code for it), it runs as this login and must not write.
@@ -51,7 +112,7 @@ RESET_SESSION = ("CLOSE ALL; RESET ALL; SET LOCAL lock_timeout = '" + RESET_LOCK
 # What a worker sends first after a transaction of jobs, in the same message as its next statement: the reset
 # in a transaction of its own, so that the next transaction starts from the reset settings.
 RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
-RECOVER = "SELECT job_id, complete_status FROM broker.broker_recover_stale_jobs()"
+RECOVER = "SELECT job_id, complete_status AS status FROM broker.broker_recover_stale_jobs()"
 APPLY_RELEASES = "SELECT broker.broker_apply_deferred_releases(5000)"
 SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
 SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires,
@@ -60,7 +121,13 @@ SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
+# `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
+STANDBY_COUNT = """SELECT count(*) AS standby FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name LIKE '%:listen'
+                      AND pid NOT IN (SELECT backend_pid FROM broker.broker_queueinstance WHERE status = 'active')"""
 SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),
                                     (SELECT version FROM broker.broker_schema_migrations
                                      ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1))"""
 ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
+HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
+ROLLBACK = "ROLLBACK"

@@ -1,6 +1,6 @@
 """Install or upgrade pgsql_broker in one database, by CREATE EXTENSION or as tracked migrations.
 
-Both paths run the same versioned scripts (see scripts.py). The migrations
+Both paths run the same versioned scripts (see install/scripts.py). The migrations
 path applies them with yoyo-migrations (its bookkeeping in schema broker_yoyo)
 and records each version in broker.broker_schema_migrations.
 
@@ -267,7 +267,7 @@ def _write_migrations(directory: Path, target: str) -> None:
     """One yoyo migration module per script of the chain, each depending on the previous one."""
     previous = None
     for script in migration_chain(target):
-        lines = ["from yoyo import step", "from pgsql_broker.scripts import Script, migration_sql"]
+        lines = ["from yoyo import step", "from pgsql_broker.install.scripts import Script, migration_sql"]
         if previous:
             lines.append(f"__depends__ = {{{previous!r}}}")
         lines.append(f"steps = [step(migration_sql(Script({script.name!r}, {script.to_version!r}, "
@@ -293,7 +293,7 @@ def pending_migrations(conn: psycopg.Connection, state: DatabaseState) -> list[s
 
 
 def expected_catalog() -> dict[str, list[str]]:
-    return json.loads((resources.files(__package__) / "catalog.json").read_text())
+    return json.loads((resources.files("pgsql_broker") / "catalog.json").read_text())
 
 
 def verify(dsn: str) -> VerifyReport:

@@ -18,8 +18,10 @@ import logging
 
 import psycopg
 
+from ..observe.logs import cap_text
 from . import queries
-from .logs import cap_text
+from .connections import job_id_result, rollback_failed
+from .queries import Claimed
 
 log = logging.getLogger("pgsql_broker")
 TERMINATE_WAIT_MS = 5000  # pg_terminate_backend waits this long for the backend to exit
@@ -27,16 +29,18 @@ INTERRUPT_LOCK_TIMEOUT = "10s"  # broker_interrupt_jobs waits for the row locks 
 EXIT_GRACE_SEC = 10.0  # then the workers whose session was ended must have returned
 
 
-def _arrays(rows: list[tuple]) -> dict:
-    # array literals built here: psycopg's array dumper quotes element by element
-    return {"jobs": "{" + ",".join(str(r[0]) for r in rows) + "}", "tokens": "{" + ",".join(r[7] for r in rows) + "}"}
+def arrays(rows: list[Claimed]) -> dict:
+    """The jobs and lease tokens of claimed rows as the parameters of broker_run_batch, broker_release_jobs and
+    broker_interrupt_jobs (array literals built here: psycopg's array dumper quotes element by element)."""
+    return {"jobs": "{" + ",".join([str(r.job_id) for r in rows]) + "}",
+            "tokens": "{" + ",".join([r.lease_token for r in rows]) + "}"}
 
 
-def log_released(database: str, queue: int, rows: list[tuple], released: set[int], why: str) -> None:
+def log_released(database: str, queue: int, rows: list[Claimed], released: set[int], why: str) -> None:
     """One line per job handed back (or not: its claim had already ended, say it ran elsewhere)."""
     for row in rows:
-        fields = {"database": database, "queue": queue, "job_id": row[0], "job_name": row[1]}
-        if row[0] in released:
+        fields = {"database": database, "queue": queue, "job_id": row.job_id, "job_name": row.job_name}
+        if row.job_id in released:
             log.info("job released (%s): claimed, not started, back to pending, attempt not counted", why,
                      extra=fields)
         else:
@@ -44,18 +48,12 @@ def log_released(database: str, queue: int, rows: list[tuple], released: set[int
 
 
 async def _job_ids(conn: psycopg.AsyncConnection, sql: str, params: dict) -> set[int]:
-    """Send several statements as one message (bound client-side); the ids of the result named job_id."""
-    cur = psycopg.AsyncClientCursor(conn)
-    await cur.execute(sql, params)
-    while not (cur.pgresult is not None and cur.pgresult.nfields and cur.pgresult.fname(0) == b"job_id"):
-        if not cur.nextset():
-            raise psycopg.ProgrammingError("no job_id result in: " + sql[:60])
-    return {r[0] for r in await cur.fetchall()}
+    return {r[0] for r in await job_id_result(conn, sql, params)}
 
 
-async def release(conn: psycopg.AsyncConnection, rows: list[tuple], prefix: str = "") -> set[int]:
+async def release(conn: psycopg.AsyncConnection, rows: list[Claimed], prefix: str = "") -> set[int]:
     """broker_release_jobs for claimed rows (`prefix`: statements sent first in the same message)."""
-    return await _job_ids(conn, prefix + queries.RELEASE, _arrays(rows)) if rows else set()
+    return await _job_ids(conn, prefix + queries.RELEASE, arrays(rows)) if rows else set()
 
 
 class _Control:
@@ -111,7 +109,7 @@ async def _hand_back(runner, control: _Control) -> None:
         log_released(runner.db.name, queue, rows, released, "stopping")
 
 
-async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, list[tuple]]], why: str) -> None:
+async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, list[Claimed]]], why: str) -> None:
     """End the sessions executing jobs, then record their jobs as interrupted (pending, attempt not counted)."""
     rows = [row for _, batch in executing.values() for row in batch]
     try:
@@ -120,20 +118,19 @@ async def _interrupt(runner, control: _Control, executing: dict[int, tuple[int, 
             await conn.execute(queries.TERMINATE, {"pid": pid, "ms": TERMINATE_WAIT_MS})
         try:
             interrupted = await _job_ids(conn, queries.INTERRUPT_TRANSACTION,
-                                         _arrays(rows) | {"lock_timeout": INTERRUPT_LOCK_TIMEOUT})
+                                         arrays(rows) | {"lock_timeout": INTERRUPT_LOCK_TIMEOUT})
         finally:
-            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                await conn.execute("ROLLBACK")
+            await rollback_failed(conn)
     except psycopg.Error as exc:
         log.warning("could not record the interruption of %d job(s): their leases will recover them "
                     "(the attempt counts)", len(rows), extra={
-                        "database": runner.db.name, "job_ids": [r[0] for r in rows],
+                        "database": runner.db.name, "job_ids": [r.job_id for r in rows],
                         "error": cap_text(str(exc).strip().splitlines()[0] if str(exc) else "")})
         return
     for queue, (_, batch) in executing.items():
         for row in batch:
-            fields = {"database": runner.db.name, "queue": queue, "job_id": row[0], "job_name": row[1]}
-            if row[0] in interrupted:
+            fields = {"database": runner.db.name, "queue": queue, "job_id": row.job_id, "job_name": row.job_name}
+            if row.job_id in interrupted:
                 log.warning("job interrupted (%s): back to pending, attempt not counted, dependents kept", why,
                             extra=fields)
             else:
