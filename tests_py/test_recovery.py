@@ -7,6 +7,7 @@ import time
 import psycopg
 import pytest
 
+from pgsql_broker.states import JobState
 from conftest import add_job, connect, job_status
 
 
@@ -20,7 +21,7 @@ def test_expired_lease_of_a_dead_worker_is_recovered(db):
 
     assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == []  # lease still valid
     time.sleep(1.3)
-    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, 0)]
+    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, JobState.PENDING)]
     row = admin.execute("SELECT attempts, lease_token, last_error_message FROM broker.broker_jobs WHERE job_id = %s",
                         (job,)).fetchone()
     assert row[0] == 1 and row[1] is None and row[2].startswith("lease expired")
@@ -46,9 +47,9 @@ def test_a_job_still_executing_is_never_recovered(db):
     other = connect(db)
     assert other.execute("SELECT * FROM broker.broker_get(1)").fetchall() == []
     t.join(10)
-    assert outcome["row"] == (2,)
+    assert outcome["row"] == (JobState.COMPLETED,)
     assert admin.execute("SELECT complete_status, attempts FROM broker.broker_jobs WHERE job_id = %s",
-                         (job,)).fetchone() == (2, 1)
+                         (job,)).fetchone() == (JobState.COMPLETED, 1)
 
 
 def test_a_worker_killed_mid_job_leaves_no_effects_and_the_job_returns(db):
@@ -69,12 +70,12 @@ def test_a_worker_killed_mid_job_leaves_no_effects_and_the_job_returns(db):
     assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
     t.join(10)
     time.sleep(1.0)
-    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, 0)]
+    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, JobState.PENDING)]
     assert admin.execute("SELECT count(*) FROM effects").fetchone() == (0,)
     admin.execute("UPDATE broker.broker_jobs SET run_after = now(), execute_str = 'INSERT INTO effects VALUES (2)' "
                   "WHERE job_id = %s", (job,))
     admin.execute("SELECT broker.broker_run(job_id) FROM broker.broker_get(1)")
-    assert job_status(admin, job) == 2
+    assert job_status(admin, job) == JobState.COMPLETED
     assert admin.execute("SELECT array_agg(v) FROM effects").fetchone() == ([2],)
 
 
@@ -84,7 +85,7 @@ def test_running_a_job_after_losing_its_lease_is_refused(db):
     slow = connect(db)
     token = slow.execute("SELECT lease_token FROM broker.broker_get(1, NULL, 1)").fetchone()[0]
     time.sleep(1.2)
-    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, 0)]
+    assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, JobState.PENDING)]
     admin.execute("UPDATE broker.broker_jobs SET run_after = now() WHERE job_id = %s", (job,))
     fast = connect(db)
     new_token = fast.execute("SELECT lease_token FROM broker.broker_get(1)").fetchone()[0]

@@ -11,6 +11,7 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pgsql_broker.states import JobState
 from conftest import add_job, connect
 from runner_process import db_dsn
 
@@ -126,7 +127,7 @@ def test_crash_safety_under_repeated_sigkill_and_terminated_backends(db, start):
     with connect(db) as conn:
         wait_until(lambda: conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status < 2").fetchone()[0] == 0,
                    timeout=120, what="every job to finish")
-        assert conn.execute("SELECT complete_status, count(*) FROM broker.broker_jobs GROUP BY 1").fetchall() == [(2, 1500)]
+        assert conn.execute("SELECT complete_status, count(*) FROM broker.broker_jobs GROUP BY 1").fetchall() == [(JobState.COMPLETED, 1500)]
         assert conn.execute("SELECT count(*), count(DISTINCT job), min(job), max(job) FROM public.effects").fetchone() == (
             1500, 1500, 1, 1500)  # every effect exactly once
         # and the kills really hit jobs in flight: some needed more than one attempt

@@ -3,6 +3,7 @@ never share one, session changes do not outlive a transaction, and a transaction
 costs the other jobs nothing."""
 from __future__ import annotations
 
+from pgsql_broker.states import JobState
 from conftest import connect
 from test_runner import wait_until
 
@@ -27,7 +28,7 @@ def test_a_failure_at_commit_does_not_cost_the_other_jobs_of_the_batch_an_attemp
     wait_until(lambda: _statuses(db).get("a") == 2 and _statuses(db).get("b") == 2, what="the innocent jobs")
     with connect(db) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT job) FROM public.effects").fetchone() == (2, 2)
-        assert conn.execute("SELECT complete_status FROM broker.broker_jobs WHERE job_name = 'poison'").fetchone()[0] == 1
+        assert conn.execute("SELECT complete_status FROM broker.broker_jobs WHERE job_name = 'poison'").fetchone()[0] == JobState.RUNNING
     assert "a transaction of 3 job(s) failed" in runner.log()
 
 
@@ -47,7 +48,7 @@ def test_session_settings_of_one_job_do_not_reach_a_job_of_another_role(db, star
                                'INSERT INTO public.seen SELECT current_user, current_setting(''DateStyle'')')))""")
     runner = start(db)
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
-    wait_until(lambda: set(_statuses(db).values()) == {2}, what="all three jobs")
+    wait_until(lambda: set(_statuses(db).values()) == {JobState.COMPLETED}, what="all three jobs")
     with connect(db) as conn:
         seen = dict(conn.execute("SELECT who, datestyle FROM public.seen").fetchall())
     assert seen["broker_test_batch_other"] == "ISO, MDY"  # the other role's job starts from a reset session
@@ -82,7 +83,7 @@ def test_a_job_whose_enqueuer_lost_the_right_fails_and_the_rest_of_its_batch_run
     try:
         runner = start(db)
         runner.wait_for(lambda r: r.role(db) == "active", what="active")
-        wait_until(lambda: set(_statuses(db).values()) == {2, 3}, what="the three jobs to finish")
+        wait_until(lambda: set(_statuses(db).values()) == {JobState.COMPLETED, JobState.FAILED}, what="the three jobs to finish")
         assert _statuses(db) == {"alice 1": 3, "alice 2": 3, "bob": 2}
         with connect(db) as conn:
             assert conn.execute("SELECT array_agg(v) FROM public.effects").fetchone()[0] == ["bob"]
