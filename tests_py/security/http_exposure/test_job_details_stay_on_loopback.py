@@ -17,7 +17,7 @@ import pytest
 from conftest import add_job, connect
 from pgsql_broker.observe import web
 from pgsql_broker.observe.metrics import Metrics
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 SECRET_STATE = {"running": True, "databases": [{"database": "d", "role": "active", "listening": True,
                                                 "failures": [{"job_name": "secret payroll export"}]}]}

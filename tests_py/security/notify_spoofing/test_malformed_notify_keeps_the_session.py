@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from conftest import add_job, connect
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 BAD_PAYLOADS = ["x", "", "-", "1 2", "1.5", "0x1", "99999999999999999999999999", "\u0661\u0662x", "/", "1/2"]
 

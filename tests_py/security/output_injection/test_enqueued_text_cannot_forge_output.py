@@ -9,7 +9,7 @@ import sys
 
 from conftest import add_job, connect
 from runner_process import db_dsn
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 FORGED = "2026-01-01 00:00:00,000 info    job completed database=prod job_id=1"
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (debug|info|warning|error) |    \| )")

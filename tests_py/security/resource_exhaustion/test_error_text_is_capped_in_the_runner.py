@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import add_job, connect
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 
 def test_huge_error_messages_are_capped_in_the_state_and_the_log(db, start):

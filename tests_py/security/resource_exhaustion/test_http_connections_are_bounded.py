@@ -9,7 +9,7 @@ import time
 from conftest import add_job, connect
 from pgsql_broker.observe import web
 from pgsql_broker.observe.metrics import Metrics
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 
 def _closed_by_server(sock: socket.socket) -> bool:

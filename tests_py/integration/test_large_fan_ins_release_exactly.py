@@ -8,7 +8,7 @@ import threading
 import time
 
 from conftest import connect
-from test_concurrency import COUNTER_DRIFT
+from job_checks import COUNTER_DRIFT
 
 
 def _dependents(conn, prefix: str, groups: list[str], n: int) -> None:
@@ -88,7 +88,7 @@ def test_deferred_releases_stay_exact_under_concurrency(db):
 
 def test_a_runner_runs_every_dependent_of_a_large_fan_in(db, start):
     """The runner's claims apply the deferred releases: all 1,600 dependents run, none is left blocked."""
-    from test_runner import wait_until
+    from job_checks import wait_until
     with connect(db) as conn:
         conn.execute("SELECT broker.broker_add_job('member', 'SELECT pg_sleep(0.5)', 1, p_job_group => 'big')")
         _dependents(conn, "d", ["big"], 1600)

@@ -9,7 +9,7 @@ import yaml
 from pgsql_broker.config import DatabaseConfig
 from pgsql_broker.settings import BrokerSettings, LoggingSettings, load
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "broker.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "broker.example.yaml"
 
 
 def test_example_config_loads_and_covers_every_field():

@@ -18,7 +18,7 @@ from conftest import connect
 from pgsql_broker.install.scripts import control_version
 from runner_process import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONTAINER_DSN = "host=postgres port=5432 dbname=broker"
 
 

@@ -29,7 +29,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DEADLINE_SEC = 60
 BLOCK = re.compile(r"(?:<!-- quickstart: (?P<mark>[a-z]+) -->\s*\n)?```(?P<lang>[a-z]*)\n(?P<body>.*?)^```\s*$",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "runner" / "pgsql_broker"
+PACKAGE = Path(__file__).resolve().parents[2] / "runner" / "pgsql_broker"
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pgsql_broker
 from pgsql_broker.install.scripts import control_version, scripts, version_key
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_control_package_scripts_and_changelog_agree():

@@ -13,22 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pgsql_broker.states import JobState
 from conftest import add_job, connect
+from job_checks import finished, wait_until
 from runner_process import db_dsn
-
-
-def finished(db: str, job_id: int) -> bool:
-    with connect(db) as conn:
-        return conn.execute("SELECT complete_status >= 2 FROM broker.broker_jobs WHERE job_id = %s",
-                            (job_id,)).fetchone()[0]
-
-
-def wait_until(predicate, timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_jobs_run_on_notify_and_also_when_every_notify_is_lost(db, start):

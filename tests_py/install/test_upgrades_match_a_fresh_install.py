@@ -13,7 +13,7 @@ from pgsql_broker.install import catalog
 from pgsql_broker.install import install
 from pgsql_broker.install.scripts import control_version, scripts, version_key
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FROZEN = [s.to_version for s in scripts()
           if s.from_version is None and version_key(s.to_version) < version_key(control_version())]
 JOBS = "SELECT job_id, job_name, complete_status, pending_deps, tenant_id, attempts FROM broker.broker_jobs ORDER BY job_id"

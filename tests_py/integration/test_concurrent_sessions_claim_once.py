@@ -9,19 +9,7 @@ import psycopg
 
 from pgsql_broker.states import JobState
 from conftest import add_job, connect
-
-COUNTER_DRIFT = """
-SELECT j.job_id, j.pending_deps, actual
-  FROM broker.broker_jobs j,
-       LATERAL (SELECT (SELECT count(*) FROM broker.broker_job_dependency e
-                          JOIN broker.broker_jobs t ON t.job_id = e.depends_on_job_id
-                         WHERE e.job_id = j.job_id AND t.complete_status <= 1)
-                     + (SELECT count(*) FROM broker.broker_job_dependency e
-                          JOIN broker.broker_jobs m ON m.tenant_id = e.tenant_id AND m.job_group = e.depends_on_group
-                         WHERE e.job_id = j.job_id AND m.complete_status <= 1) AS actual) a
- WHERE j.complete_status = 0 AND j.pending_deps <> a.actual
-"""
-
+from job_checks import COUNTER_DRIFT
 
 def _worker(db: str, stop: threading.Event, claimed: list[int], batch: int = 3, queue: int = 1) -> None:
     conn = connect(db)

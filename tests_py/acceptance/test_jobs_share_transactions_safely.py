@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pgsql_broker.states import JobState
 from conftest import connect
-from test_runner import wait_until
+from job_checks import wait_until
 
 
 def _statuses(db: str) -> dict[str, int]:
