@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import uuid
 
 import pytest
 
 from conftest import add_job, connect
+from job_checks import wait_until
 
 # A job that sleeps 20 s until the test opens its gate (a row in table gate), then returns at once: the same job,
 # unchanged, runs long before the stop and short after the restart.
@@ -37,15 +37,6 @@ def runtime_login(db):
         owner.execute(f'DROP OWNED BY "{name}"')
     with connect("postgres") as admin:
         admin.execute(f'DROP ROLE "{name}"')
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def jobs(db: str) -> dict[str, tuple]:
