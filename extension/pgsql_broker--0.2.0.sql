@@ -1,12 +1,14 @@
 -- pgsql_broker 0.2.0: generated from sql/pgsql_broker.sql by make; do not edit.
 \echo Use "CREATE EXTENSION pgsql_broker" to load this file. \quit
--- pgsql_broker: the install manifest.
--- Every file of the extension, in dependency order. `make` resolves the \i lines into
--- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
--- repository root runs the same sources directly (schema broker must exist).
+-- pgsql_broker: the install manifest, and the table of contents of sql/.
+-- Every file of the extension, in dependency order, one folder per concern. `make` resolves
+-- the \i lines into extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql`
+-- from the repository root runs the same sources directly (schema broker must exist).
+-- Where each rule lives: docs/where-rules-live.md.
 
--- first: schema broker must be the installer's own and new (nothing planted in it)
+-- Group: guards: schema broker must be the installer's own and new (nothing planted in it)
 -- source: sql/guards/fresh_schema.sql
+-- sql/guards/fresh_schema.sql: install guard: schema broker is the installer's own and new.
 -- ---------------------------------------------------------------------------
 -- Install guard: the schema broker this script fills must be the installer's
 -- own and new. CREATE EXTENSION (control file: schema = broker, not
@@ -72,8 +74,9 @@ BEGIN
 END
 $guard$;
 
--- settings and tenancy (table defaults call these)
--- source: sql/functions/settings.sql
+-- Group: core: options, advisory-lock keys, the NOTIFY writer (table defaults and every concern use them)
+-- source: sql/core/settings.sql
+-- sql/core/settings.sql: database-wide options (broker_config) and their reader.
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
 --   The integer option p_name from broker_config, or p_default when unset.
@@ -156,7 +159,70 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
     'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant; returns the value in force.';
--- source: sql/functions/tenant.sql
+-- source: sql/core/lock_keys.sql
+-- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
+--   The one place the dependency-lock key of a group (p_group) or of a job
+--   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
+--   of these locks calls it. A bigint advisory key: the high 32 bits are the
+--   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
+--   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
+--   tenants never share a key (unless their names hash alike: strict tenancy
+--   names are the administrator's, see README), a tenant holds at most 2,048
+--   keys, and, within a tenant, group keys sort before job keys.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.|)
+           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
+            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
+    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';
+-- source: sql/core/notify.sql
+-- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- Group: tenancy: the current tenant, strict tenancy, run_as rights (table defaults call broker_current_tenant)
+-- source: sql/tenancy/tenant.sql
+-- sql/tenancy/tenant.sql: the current tenant (setting broker.tenant_id); table defaults call it.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_current_tenant()
 --   The tenant this transaction acts for: the broker.tenant_id setting, or
@@ -209,9 +275,183 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
     'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
+-- source: sql/tenancy/strict.sql
+-- sql/tenancy/strict.sql: strict tenancy: which roles may act for which tenant.
+-- ---------------------------------------------------------------------------
+-- Function: broker._strict_tenancy()
+--   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._strict_tenancy()
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
+END;
+$$;
+COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
 
--- tables
+-- ---------------------------------------------------------------------------
+-- Function: broker._tenant_allowed(p_tenant_id, p_role)
+--   Policy helper: may p_role act for p_tenant_id? Always true unless strict
+--   tenancy is on; then p_role must belong to a role mapped to the tenant in
+--   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
+--   role, so a caller cannot answer for someone else.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role oid;
+BEGIN
+    -- (broker._strict_tenancy() inline: every enqueue and every policy check
+    -- comes here, and a nested call with its own SET costs more than the query)
+    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
+                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
+        RETURN true;
+    END IF;
+    -- roles by oid (to_regrole: NULL, not an error, for a name no role has): a p_role that no
+    -- longer exists answers false, a mapping left behind by a dropped role is skipped
+    -- (pg_has_role raises for an unknown role name, and is strict)
+    v_role := pg_catalog.to_regrole(pg_catalog.quote_ident(p_role));
+    IF v_role IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
+                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                      AND pg_catalog.pg_has_role(v_role, pg_catalog.to_regrole(pg_catalog.quote_ident(m.role_name)),
+                                                 'MEMBER'));
+END;
+$$;
+COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
+    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- Example:
+--   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
+--   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
+-- source: sql/tenancy/run_as.sql
+-- sql/tenancy/run_as.sql: which roles a role may enqueue as (run_as), and when that right is lost.
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_run_as(p_run_as, p_role)
+--   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
+--   member of it; a superuser or BYPASSRLS target other than itself needs
+--   p_role to be superuser.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
+                      AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
+                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+$$;
+COMMENT ON FUNCTION broker._may_run_as(name, name) IS
+    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
+--   Checked again when work enqueued in p_role's name is about to happen (a
+--   job about to run: p_role is its enqueued_by; a schedule about to fire:
+--   its owner): p_role must still exist, still act for the tenant (strict
+--   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
+--   NULL when all hold, else why not, naming p_role as p_who.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN CASE
+        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role)
+            THEN pg_catalog.format('%s role %I no longer exists', p_who, p_role)
+        WHEN NOT broker._tenant_allowed(p_tenant_id, p_role)
+            THEN pg_catalog.format('%s %I may no longer act for tenant %L', p_who, p_role, p_tenant_id)
+        WHEN p_run_as OPERATOR(pg_catalog.<>) p_role AND NOT broker._may_run_as(p_run_as, p_role)
+            THEN pg_catalog.format('%s %I may no longer run jobs as %I', p_who, p_role, p_run_as) END;
+END;
+$$;
+COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
+    'Internal: why p_role (a job''s enqueuer, a schedule''s owner) may no longer have work run as p_run_as in the tenant; NULL when it still may.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_run_as(p_fn, p_run_as)
+--   The role a job the current user enqueues may run as (broker_add_job,
+--   broker_add_jobs): p_run_as must exist and the caller must be a member of
+--   it; a superuser or BYPASSRLS role other than the caller only for a
+--   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+-- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
+RETURNS name
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role record;
+BEGIN
+    IF p_run_as IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+      FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
+        RAISE EXCEPTION '%: role % may not enqueue jobs that run as %', p_fn,
+            pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
+    END IF;
+    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+            pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_role.rolname;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_run_as(text, text) IS
+    'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
+
+-- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 -- source: sql/tables/broker_schema_migrations.sql
+-- sql/tables/broker_schema_migrations.sql: table of schema versions applied by `pgsql-broker install`.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schema_migrations
 --   One row per schema version applied by `pgsql-broker install` (migrations
@@ -238,6 +478,7 @@ COMMENT ON COLUMN broker.broker_schema_migrations.applied_at IS 'When the versio
 COMMENT ON COLUMN broker.broker_schema_migrations.install_path IS 'How it was applied: extension or migrations.';
 COMMENT ON COLUMN broker.broker_schema_migrations.checksum IS 'Checksum of the applied script, when known.';
 -- source: sql/tables/broker_schedule.sql
+-- sql/tables/broker_schedule.sql: table of cron schedules.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule
 --   Cron-like schedules: a job template enqueued at each fire time of a cron
@@ -321,6 +562,7 @@ COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a ti
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 -- source: sql/tables/broker_schedule_count.sql
+-- sql/tables/broker_schedule_count.sql: table of schedule counts per tenant (the quota).
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule_count
 --   How many schedules each tenant has, kept by the trigger
@@ -343,6 +585,7 @@ COMMENT ON TABLE broker.broker_schedule_count IS
 COMMENT ON COLUMN broker.broker_schedule_count.tenant_id IS 'Tenant.';
 COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules the tenant has.';
 -- source: sql/tables/broker_jobs.sql
+-- sql/tables/broker_jobs.sql: table of jobs, their state and their indexes.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_jobs
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
@@ -466,6 +709,7 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 -- source: sql/tables/broker_job_dependency.sql
+-- sql/tables/broker_job_dependency.sql: table of dependency edges.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_job_dependency
 --   Dependency edges: job_id waits for depends_on_job_id (one job) or for
@@ -508,6 +752,7 @@ COMMENT ON COLUMN broker.broker_job_dependency.job_id IS 'The waiting job.';
 COMMENT ON COLUMN broker.broker_job_dependency.depends_on_job_id IS 'Target job, for an id dependency.';
 COMMENT ON COLUMN broker.broker_job_dependency.depends_on_group IS 'Target group, for a group (fan-in) dependency.';
 -- source: sql/tables/broker_deferred_release.sql
+-- sql/tables/broker_deferred_release.sql: table of dependency releases not applied yet.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_deferred_release
 --   Dependency releases not applied yet. Completing a job lowers the
@@ -539,6 +784,7 @@ COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents 
 COMMENT ON COLUMN broker.broker_deferred_release.amounts IS 'For each of job_ids, how much its pending_deps goes down.';
 COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the completion deferred them.';
 -- source: sql/tables/broker_queueinstance.sql
+-- sql/tables/broker_queueinstance.sql: table of runner instances.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_queueinstance
 --   Runner instances. At most one is active per database: the active one
@@ -582,6 +828,7 @@ COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.'
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
 COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
 -- source: sql/tables/broker_tenancy.sql
+-- sql/tables/broker_tenancy.sql: tables of tenant mappings and database-wide options.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_tenant_roles
 --   Strict tenancy: which roles may act for which tenant. Written only by
@@ -621,481 +868,35 @@ COMMENT ON TABLE broker.broker_config IS
 COMMENT ON COLUMN broker.broker_config.setting IS 'Option name.';
 COMMENT ON COLUMN broker.broker_config.tenant_id IS 'Always ''default'': options are database-wide.';
 COMMENT ON COLUMN broker.broker_config.value IS 'Option value.';
+-- source: sql/tables/dump.sql
+-- sql/tables/dump.sql: pg_dump registration of the data tables (CREATE EXTENSION only).
+-- ---------------------------------------------------------------------------
+-- pg_dump: the rows of extension tables are not dumped unless registered as
+-- configuration tables. Register every table that holds user data, and the
+-- identity sequences behind them, so a dump/restore keeps jobs, schedules,
+-- tenant mappings and options. pg_extension_config_dump() only exists inside
+-- CREATE EXTENSION, so `pgsql-broker install --no-extension` leaves this block
+-- out (there, the tables are ordinary tables and pg_dump dumps them anyway).
+-- ---------------------------------------------------------------------------
+-- <extension-only>
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+-- </extension-only>
 
--- tenancy and run_as checks, job executors
--- source: sql/functions/security.sql
--- ---------------------------------------------------------------------------
--- Function: broker._strict_tenancy()
---   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._strict_tenancy()
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false);
-END;
-$$;
-COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenancy (broker_tenant_roles) is enforced.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._tenant_allowed(p_tenant_id, p_role)
---   Policy helper: may p_role act for p_tenant_id? Always true unless strict
---   tenancy is on; then p_role must belong to a role mapped to the tenant in
---   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
---   role, so a caller cannot answer for someone else.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_role oid;
-BEGIN
-    -- (broker._strict_tenancy() inline: every enqueue and every policy check
-    -- comes here, and a nested call with its own SET costs more than the query)
-    IF NOT COALESCE((SELECT c.value OPERATOR(pg_catalog.=) 'on' FROM broker.broker_config AS c
-                      WHERE c.setting OPERATOR(pg_catalog.=) 'strict_tenancy'), false) THEN
-        RETURN true;
-    END IF;
-    -- roles by oid (to_regrole: NULL, not an error, for a name no role has): a p_role that no
-    -- longer exists answers false, a mapping left behind by a dropped role is skipped
-    -- (pg_has_role raises for an unknown role name, and is strict)
-    v_role := pg_catalog.to_regrole(pg_catalog.quote_ident(p_role));
-    IF v_role IS NULL THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT 1 FROM broker.broker_tenant_roles AS m
-                    WHERE m.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                      AND pg_catalog.pg_has_role(v_role, pg_catalog.to_regrole(pg_catalog.quote_ident(m.role_name)),
-                                                 'MEMBER'));
-END;
-$$;
-COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
-    'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._may_run_as(p_run_as, p_role)
---   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
---   member of it; a superuser or BYPASSRLS target other than itself needs
---   p_role to be superuser.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
-RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
-    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
-                    WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
-                      AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
-                      AND (NOT (t.rolsuper OR t.rolbypassrls)
-                           OR t.rolname OPERATOR(pg_catalog.=) p_role
-                           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
-$$;
-COMMENT ON FUNCTION broker._may_run_as(name, name) IS
-    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
---   Checked again when work enqueued in p_role's name is about to happen (a
---   job about to run: p_role is its enqueued_by; a schedule about to fire:
---   its owner): p_role must still exist, still act for the tenant (strict
---   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
---   NULL when all hold, else why not, naming p_role as p_who.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN CASE
-        WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role)
-            THEN pg_catalog.format('%s role %I no longer exists', p_who, p_role)
-        WHEN NOT broker._tenant_allowed(p_tenant_id, p_role)
-            THEN pg_catalog.format('%s %I may no longer act for tenant %L', p_who, p_role, p_tenant_id)
-        WHEN p_run_as OPERATOR(pg_catalog.<>) p_role AND NOT broker._may_run_as(p_run_as, p_role)
-            THEN pg_catalog.format('%s %I may no longer run jobs as %I', p_who, p_role, p_run_as) END;
-END;
-$$;
-COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
-    'Internal: why p_role (a job''s enqueuer, a schedule''s owner) may no longer have work run as p_run_as in the tenant; NULL when it still may.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._check_run_as(p_fn, p_run_as)
---   The role a job the current user enqueues may run as (broker_add_job,
---   broker_add_jobs): p_run_as must exist and the caller must be a member of
---   it; a superuser or BYPASSRLS role other than the caller only for a
---   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
--- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
-RETURNS name
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_role record;
-BEGIN
-    IF p_run_as IS NULL THEN
-        RETURN NULL;
-    END IF;
-    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
-      FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF NOT pg_catalog.pg_has_role(CURRENT_USER, v_role.rolname, 'MEMBER') THEN
-        RAISE EXCEPTION '%: role % may not enqueue jobs that run as %', p_fn,
-            pg_catalog.quote_ident(CURRENT_USER), pg_catalog.quote_ident(p_run_as)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
-    END IF;
-    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
-       AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
-            pg_catalog.quote_ident(p_run_as)
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN v_role.rolname;
-END;
-$$;
-COMMENT ON FUNCTION broker._check_run_as(text, text) IS
-    'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_set_strict_tenancy(p_enabled)
---   Turns strict tenancy on or off. Runs with the caller's rights: only
---   roles that may write broker_config (broker_admin, superusers) can.
--- Example:
---   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
---   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_enabled IS NULL THEN
-        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    INSERT INTO broker.broker_config AS c (setting, value)
-    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
-    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
-    RETURN p_enabled;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
-    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
--- source: sql/functions/executors.sql
--- ---------------------------------------------------------------------------
--- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
--- language, search_path): a SECURITY DEFINER function owned by the job's
--- run_as role. Inside it the job has exactly that role's privileges, and
--- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
--- set_config('role', ...) in a security-definer context, also in DO blocks
--- and functions the job calls or creates, so the job cannot get back to the
--- privileges of the broker that called it.
--- Each role gets its own schema, owned by the broker's owner, in which only
--- that role (and its members) may create: nobody else can plant a look-alike
--- or an overload next to its executor. broker_run only calls a run_job whose
--- schema, owner, signature and SECURITY DEFINER flag all match.
--- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
--- jobs of a batch in one call, each exactly as run_job would, in a
--- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
--- before run_jobs existed have none: their jobs run one run_job call each
--- (broker_create_executor adds it).
--- ---------------------------------------------------------------------------
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor(p_role)
---   The executor of role p_role, or NULL when it has none that passes the
---   checks above.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor(p_role name)
-RETURNS regprocedure
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT p.oid::regprocedure
-      FROM pg_catalog.pg_roles AS r
-      JOIN pg_catalog.pg_namespace AS n
-        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
-       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
-                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
-      JOIN pg_catalog.pg_proc AS p
-        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
-       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
-       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
-     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
-       AND p.proowner OPERATOR(pg_catalog.=) r.oid
-       AND p.prosecdef
-       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
-             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
-               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
-     LIMIT 1);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor(name) IS
-    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor_jobs(p_exec)
---   The batch entry point run_jobs next to executor p_exec (same schema and
---   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
---   text[], text[], text)) as schema-qualified name, or NULL when it has none.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- plpgsql, not sql: a SQL function with SET is planned again at every call (0.5 ms here)
-    RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
-      FROM pg_catalog.pg_proc AS e
-      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
-      JOIN pg_catalog.pg_proc AS p
-        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
-       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
-       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
-       AND p.prosecdef
-     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
-       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
-             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
-    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor_schema(p_role)
---   Creates (if missing) the executor schema of p_role: owned by the broker's
---   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
---   that name owned by anyone else was not made here (another role can make
---   it before the broker does): it is never used.
--- Errors: 42704 unknown role; 42501 the schema exists with another owner.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor_schema(p_role name)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
-    v_schema text;
-    v_owner  oid;
-BEGIN
-    IF v_oid IS NULL THEN
-        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
-    END IF;
-    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
-    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
-    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
-                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
-        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
-            v_schema, v_owner::pg_catalog.regrole,
-            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
-    END IF;
-    IF v_owner IS NULL THEN
-        BEGIN
-            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
-        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
-            NULL;  -- created concurrently
-        END;
-        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
-            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
-        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
-        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
-    END IF;
-    RETURN v_schema;
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_schema(name) IS
-    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_create_executor(p_role)
---   Creates (if missing) and returns the executor of p_role: run_job and the
---   batch entry point run_jobs (an executor made before run_jobs existed gets
---   it here). Runs with the caller's rights: the caller must be p_role, an
---   (inheriting) member of it, or a superuser (for an executor without
---   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
---   broker's owner only.
--- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
--- Example:
---   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_create_executor(p_role name)
-RETURNS regprocedure
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
-                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
-    v_exec   regprocedure := broker._executor(p_role);
-    v_schema text;
-    v_made   text[] := '{}';  -- the functions created here (signatures)
-    v_fn     text;
-BEGIN
-    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
-    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
-                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
-                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
-        RETURN v_exec;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
-        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
-        IF v_exec IS NOT NULL THEN
-            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
-        END IF;
-        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
-    END IF;
-    v_schema := broker._executor_schema(p_role);
-    IF v_exec IS NULL THEN
-        BEGIN
-            EXECUTE pg_catalog.format($ddl$
-CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-BEGIN
-    -- the job's own search_path, with pg_temp explicitly last: temporary
-    -- objects never shadow anything that exists elsewhere
-    PERFORM pg_catalog.set_config('search_path',
-        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
-             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
-    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
-        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
-    ELSE
-        EXECUTE p_sql;
-    END IF;
-END;
-$body$$ddl$, v_schema);
-        EXCEPTION WHEN duplicate_function OR unique_violation THEN
-            v_exec := broker._executor(p_role);
-            IF v_exec IS NOT NULL THEN
-                RETURN v_exec;  -- created concurrently
-            END IF;
-            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
-                pg_catalog.quote_ident(p_role)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
-                                               p_role, v_schema);
-        END;
-        v_made := ARRAY['run_job(text, text, text)'];
-    END IF;
-    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
-    -- job, its search_path is in effect, so everything here is schema-qualified
-    BEGIN
-        EXECUTE pg_catalog.format($ddl$
-CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
-RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-DECLARE
-    v_started timestamptz;
-    v_set     text;
-BEGIN
-    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
-        error_sqlstate := NULL;
-        error_message := NULL;
-        v_started := pg_catalog.clock_timestamp();
-        BEGIN
-            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
-            v_set := pg_catalog.set_config('search_path',
-                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
-                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
-            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
-                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
-            ELSE
-                EXECUTE p_sqls[i];
-            END IF;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
-        END;
-        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-        RETURN NEXT;
-    END LOOP;
-END;
-$body$$ddl$, v_schema);
-        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
-    EXCEPTION WHEN duplicate_function OR unique_violation THEN
-        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
-    END;
-    FOREACH v_fn IN ARRAY v_made LOOP
-        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
-            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
-        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
-        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
-        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
-        END IF;
-    END LOOP;
-    v_exec := broker._executor(p_role);
-    IF v_exec IS NULL THEN
-        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
-            pg_catalog.quote_ident(p_role), v_schema
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN v_exec;
-END;
-$fn$;
-COMMENT ON FUNCTION broker.broker_create_executor(name) IS
-    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
-
--- dependency locking and the cycle check
--- source: sql/functions/dependency_locks.sql
--- ---------------------------------------------------------------------------
--- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
---   The one place the dependency-lock key of a group (p_group) or of a job
---   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
---   of these locks calls it. A bigint advisory key: the high 32 bits are the
---   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
---   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
---   tenants never share a key (unless their names hash alike: strict tenancy
---   names are the administrator's, see README), a tenant holds at most 2,048
---   keys, and, within a tenant, group keys sort before job keys.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
-RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
-           OPERATOR(pg_catalog.|)
-           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
-            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
-                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
-END;
-$$;
-COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
-    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
-
+-- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
+-- source: sql/dependencies/locks.sql
+-- sql/dependencies/locks.sql: taking the dependency locks of jobs and groups.
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
 --     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
@@ -1205,7 +1006,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
     'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups; returns their ids.';
--- source: sql/functions/dependency_cycle.sql
+-- source: sql/dependencies/cycle.sql
+-- sql/dependencies/cycle.sql: the dependency cycle check.
 -- ---------------------------------------------------------------------------
 -- Function: broker._dependency_cycle(p_origins, p_max_reach)
 --   For _dependency_after_insert: a pending job that waits, through unfinished
@@ -1289,29 +1091,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer) IS
     'Internal: a pending job that waits, transitively through unfinished jobs of its tenant, on one of the given jobs (or their groups) again, with that job; 54000 past p_max_reach.';
-
--- job lifecycle
--- source: sql/functions/job_notify.sql
--- ---------------------------------------------------------------------------
--- Function: broker._notify_queues(p_queues)
---   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
---   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
---   identical notifications of one transaction into one.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._notify_queues(p_queues integer[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pg_catalog.pg_notify('pgsql_broker',
-                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
-       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
-END;
-$$;
-COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
--- source: sql/functions/job_finish.sql
+-- source: sql/dependencies/release.sql
+-- sql/dependencies/release.sql: releasing dependents when jobs complete (pending_deps), deferred when large.
 -- ---------------------------------------------------------------------------
 -- Function: broker._lower_pending_deps(p_job_ids, p_amounts)
 --   Lowers the pending_deps of the pending jobs p_job_ids (ascending) by
@@ -1526,115 +1307,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
     'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._complete_job(p_job_id)
---   Marks a running job completed and releases its dependents.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._complete_job(p_job_id bigint)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job broker.broker_jobs;
-BEGIN
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 2,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._complete_job(bigint) IS
-    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._complete_jobs(p_job_ids)
---   _complete_job for many jobs at once (broker_run_batch, after its jobs
---   ran): one UPDATE, and one release of dependents per tenant. Generic
---   plans: a custom plan of the UPDATE was made again at every call.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    r record;
-BEGIN
-    FOR r IN
-        WITH done AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = 2,
-                   finished_at = pg_catalog.clock_timestamp(),
-                   lease_token = NULL, lease_expires_at = NULL
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-            RETURNING j.tenant_id, j.job_id, j.job_group
-        )
-        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
-               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
-          FROM done AS d
-         GROUP BY d.tenant_id
-         ORDER BY d.tenant_id
-    LOOP
-        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
-    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
--- source: sql/functions/job_fail.sql
--- ---------------------------------------------------------------------------
--- Function: broker._error_text(p_message)
---   A job's error message as it is stored and returned: at most 2,000
---   characters. A longer one is cut so that, with ' [truncated from <n>
---   characters]' appended, it is 2,000 characters (so capping twice changes
---   nothing). Error messages carry text of the job's choosing (and row data)
---   of any length: whole, 20 failing jobs with 16 MB messages filled the
---   runner's memory and its dashboard.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._error_text(p_message text)
-RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
-                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
-      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
-                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
-$$;
-COMMENT ON FUNCTION broker._error_text(text) IS
-    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._retry_delay(p_attempts)
---   Backoff before the next attempt after p_attempts attempts failed:
---   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._retry_delay(p_attempts integer)
-RETURNS interval
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
-    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
-    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
-BEGIN
-    RETURN pg_catalog.make_interval(secs =>
-        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
-              v_max::double precision));
-END;
-$$;
-COMMENT ON FUNCTION broker._retry_delay(integer) IS
-    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
-
+-- source: sql/dependencies/propagation.sql
+-- sql/dependencies/propagation.sql: a failed or cancelled job cancels its dependents; counting blockers.
 -- ---------------------------------------------------------------------------
 -- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
 --   Called when job p_job_id ended failed or cancelled: every pending job
@@ -1719,76 +1393,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
     'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
---   Fails a running job for good (3), whatever attempts it has left, with
---   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
---   such job). _fail_attempt's last attempt, and a job refused at run time.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
-RETURNS smallint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job record;
-BEGIN
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
-    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
-        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
-END;
-$$;
-COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
-    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
---   Records a failed attempt of a running job. While attempts < max_attempts
---   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled (_fail_job). Returns the
---   new status.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
-RETURNS smallint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job broker.broker_jobs;
-BEGIN
-    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
-        -- Back to pending: count again what it waits on. Jobs that joined one of
-        -- its groups while it was running were not counted for it then.
-        UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
-               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
-               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
-               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
-               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
-         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-        RETURN 0;
-    END IF;
-    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
-END;
-$$;
-COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
-    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
--- source: sql/functions/job_triggers.sql
+-- source: sql/dependencies/triggers.sql
+-- sql/dependencies/triggers.sql: triggers that keep dependency bookkeeping exact on every INSERT.
 -- ---------------------------------------------------------------------------
 -- Triggers that keep dependency bookkeeping exact whoever writes the tables
 -- (broker_add_job, or a role with INSERT privilege writing rows directly).
@@ -2108,42 +1714,9 @@ CREATE TRIGGER broker_job_dependency_after_insert_trg
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
     'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
 
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_cancel_request()
---   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
---   one column enqueuers may update, and only on pending jobs of their tenant,
---   see the policies): the job becomes cancelled and its dependents follow.
---   The number of jobs cancelled goes to broker.last_cancel_count.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._jobs_cancel_request()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_n integer;
-BEGIN
-    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
-    NEW.complete_status := 4;
-    NEW.finished_at := pg_catalog.clock_timestamp();
-    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
-        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
-    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
-    RETURN NEW;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_cancel_request() IS
-    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
-
-CREATE TRIGGER broker_jobs_cancel_request_trg
-    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
-    FOR EACH ROW
-    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
-          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
-    EXECUTE FUNCTION broker._jobs_cancel_request();
-COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
-    'A cancel_reason set on a pending job cancels it and its dependents.';
--- source: sql/functions/broker_add_job.sql
+-- Group: enqueue: adding jobs, one or many
+-- source: sql/enqueue/add_job.sql
+-- sql/enqueue/add_job.sql: enqueueing one job (broker_add_job, broker_add_job_simple).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
@@ -2424,7 +1997,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
--- source: sql/functions/add_jobs_parse.sql
+-- source: sql/enqueue/parse_jobs.sql
+-- sql/enqueue/parse_jobs.sql: parsing the jsonb array of broker_add_jobs.
 -- ---------------------------------------------------------------------------
 -- Function: broker._parse_jobs(p_jobs, p_search_path)
 --   One row per element of the JSON array p_jobs (ord = 1-based position),
@@ -2507,7 +2081,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
--- source: sql/functions/broker_add_jobs.sql
+-- source: sql/enqueue/add_jobs.sql
+-- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker._add_jobs(p_jobs, p_search_path)
 --   The body of broker_add_jobs (see there); p_search_path is the caller's
@@ -2886,7 +2461,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
     'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
--- source: sql/functions/add_jobs_plain.sql
+-- source: sql/enqueue/add_plain_jobs.sql
+-- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
 -- ---------------------------------------------------------------------------
 -- Function: broker._element_error(p_ord, p_problem)
 --   Raises the problem _parse_jobs found in element p_ord of a
@@ -2955,162 +2531,303 @@ END;
 $$;
 COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
     'Internal: broker_add_jobs for elements without run_as, schedule, idempotency key or dependencies: one INSERT in element order.';
--- source: sql/functions/broker_get.sql
+
+-- Group: run: executors, the run guard, claim, run, finish/fail and retries, release/interrupt, cancel, recovery
+-- source: sql/run/executors.sql
+-- sql/run/executors.sql: job executors: the per-role functions a job's SQL runs in, and calling them.
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
---   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached. Highest
---   priority first, then earliest run_after, then lowest job_id. Each claimed
---   job becomes running (1) with a lease of p_lease_seconds (default: setting
---   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle.
---   It does no other work (deferred dependency releases are the runner's
---   maintenance, broker_apply_deferred_releases): a claim's cost is its own
---   queue's, whatever any tenant left to release.
---
---   The claim index holds only pending, unblocked jobs. The probe walks it
---   one priority level at a time (a loose index scan) and checks each level
---   with a range scan bounded by run_after, so the cost does not depend on
---   how many jobs are finished, blocked or scheduled for later. Its plans are
---   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
---   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (06_claim_index).
---   A claim names the active instance (broker_register_instance) when there
---   is one, and its lease is at most an hour: whoever claims jobs it will
---   not run (a stray or hostile session of the runner's login) holds them
---   visibly and for a bounded time.
--- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
---   < 1; 55000 p_instance_id is not the active instance, or NULL while one
---   is active.
--- Example:
---   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+-- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
+-- language, search_path): a SECURITY DEFINER function owned by the job's
+-- run_as role. Inside it the job has exactly that role's privileges, and
+-- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
+-- set_config('role', ...) in a security-definer context, also in DO blocks
+-- and functions the job calls or creates, so the job cannot get back to the
+-- privileges of the broker that called it.
+-- Each role gets its own schema, owned by the broker's owner, in which only
+-- that role (and its members) may create: nobody else can plant a look-alike
+-- or an overload next to its executor. broker_run only calls a run_job whose
+-- schema, owner, signature and SECURITY DEFINER flag all match.
+-- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
+-- jobs of a batch in one call, each exactly as run_job would, in a
+-- subtransaction of its own, and returns each one's error (NULL: success) and
+-- run time; broker_run_batch calls it under the same checks. Executors made
+-- before run_jobs existed have none: their jobs run one run_job call each
+-- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_get(
-    p_job_queue     integer DEFAULT 1,
-    p_instance_id   bigint  DEFAULT NULL,
-    p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1)
-RETURNS TABLE (
-    job_id           bigint,
-    job_name         text,
-    job_queue        integer,
-    job_priority     integer,
-    job_language     text,
-    tenant_id        text,
-    attempts         integer,
-    max_attempts     integer,
-    job_timeout      interval,
-    lease_token      uuid,
-    lease_expires_at timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor(p_role)
+--   The executor of role p_role, or NULL when it has none that passes the
+--   checks above.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
-    v_left     integer := p_batch_size;
-    v_priority integer;
-    v_bound    bigint := 2147483648;  -- above every integer priority
-    v_now      timestamptz := pg_catalog.statement_timestamp();
-    v_claimed  integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
-    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
-        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
-                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
-                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
-    END IF;
-    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    LOOP
-        -- <priority-probe> Highest priority level below v_bound that has a job ready
-        -- now: a loose index scan over the claim index, one probe per level, each
-        -- level checked with a bounded range scan on run_after.
-        WITH RECURSIVE levels (p) AS (
-            (SELECT j.job_priority FROM broker.broker_jobs AS j
-              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-              ORDER BY j.job_queue, j.job_priority DESC
-              LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
-                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
-                     ORDER BY j.job_queue, j.job_priority DESC
-                     LIMIT 1)
-              FROM levels AS l
-             WHERE l.p IS NOT NULL
-        )
-        SELECT l.p INTO v_priority
-          FROM levels AS l
-         WHERE l.p IS NOT NULL
-           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
-         LIMIT 1
-        -- </priority-probe>
-        ;
-        EXIT WHEN v_priority IS NULL;
-
-        RETURN QUERY
-        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
-        -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
-        WITH claimed AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = 1,
-                   attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                   started_at = v_now,
-                   lease_token = pg_catalog.gen_random_uuid(),
-                   lease_instance_id = p_instance_id,
-                   lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                   SELECT r.job_id
-                     FROM broker.broker_jobs AS r
-                    WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND r.complete_status OPERATOR(pg_catalog.=) 0 AND r.pending_deps OPERATOR(pg_catalog.=) 0
-                      AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                      AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                    ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                    LIMIT v_left
-                      FOR NO KEY UPDATE SKIP LOCKED))
-            RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after
-        )
-        SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at
-          FROM claimed AS c
-         ORDER BY c.run_after, c.job_id
-        -- </claim-query>
-        ;
-        GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
-        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
-        -- This level is drained (or its remaining rows are locked by other
-        -- claimers): continue below it.
-        v_bound := v_priority;
-    END LOOP;
+    RETURN (SELECT p.oid::regprocedure
+      FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_namespace AS n
+        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
+       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
+     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
+       AND p.proowner OPERATOR(pg_catalog.=) r.oid
+       AND p.prosecdef
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
+               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
--- source: sql/functions/run_guard.sql
+COMMENT ON FUNCTION broker._executor(name) IS
+    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_jobs(p_exec)
+--   The batch entry point run_jobs next to executor p_exec (same schema and
+--   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
+--   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call (0.5 ms here)
+    RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
+      FROM pg_catalog.pg_proc AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
+       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
+       AND p.prosecdef
+     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1);
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
+    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_schema(p_role)
+--   Creates (if missing) the executor schema of p_role: owned by the broker's
+--   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
+--   that name owned by anyone else was not made here (another role can make
+--   it before the broker does): it is never used.
+-- Errors: 42704 unknown role; 42501 the schema exists with another owner.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_schema(p_role name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
+    v_schema text;
+    v_owner  oid;
+BEGIN
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    END IF;
+    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
+    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
+        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
+            v_schema, v_owner::pg_catalog.regrole,
+            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
+    END IF;
+    IF v_owner IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
+            NULL;  -- created concurrently
+        END;
+        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
+            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
+        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
+    END IF;
+    RETURN v_schema;
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_schema(name) IS
+    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_create_executor(p_role)
+--   Creates (if missing) and returns the executor of p_role: run_job and the
+--   batch entry point run_jobs (an executor made before run_jobs existed gets
+--   it here). Runs with the caller's rights: the caller must be p_role, an
+--   (inheriting) member of it, or a superuser (for an executor without
+--   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
+--   broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- Example:
+--   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_create_executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec   regprocedure := broker._executor(p_role);
+    v_schema text;
+    v_made   text[] := '{}';  -- the functions created here (signatures)
+    v_fn     text;
+BEGIN
+    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
+    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
+                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
+                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
+        RETURN v_exec;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
+        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
+        END IF;
+        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
+    END IF;
+    v_schema := broker._executor_schema(p_role);
+    IF v_exec IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    -- the job's own search_path, with pg_temp explicitly last: temporary
+    -- objects never shadow anything that exists elsewhere
+    PERFORM pg_catalog.set_config('search_path',
+        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
+    ELSE
+        EXECUTE p_sql;
+    END IF;
+END;
+$body$$ddl$, v_schema);
+        EXCEPTION WHEN duplicate_function OR unique_violation THEN
+            v_exec := broker._executor(p_role);
+            IF v_exec IS NOT NULL THEN
+                RETURN v_exec;  -- created concurrently
+            END IF;
+            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+                pg_catalog.quote_ident(p_role)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                               p_role, v_schema);
+        END;
+        v_made := ARRAY['run_job(text, text, text)'];
+    END IF;
+    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
+    -- job, its search_path is in effect, so everything here is schema-qualified
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_started timestamptz;
+    v_set     text;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('search_path',
+                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
+                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
+            ELSE
+                EXECUTE p_sqls[i];
+            END IF;
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
+    END LOOP;
+END;
+$body$$ddl$, v_schema);
+        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
+    END;
+    FOREACH v_fn IN ARRAY v_made LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
+            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
+        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
+        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
+        END IF;
+    END LOOP;
+    v_exec := broker._executor(p_role);
+    IF v_exec IS NULL THEN
+        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
+            pg_catalog.quote_ident(p_role), v_schema
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_exec;
+END;
+$fn$;
+COMMENT ON FUNCTION broker.broker_create_executor(name) IS
+    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_call(p_exec)
+--   The statement that calls executor p_exec with a job's SQL, language and
+--   search_path as $1, $2, $3 (NULL when p_exec is NULL).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_call(p_exec regprocedure)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
+      FROM pg_catalog.pg_proc AS p
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE p.oid OPERATOR(pg_catalog.=) p_exec);
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
+    'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
+-- source: sql/run/guard.sql
+-- sql/run/guard.sql: the run guard: what a job may not leave behind when its executor returns.
 -- ---------------------------------------------------------------------------
 -- What a job may not leave behind when its executor returns.
 -- Whoever runs jobs (broker_run, broker_run_batch) commits their transaction
@@ -3469,7 +3186,343 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._refusal(text, name) IS
     'Internal: the message of a job refused because it left code for COMMIT (what, and what to do instead).';
--- source: sql/functions/broker_run.sql
+-- source: sql/run/finish.sql
+-- sql/run/finish.sql: completing jobs.
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 2,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant. Generic
+--   plans: a custom plan of the UPDATE was made again at every call.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 2,
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+-- source: sql/run/fail.sql
+-- sql/run/fail.sql: failing an attempt: error text, retry delay, final failure.
+-- ---------------------------------------------------------------------------
+-- Function: broker._error_text(p_message)
+--   A job's error message as it is stored and returned: at most 2,000
+--   characters. A longer one is cut so that, with ' [truncated from <n>
+--   characters]' appended, it is 2,000 characters (so capping twice changes
+--   nothing). Error messages carry text of the job's choosing (and row data)
+--   of any length: whole, 20 failing jobs with 16 MB messages filled the
+--   runner's memory and its dashboard.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._error_text(p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
+                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
+      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
+                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
+$$;
+COMMENT ON FUNCTION broker._error_text(text) IS
+    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
+--   Fails a running job for good (3), whatever attempts it has left, with
+--   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
+--   such job). _fail_attempt's last attempt, and a job refused at run time.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = 3,
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN 3;
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
+    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled (_fail_job). Returns the
+--   new status.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = 0,
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN 0;
+    END IF;
+    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/run/claim.sql
+-- sql/run/claim.sql: claiming jobs (broker_get).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   claimer are skipped. Returns one row per claimed job, none when idle.
+--   It does no other work (deferred dependency releases are the runner's
+--   maintenance, broker_apply_deferred_releases): a claim's cost is its own
+--   queue's, whatever any tenant left to release.
+--
+--   The claim index holds only pending, unblocked jobs. The probe walks it
+--   one priority level at a time (a loose index scan) and checks each level
+--   with a range scan bounded by run_after, so the cost does not depend on
+--   how many jobs are finished, blocked or scheduled for later. Its plans are
+--   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
+--   the claim was planned again at every call (0.2 ms, as much as a claim of
+--   one job), and the generic plan is the same index scan (06_claim_index).
+--   A claim names the active instance (broker_register_instance) when there
+--   is one, and its lease is at most an hour: whoever claims jobs it will
+--   not run (a stray or hostile session of the runner's login) holds them
+--   visibly and for a bounded time.
+-- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
+--   < 1; 55000 p_instance_id is not the active instance, or NULL while one
+--   is active.
+-- Example:
+--   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
+    END IF;
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    LOOP
+        -- <priority-probe> Highest priority level below v_bound that has a job ready
+        -- now: a loose index scan over the claim index, one probe per level, each
+        -- level checked with a bounded range scan on run_after.
+        WITH RECURSIVE levels (p) AS (
+            (SELECT j.job_priority FROM broker.broker_jobs AS j
+              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+              ORDER BY j.job_queue, j.job_priority DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
+                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
+                     ORDER BY j.job_queue, j.job_priority DESC
+                     LIMIT 1)
+              FROM levels AS l
+             WHERE l.p IS NOT NULL
+        )
+        SELECT l.p INTO v_priority
+          FROM levels AS l
+         WHERE l.p IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        EXIT WHEN v_priority IS NULL;
+
+        RETURN QUERY
+        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
+        -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
+        WITH claimed AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = 1,
+                   attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                   started_at = v_now,
+                   lease_token = pg_catalog.gen_random_uuid(),
+                   lease_instance_id = p_instance_id,
+                   lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                   SELECT r.job_id
+                     FROM broker.broker_jobs AS r
+                    WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                      AND r.complete_status OPERATOR(pg_catalog.=) 0 AND r.pending_deps OPERATOR(pg_catalog.=) 0
+                      AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                      AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                    ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
+                    LIMIT v_left
+                      FOR NO KEY UPDATE SKIP LOCKED))
+            RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after
+        )
+        SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at
+          FROM claimed AS c
+         ORDER BY c.run_after, c.job_id
+        -- </claim-query>
+        ;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/run/run.sql
+-- sql/run/run.sql: running one claimed job (broker_run).
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_begin(p_job_id, p_lease_token)
 --   Locks a claimed job for execution (FOR NO KEY UPDATE, held until the
@@ -3584,26 +3637,6 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
     'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._executor_call(p_exec)
---   The statement that calls executor p_exec with a job's SQL, language and
---   search_path as $1, $2, $3 (NULL when p_exec is NULL).
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor_call(p_exec regprocedure)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
-      FROM pg_catalog.pg_proc AS p
-      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-     WHERE p.oid OPERATOR(pg_catalog.=) p_exec);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
-    'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
-
--- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
 --   Executes a claimed (running) job inside the caller's transaction:
 --   * the job's SQL runs in a subtransaction, inside the SECURITY DEFINER
@@ -3698,7 +3731,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
     'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
--- source: sql/functions/broker_run_batch.sql
+-- source: sql/run/run_batch.sql
+-- sql/run/run_batch.sql: running claimed jobs in one transaction (broker_run_batch).
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_batch(p_job_ids, p_lease_tokens)
 --   For broker_run_batch: locks the jobs p_job_ids with one statement, in
@@ -3729,41 +3763,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
     'Internal: lock the jobs of a batch (job_id order) and return them in the order given (broker_run_batch).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
---     p_search_paths, p_tenant_id)
---   What an executor's run_jobs does, for an executor made before run_jobs
---   existed: each job through p_call (the SELECT that calls its run_job, see
---   _executor_call) in a subtransaction of its own, with broker.tenant_id
---   p_tenant_id; its error (NULL: success) and run time, in order.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
-    p_tenant_id text)
-RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_started timestamptz;
-BEGIN
-    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
-        error_sqlstate := NULL;
-        error_message := NULL;
-        v_started := pg_catalog.clock_timestamp();
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
-            EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
-        END;
-        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-        RETURN NEXT;
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
-    'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
@@ -3996,7 +3995,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
--- source: sql/functions/broker_release_jobs.sql
+-- source: sql/run/release.sql
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
@@ -4076,7 +4076,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
     'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
--- source: sql/functions/broker_interrupt_jobs.sql
+-- source: sql/run/interrupt.sql
+-- sql/run/interrupt.sql: ending runs at runner shutdown (broker_interrupt_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_interrupt_jobs(p_job_ids, p_lease_tokens)
 --   Records that the runner ended the runs of these jobs (its shutdown
@@ -4139,7 +4140,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
     'Returns jobs whose run their runner ended (shutdown deadline) to pending without counting the attempt and without touching their dependents, counting the interruption (only under the lease token of their claim; waits for a session still executing them); returns the ids interrupted.';
--- source: sql/functions/broker_cancel_job.sql
+-- source: sql/run/cancel.sql
+-- sql/run/cancel.sql: cancelling pending jobs (broker_cancel_job and the cancel_reason trigger).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
 --   Cancels a pending job of the caller's tenant and, transitively, every
@@ -4185,7 +4187,44 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
     'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
--- source: sql/functions/broker_recover_stale_jobs.sql
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := 4;
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';
+-- source: sql/run/recovery.sql
+-- sql/run/recovery.sql: recovering jobs whose lease expired (broker_recover_stale_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_recover_stale_jobs(p_limit)
 --   Recovers running jobs whose lease has expired AND that nobody is
@@ -4228,74 +4267,48 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
--- source: sql/functions/broker_purge_jobs.sql
+
+-- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
+-- source: sql/compat/executor_fallback.sql
+-- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_purge_jobs(p_older_than, p_batch_size, p_complete_status)
---   Retention: deletes at most p_batch_size finished jobs whose finished_at
---   is older than p_older_than, with their dependency edges,
---   oldest first: of final state p_complete_status (2 completed, 3 failed,
---   4 cancelled), or of any final state when it is NULL. Returns the number
---   deleted; call it until it returns 0 (each call is one short transaction
---   in autocommit mode). Its cost is linear in the jobs it deletes: the
---   candidates come from broker_jobs_finished_idx one state at a time, and
---   their edges from broker_job_dependency_job_id_idx. Jobs another
---   transaction holds are skipped, not waited for.
--- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
---   that is not final.
--- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
--- Example:
---   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
---   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
+-- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
+--     p_search_paths, p_tenant_id)
+--   What an executor's run_jobs does, for an executor made before run_jobs
+--   existed: each job through p_call (the SELECT that calls its run_job, see
+--   _executor_call) in a subtransaction of its own, with broker.tenant_id
+--   p_tenant_id; its error (NULL: success) and run time, in order.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
-                                         p_complete_status smallint DEFAULT NULL)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
+    p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_n      integer := 0;
-    v_one    integer;
-    v_state  smallint;
-    v_before timestamptz;
+    v_started timestamptz;
 BEGIN
-    IF p_older_than IS NULL THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_older_than < interval '0' OR p_batch_size IS NULL OR p_batch_size < 1 THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_complete_status IS NOT NULL AND p_complete_status <> ALL (ARRAY[2, 3, 4]::smallint[]) THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_complete_status must be a final state (2, 3 or 4) or NULL, got %',
-            p_complete_status USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_before := pg_catalog.clock_timestamp() - p_older_than;
-    FOREACH v_state IN ARRAY CASE WHEN p_complete_status IS NULL THEN ARRAY[2, 3, 4]::smallint[]
-                                  ELSE ARRAY[p_complete_status] END LOOP
-        -- the state as a constant of the index predicate, so the planner reads the index in order
-        WITH doomed AS (
-            SELECT j.job_id FROM broker.broker_jobs AS j
-             WHERE j.complete_status = ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.complete_status = v_state
-               AND j.finished_at < v_before
-             ORDER BY j.complete_status, j.finished_at
-             LIMIT p_batch_size - v_n
-               FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id = doomed.job_id;
-        GET DIAGNOSTICS v_one = ROW_COUNT;
-        v_n := v_n + v_one;
-        EXIT WHEN v_n >= p_batch_size;
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
     END LOOP;
-    RETURN v_n;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
-    'Retention: deletes up to p_batch_size finished jobs (of one final state, or any) older than p_older_than, with their edges; returns how many. Call until 0.';
+COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
+    'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
 
--- cron schedules
--- source: sql/functions/cron_parse.sql
+-- Group: schedules: cron parsing and next fire, schedules, their triggers, the tick
+-- source: sql/schedules/cron_parse.sql
+-- sql/schedules/cron_parse.sql: cron expressions: parsing.
 -- ---------------------------------------------------------------------------
 -- Cron expressions: parsing.
 --   Five fields (minute hour day-of-month month day-of-week) or an @macro.
@@ -4465,7 +4478,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._cron_parse(text) IS
     'Internal: parses a five-field cron expression or @macro into bit masks plus the Vixie day rule and ISC fixed-time flags.';
--- source: sql/functions/cron_next.sql
+-- source: sql/schedules/cron_next.sql
+-- sql/schedules/cron_next.sql: cron expressions: the next fire time.
 -- ---------------------------------------------------------------------------
 -- Cron expressions: the next fire time.
 -- ---------------------------------------------------------------------------
@@ -4687,7 +4701,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
     'First fire time of a cron expression strictly after p_after, matched on the wall clock of p_timezone (Vixie day rule, ISC daylight-saving rules).';
--- source: sql/functions/schedules.sql
+-- source: sql/schedules/schedules.sql
+-- sql/schedules/schedules.sql: schedules: add, alter, enable/disable, remove.
 -- ---------------------------------------------------------------------------
 -- Schedules: add, alter, enable/disable, remove.
 --   All SECURITY INVOKER: rows are written with the caller's rights, so the
@@ -5071,7 +5086,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
--- source: sql/functions/schedule_triggers.sql
+-- source: sql/schedules/triggers.sql
+-- sql/schedules/triggers.sql: the triggers of broker_schedule (checks, quota).
 -- ---------------------------------------------------------------------------
 -- The triggers of broker_schedule: what holds however a schedule is written
 -- (through the functions of schedules.sql or by a raw INSERT or UPDATE).
@@ -5168,7 +5184,8 @@ CREATE TRIGGER broker_schedule_count_delete_trg
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_count();
 COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
     'A removed schedule no longer counts against its tenant''s quota.';
--- source: sql/functions/schedule_tick.sql
+-- source: sql/schedules/tick.sql
+-- sql/schedules/tick.sql: the tick: enqueueing the jobs of due schedules.
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
 --   Enqueues one job per fire time in p_fires for schedule row s, in the
@@ -5467,19 +5484,9 @@ $$;
 COMMENT ON FUNCTION broker.broker_schedule_tick() IS
     'Enqueues each due schedule fire exactly once (catch-up and overlap policies), plans the next fires; returns (jobs_enqueued, next_fire_at, seconds_until_next).';
 
--- runner instances and monitoring
--- source: sql/functions/instances.sql
--- ---------------------------------------------------------------------------
--- Function: broker._instance_lock_key()
---   The session advisory lock (two int4 keys) that the active instance holds.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT 1651665664, 0 $$;
-COMMENT ON FUNCTION broker._instance_lock_key() IS
-    'Internal: advisory lock key held by the active runner instance of this database.';
-
+-- Group: instances: runner instances and queue statistics
+-- source: sql/instances/instances.sql
+-- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_register_instance(p_instance_name, p_hostname,
 --     p_os_pid, p_queue_count, p_broker_version)
@@ -5630,7 +5637,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';
--- source: sql/functions/broker_queue_stats.sql
+-- source: sql/instances/queue_stats.sql
+-- sql/instances/queue_stats.sql: queue statistics for monitoring.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_queue_stats()
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
@@ -5680,47 +5688,78 @@ $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
     'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
 
--- pg_dump registration of the data tables (CREATE EXTENSION only)
--- source: sql/dump.sql
+-- Group: retention: purging finished jobs
+-- source: sql/retention/purge.sql
+-- sql/retention/purge.sql: purging finished jobs.
 -- ---------------------------------------------------------------------------
--- pg_dump: the rows of extension tables are not dumped unless registered as
--- configuration tables. Register every table that holds user data, and the
--- identity sequences behind them, so a dump/restore keeps jobs, schedules,
--- tenant mappings and options. pg_extension_config_dump() only exists inside
--- CREATE EXTENSION, so `pgsql-broker install --no-extension` leaves this block
--- out (there, the tables are ordinary tables and pg_dump dumps them anyway).
+-- Function: broker.broker_purge_jobs(p_older_than, p_batch_size, p_complete_status)
+--   Retention: deletes at most p_batch_size finished jobs whose finished_at
+--   is older than p_older_than, with their dependency edges,
+--   oldest first: of final state p_complete_status (2 completed, 3 failed,
+--   4 cancelled), or of any final state when it is NULL. Returns the number
+--   deleted; call it until it returns 0 (each call is one short transaction
+--   in autocommit mode). Its cost is linear in the jobs it deletes: the
+--   candidates come from broker_jobs_finished_idx one state at a time, and
+--   their edges from broker_job_dependency_job_id_idx. Jobs another
+--   transaction holds are skipped, not waited for.
+-- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
+--   that is not final.
+-- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
+-- Example:
+--   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
+--   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
 -- ---------------------------------------------------------------------------
--- <extension-only>
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
--- </extension-only>
+CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
+                                         p_complete_status smallint DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n      integer := 0;
+    v_one    integer;
+    v_state  smallint;
+    v_before timestamptz;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than < interval '0' OR p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_complete_status IS NOT NULL AND p_complete_status <> ALL (ARRAY[2, 3, 4]::smallint[]) THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_complete_status must be a final state (2, 3 or 4) or NULL, got %',
+            p_complete_status USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_before := pg_catalog.clock_timestamp() - p_older_than;
+    FOREACH v_state IN ARRAY CASE WHEN p_complete_status IS NULL THEN ARRAY[2, 3, 4]::smallint[]
+                                  ELSE ARRAY[p_complete_status] END LOOP
+        -- the state as a constant of the index predicate, so the planner reads the index in order
+        WITH doomed AS (
+            SELECT j.job_id FROM broker.broker_jobs AS j
+             WHERE j.complete_status = ANY (ARRAY[2, 3, 4]::smallint[])
+               AND j.complete_status = v_state
+               AND j.finished_at < v_before
+             ORDER BY j.complete_status, j.finished_at
+             LIMIT p_batch_size - v_n
+               FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id = doomed.job_id;
+        GET DIAGNOSTICS v_one = ROW_COUNT;
+        v_n := v_n + v_one;
+        EXIT WHEN v_n >= p_batch_size;
+    END LOOP;
+    RETURN v_n;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
+    'Retention: deletes up to p_batch_size finished jobs (of one final state, or any) older than p_older_than, with their edges; returns how many. Call until 0.';
 
--- row-level security, then privileges (last: covers every object above;
--- the grants to the broker roles are in sql/roles.sql, run after install)
--- source: sql/policies.sql
--- ---------------------------------------------------------------------------
--- Row-level security. Every broker table has ENABLE + FORCE ROW LEVEL
--- SECURITY. A role without BYPASSRLS sees and writes only rows of the tenant
--- in broker.tenant_id (default 'default'), and under strict tenancy only of
--- tenants mapped to it in broker_tenant_roles. The owner (broker_admin, or the
--- superuser that created the extension) bypasses them, and so do the
--- SECURITY DEFINER runtime functions, which is how one runner serves every
--- tenant without BYPASSRLS itself. Predicates use OPERATOR(pg_catalog.=) and
--- schema-qualified calls; CURRENT_USER is evaluated as the querying role.
--- ---------------------------------------------------------------------------
-
--- broker_jobs ---------------------------------------------------------------
+-- Group: security: row-level security per table, then privileges (last: they cover every object
+-- above; the grants to the broker roles are in sql/roles.sql, run after install)
+-- source: sql/security/policies/broker_jobs.sql
+-- sql/security/policies/broker_jobs.sql: row-level security of broker.broker_jobs.
 ALTER TABLE broker.broker_jobs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_jobs FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_jobs_select ON broker.broker_jobs FOR SELECT
@@ -5750,8 +5789,8 @@ CREATE POLICY broker_jobs_delete ON broker.broker_jobs FOR DELETE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_jobs_delete ON broker.broker_jobs IS 'Deletes (for roles granted DELETE) stay in the current tenant.';
-
--- broker_job_dependency -----------------------------------------------------
+-- source: sql/security/policies/broker_job_dependency.sql
+-- sql/security/policies/broker_job_dependency.sql: row-level security of broker.broker_job_dependency.
 ALTER TABLE broker.broker_job_dependency ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_job_dependency FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_job_dependency_select ON broker.broker_job_dependency FOR SELECT
@@ -5767,12 +5806,12 @@ CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR I
                                AND j.complete_status OPERATOR(pg_catalog.=) 0));
 COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
     'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
-
--- broker_schedule_count: no policy, no grant: only the quota trigger (SECURITY DEFINER) touches it
+-- source: sql/security/policies/broker_schedule_count.sql
+-- sql/security/policies/broker_schedule_count.sql: row-level security of broker.broker_schedule_count: no policy, no grant (only the quota trigger, SECURITY DEFINER, touches it).
 ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
-
--- broker_deferred_release: written and read only by the runtime functions
+-- source: sql/security/policies/broker_deferred_release.sql
+-- sql/security/policies/broker_deferred_release.sql: row-level security of broker.broker_deferred_release (written and read only by the runtime functions).
 ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
@@ -5780,8 +5819,8 @@ CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release F
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
     'Read the pending releases of the current tenant.';
-
--- broker_schedule -----------------------------------------------------------
+-- source: sql/security/policies/broker_schedule.sql
+-- sql/security/policies/broker_schedule.sql: row-level security of broker.broker_schedule.
 ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schedule FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
@@ -5810,8 +5849,8 @@ CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
            AND broker._may_run_as(created_by, CURRENT_USER));
 COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
-
--- database-wide tables (tenant 'default') -----------------------------------
+-- source: sql/security/policies/broker_queueinstance.sql
+-- sql/security/policies/broker_queueinstance.sql: row-level security of broker.broker_queueinstance (database-wide: tenant default).
 ALTER TABLE broker.broker_queueinstance ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_queueinstance FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_queueinstance_tenant ON broker.broker_queueinstance FOR SELECT
@@ -5819,7 +5858,8 @@ CREATE POLICY broker_queueinstance_tenant ON broker.broker_queueinstance FOR SEL
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_queueinstance_tenant ON broker.broker_queueinstance IS
     'Instances are database-wide (tenant default); written only through the instance functions.';
-
+-- source: sql/security/policies/broker_schema_migrations.sql
+-- sql/security/policies/broker_schema_migrations.sql: row-level security of broker.broker_schema_migrations (database-wide: tenant default).
 ALTER TABLE broker.broker_schema_migrations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schema_migrations FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations FOR SELECT
@@ -5827,22 +5867,24 @@ CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations IS
     'Migrations are database-wide (tenant default); written only by broker_admin.';
-
+-- source: sql/security/policies/broker_config.sql
+-- sql/security/policies/broker_config.sql: row-level security of broker.broker_config (database-wide: tenant default).
 ALTER TABLE broker.broker_config ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_config FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_config_tenant ON broker.broker_config FOR SELECT
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_config_tenant ON broker.broker_config IS 'Options are database-wide (tenant default); written only by broker_admin.';
-
--- broker_tenant_roles: keyed on the role, since it defines who may act for a tenant.
+-- source: sql/security/policies/broker_tenant_roles.sql
+-- sql/security/policies/broker_tenant_roles.sql: row-level security of broker.broker_tenant_roles, keyed on the role (it defines who may act for a tenant).
 ALTER TABLE broker.broker_tenant_roles ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
 -- (to_regrole: a mapping left behind by a dropped role is hidden, not an error)
 CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
--- source: sql/grants.sql
+-- source: sql/security/grants.sql
+-- sql/security/grants.sql: privileges: nothing for PUBLIC (the broker roles get theirs from sql/roles.sql).
 -- ---------------------------------------------------------------------------
 -- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
 -- owner (a superuser) uses it directly, and other roles get exactly what

@@ -1,3 +1,4 @@
+-- sql/guards/objects_are_the_brokers.sql: upgrade guard: schema broker holds only what pgsql_broker made.
 -- ---------------------------------------------------------------------------
 -- Upgrade guard: schema broker holds only what pgsql_broker made. An upgrade
 -- (and sql/roles.sql, which repeats this check) must not carry on over, or

@@ -1,3 +1,4 @@
+-- sql/tables/broker_jobs.sql: table of jobs, their state and their indexes.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_jobs
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
