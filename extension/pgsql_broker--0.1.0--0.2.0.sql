@@ -3108,7 +3108,7 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   how many jobs are finished, blocked or scheduled for later. Its plans are
 --   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
 --   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (06_claim_index).
+--   one job), and the generic plan is the same index scan (tests_sql/run/claim_is_index_backed.sql).
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
@@ -3204,7 +3204,7 @@ BEGIN
         EXIT WHEN v_priority IS NULL;
 
         RETURN QUERY
-        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
+        -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
         -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j
@@ -3992,6 +3992,9 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
+-- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which
+-- adds run_jobs), then drops _run_jobs_compat and the fallback branches of broker_run and
+-- broker_run_batch that call it.
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
 --     p_search_paths, p_tenant_id)
@@ -4039,7 +4042,7 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
 --   clause makes each call save and restore the setting, which made
---   broker_cron_next up to twice as slow. tests_sql/32 guards this.
+--   broker_cron_next up to twice as slow. tests_sql/security/search_path_hijack/ guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 --   how many jobs are finished, blocked or scheduled for later. Its plans are
 --   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
 --   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (06_claim_index).
+--   one job), and the generic plan is the same index scan (tests_sql/run/claim_is_index_backed.sql).
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
@@ -113,7 +113,7 @@ BEGIN
         EXIT WHEN v_priority IS NULL;
 
         RETURN QUERY
-        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
+        -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
         -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j

@@ -10,7 +10,7 @@
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
 --   clause makes each call save and restore the setting, which made
---   broker_cron_next up to twice as slow. tests_sql/32 guards this.
+--   broker_cron_next up to twice as slow. tests_sql/security/search_path_hijack/ guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------

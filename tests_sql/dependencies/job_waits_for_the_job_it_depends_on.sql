@@ -1,7 +1,7 @@
 -- Dependencies by job id: gated until the target completes.
 BEGIN;
 SELECT plan(10);
-\ir lib/run_next.psql
+\ir ../lib/run_next.psql
 
 CREATE TEMP TABLE a AS SELECT job_id FROM broker.broker_add_job('a', 'SELECT 1');
 CREATE TEMP TABLE b AS SELECT job_id FROM broker.broker_add_job('b', 'SELECT 1', 1, 100,

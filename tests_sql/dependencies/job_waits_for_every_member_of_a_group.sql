@@ -1,7 +1,7 @@
 -- Dependencies by group (fan-in): wait for every unfinished job of the group.
 BEGIN;
 SELECT plan(11);
-\ir lib/run_next.psql
+\ir ../lib/run_next.psql
 
 -- three parallel extracts fan into one transform, which feeds a load
 SELECT broker.broker_add_job('extract ' || i, 'SELECT 1', p_job_group => 'extract') FROM generate_series(1, 3) AS i;

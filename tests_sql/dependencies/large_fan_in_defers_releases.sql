@@ -4,7 +4,7 @@
 -- counters end exact whatever happens in between.
 BEGIN;
 SELECT plan(17);
-\ir lib/run_next.psql
+\ir ../lib/run_next.psql
 
 -- the member (queue 1) and 2,500 dependents of its group (queue 9)
 SELECT broker.broker_add_job('member', 'SELECT 1', 1, p_job_group => 'big');

@@ -2,7 +2,7 @@
 -- (its NOTIFY: tests_py/test_notify.py).
 BEGIN;
 SELECT plan(25);
-\ir lib/run_next.psql
+\ir ../lib/run_next.psql
 
 -- defaults: broker_add_job's, and the caller's search_path
 SET LOCAL search_path = app_schema, public;
