@@ -335,6 +335,57 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
     'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant; returns the value in force.';
+-- source: sql/core/states.sql
+-- sql/core/states.sql: the job states by name, and what "claimable" means.
+-- ---------------------------------------------------------------------------
+-- Job states (broker_jobs.complete_status; drawn in docs/state-machine.md):
+--   0 pending    waiting to be claimed (claimable once pending_deps = 0 and run_after is reached)
+--   1 running    claimed, under a lease
+--   2 completed  final
+--   3 failed     final: its last attempt failed
+--   4 cancelled  final: cancelled, or a dependency of it failed or was cancelled
+-- Function bodies name states with broker._state('name'). The table's CHECK
+-- constraints, index predicates and policies keep the numbers (a partial
+-- index is used only when the query's predicate matches it literally).
+-- Both functions are SQL without SET search_path so that the planner inlines
+-- them (and folds _state of a literal to a constant): they cost nothing in
+-- the claim; every operator in them is schema-qualified.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._state(p_name)
+--   The complete_status of state p_name (pending, running, completed, failed,
+--   cancelled); NULL for any other name.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._state(p_name text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_name OPERATOR(pg_catalog.=) 'pending' THEN 0
+                WHEN p_name OPERATOR(pg_catalog.=) 'running' THEN 1
+                WHEN p_name OPERATOR(pg_catalog.=) 'completed' THEN 2
+                WHEN p_name OPERATOR(pg_catalog.=) 'failed' THEN 3
+                WHEN p_name OPERATOR(pg_catalog.=) 'cancelled' THEN 4 END
+$$;
+COMMENT ON FUNCTION broker._state(text) IS
+    'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable(p_complete_status, p_pending_deps)
+--   Whether a job may be claimed, run_after aside: pending and waiting on
+--   nothing. The claim index broker_jobs_claim_idx has this predicate
+--   written out (sql/tables/broker_jobs.sql); inlined, this function is the
+--   same expression, so the claim still uses that index
+--   (tests_sql/run/claim_is_index_backed.sql).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+$$;
+COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
+    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
 -- source: sql/core/lock_keys.sql
 -- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
 -- ---------------------------------------------------------------------------
@@ -377,6 +428,37 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 -- source: sql/core/notify.sql
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
+-- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'.
+-- broker._notify_queue writes that notification, and nothing else notifies
+-- that channel (schedule changes have their own, pgsql_broker_schedule:
+-- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
+-- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
+-- dependents, and by the enqueue functions once they have added a job's
+-- dependencies.
+-- broker.defer_notify: while this transaction-local setting is 'on', the
+-- INSERT trigger sends nothing. broker_add_job and broker_add_jobs set it
+-- while they insert jobs whose dependency edges they add next (a job that
+-- looks claimable at INSERT may not be once its edges are in), reset it, and
+-- notify themselves once the edges are counted.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queue(p_queue)
+--   NOTIFY pgsql_broker, '<database>/<queue>'. SQL without SET search_path,
+--   so that the planner inlines it into the trigger's one statement; every
+--   call and operator is schema-qualified.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queue(p_queue integer)
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
+$$;
+COMMENT ON FUNCTION broker._notify_queue(integer) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._notify_queues(p_queues)
 --   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
 --   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
@@ -388,8 +470,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM pg_catalog.pg_notify('pgsql_broker',
-                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
+    PERFORM broker._notify_queue(d.q)
        FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
 END;
 $$;
@@ -718,7 +799,7 @@ AS $$
 BEGIN
     RETURN (SELECT pg_catalog.array_agg(locked.job_id ORDER BY locked.job_id) FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
-         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
                                AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
@@ -782,7 +863,7 @@ BEGIN
                 WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                   AND e.depends_on_group IS NOT NULL
                   AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
     ), capped AS MATERIALIZED (
         -- (the recursion runs only as far as this LIMIT reads)
         SELECT * FROM reach LIMIT p_max_reach OPERATOR(pg_catalog.+) 1
@@ -795,7 +876,7 @@ BEGIN
              FROM capped AS r
              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
              JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-            WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+            WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
               AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                             WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                               AND e.depends_on_job_id IS NOT NULL
@@ -840,7 +921,7 @@ DECLARE
 BEGIN
     PERFORM 1 FROM broker.broker_jobs AS d
      WHERE d.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-       AND d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
      ORDER BY d.job_id
        FOR NO KEY UPDATE OF d;
     WITH released AS (
@@ -848,7 +929,7 @@ BEGIN
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_amounts)) AS c(id, n)
          WHERE d.job_id OPERATOR(pg_catalog.=) c.id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
     SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
@@ -926,7 +1007,7 @@ BEGIN
       INTO v_ids, v_counts
       FROM counted AS c
      WHERE c.job_id OPERATOR(pg_catalog.<>) ALL (ARRAY(
-               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) 1));
+               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('running')));
     v_n := COALESCE(pg_catalog.cardinality(v_ids), 0);
     IF v_n OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
@@ -993,7 +1074,7 @@ BEGIN
                 -- never wait for a listed job another session holds locked
                 PERFORM 1 FROM broker.broker_jobs AS d
                  WHERE d.job_id OPERATOR(pg_catalog.=) ANY (r.job_ids[1:v_n])
-                   AND d.complete_status OPERATOR(pg_catalog.=) 0
+                   AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                  ORDER BY d.job_id
                    FOR NO KEY UPDATE OF d NOWAIT;
                 IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
@@ -1065,11 +1146,11 @@ BEGIN
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
-               SET complete_status = 4,
+               SET complete_status = broker._state('cancelled'),
                    finished_at = pg_catalog.clock_timestamp(),
                    cancel_reason = p_reason
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
-               AND d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
@@ -1170,7 +1251,7 @@ BEGIN
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                  GROUP BY e.job_id) AS c
          WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     END LOOP;
 END;
 $$;
@@ -1185,9 +1266,7 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --     enqueued with a dependency on the group at the same time holds it
 --     exclusively while it counts the members), in key order;
 --   * one NOTIFY per queue that got a job claimable now (same query), unless
---     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
---     while they insert jobs whose dependencies they add next, and notify
---     once those are counted);
+--     broker.defer_notify is on (see sql/core/notify.sql);
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
@@ -1208,19 +1287,18 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(k.key)
        FROM (SELECT DISTINCT broker._dependency_lock_key(n.tenant_id, n.job_group, NULL) AS key
                FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
               ORDER BY 1) AS k
     UNION ALL
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+    SELECT broker._notify_queue(q.job_queue)
        FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+              WHERE n.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                 AND n.pending_deps OPERATOR(pg_catalog.=) 0
                 AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
                 AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
     -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
     IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
-                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')) AS g
                 WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                                WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
                                  AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
@@ -1229,7 +1307,7 @@ BEGIN
           INTO v_groups
           FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
                   FROM new_jobs AS n
-                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
                  GROUP BY n.tenant_id, n.job_group) AS g
          WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
@@ -1275,7 +1353,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('pending') THEN
         RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -1291,7 +1369,7 @@ BEGIN
             RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
                 USING ERRCODE = 'foreign_key_violation';
         END IF;
-        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) broker._state('failed') THEN
             RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
                 CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -1373,7 +1451,7 @@ BEGIN
     SELECT e.depends_on_job_id INTO v_cycle
       FROM new_edges AS e
       JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed')
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
@@ -1416,7 +1494,7 @@ BEGIN
     ), cnt AS (
         SELECT e.job_id,
                pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
-                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) broker._state('running') THEN 1 ELSE 0 END)::integer AS n
           FROM new_edges AS e
           LEFT JOIN grp AS g
             ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
@@ -2029,7 +2107,7 @@ BEGIN
       FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
       LEFT JOIN broker.broker_jobs AS t
         ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
-     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
      ORDER BY d.o LIMIT 1;
     IF FOUND THEN
         IF v_bad.complete_status IS NULL THEN
@@ -2131,7 +2209,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
-               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND broker._claimable(j.complete_status, j.pending_deps)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
@@ -2924,7 +3002,7 @@ DECLARE
     v_job broker.broker_jobs;
 BEGIN
     UPDATE broker.broker_jobs AS j
-       SET complete_status = 2,
+       SET complete_status = broker._state('completed'),
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
@@ -2955,7 +3033,7 @@ BEGIN
     FOR r IN
         WITH done AS (
             UPDATE broker.broker_jobs AS j
-               SET complete_status = 2,
+               SET complete_status = broker._state('completed'),
                    finished_at = pg_catalog.clock_timestamp(),
                    lease_token = NULL, lease_expires_at = NULL
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
@@ -3035,7 +3113,7 @@ DECLARE
     v_job record;
 BEGIN
     UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
+       SET complete_status = broker._state('failed'),
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL,
            last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
@@ -3046,7 +3124,7 @@ BEGIN
     END IF;
     PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
         pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
+    RETURN broker._state('failed');
 END;
 $$;
 COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
@@ -3075,13 +3153,13 @@ BEGIN
         -- Back to pending: count again what it waits on. Jobs that joined one of
         -- its groups while it was running were not counted for it then.
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
                last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-        RETURN 0;
+        RETURN broker._state('pending');
     END IF;
     RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
 END;
@@ -3176,14 +3254,14 @@ BEGIN
         WITH RECURSIVE levels (p) AS (
             (SELECT j.job_priority FROM broker.broker_jobs AS j
               WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND broker._claimable(j.complete_status, j.pending_deps)
                 AND j.job_priority OPERATOR(pg_catalog.<) v_bound
               ORDER BY j.job_queue, j.job_priority DESC
               LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
                      WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND broker._claimable(j.complete_status, j.pending_deps)
                        AND j.job_priority OPERATOR(pg_catalog.<) l.p
                      ORDER BY j.job_queue, j.job_priority DESC
                      LIMIT 1)
@@ -3195,7 +3273,7 @@ BEGIN
          WHERE l.p IS NOT NULL
            AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
                           AND j.run_after OPERATOR(pg_catalog.<=) v_now)
          LIMIT 1
@@ -3208,7 +3286,7 @@ BEGIN
         -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j
-               SET complete_status = 1,
+               SET complete_status = broker._state('running'),
                    attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                    started_at = v_now,
                    lease_token = pg_catalog.gen_random_uuid(),
@@ -3218,7 +3296,7 @@ BEGIN
                    SELECT r.job_id
                      FROM broker.broker_jobs AS r
                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND r.complete_status OPERATOR(pg_catalog.=) 0 AND r.pending_deps OPERATOR(pg_catalog.=) 0
+                      AND broker._claimable(r.complete_status, r.pending_deps)
                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
                       AND r.run_after OPERATOR(pg_catalog.<=) v_now
                     ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
@@ -3268,7 +3346,7 @@ BEGIN
         RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
             USING ERRCODE = 'no_data_found';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running') THEN
         RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
             CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
                                        WHEN 3 THEN 'failed' ELSE 'cancelled' END
@@ -3441,7 +3519,7 @@ BEGIN
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
+        v_status := broker._state('completed');
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
@@ -3592,7 +3670,7 @@ BEGIN
     -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
-        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) 1
+        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) broker._state('running')
            OR (v_job.token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_job.token) THEN
             o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
             o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
@@ -3611,7 +3689,7 @@ BEGIN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
         o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-        o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
+        o_status := o_status OPERATOR(pg_catalog.||) broker._state('completed')::smallint;
         o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
         -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
         IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
@@ -3777,13 +3855,13 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
             ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_token OPERATOR(pg_catalog.=) u.token
          ORDER BY j.job_id
            FOR NO KEY UPDATE OF j SKIP LOCKED
     ), released AS (
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
@@ -3842,11 +3920,11 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
             ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_token OPERATOR(pg_catalog.=) u.token
     ), interrupted AS (
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                interruptions = j.interruptions OPERATOR(pg_catalog.+) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
@@ -3894,7 +3972,7 @@ BEGIN
        SET cancel_reason = v_reason
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
        AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     IF FOUND THEN
         RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
     END IF;
@@ -3927,7 +4005,7 @@ DECLARE
     v_n integer;
 BEGIN
     PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
-    NEW.complete_status := 4;
+    NEW.complete_status := broker._state('cancelled');
     NEW.finished_at := pg_catalog.clock_timestamp();
     v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
         pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
@@ -3974,7 +4052,7 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
           FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
          ORDER BY j.lease_expires_at
          LIMIT p_limit
@@ -5385,15 +5463,15 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND s.pending_deps OPERATOR(pg_catalog.>) 0),
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled'))
       FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
               FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])

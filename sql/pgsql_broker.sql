@@ -7,8 +7,9 @@
 -- Group: guards: schema broker must be the installer's own and new (nothing planted in it)
 \i sql/guards/fresh_schema.sql
 
--- Group: core: options, advisory-lock keys, the NOTIFY writer (table defaults and every concern use them)
+-- Group: core: options, job states, advisory-lock keys, the NOTIFY writer (table defaults and every concern use them)
 \i sql/core/settings.sql
+\i sql/core/states.sql
 \i sql/core/lock_keys.sql
 \i sql/core/notify.sql
 

@@ -46,7 +46,7 @@ BEGIN
                 WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                   AND e.depends_on_group IS NOT NULL
                   AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
     ), capped AS MATERIALIZED (
         -- (the recursion runs only as far as this LIMIT reads)
         SELECT * FROM reach LIMIT p_max_reach OPERATOR(pg_catalog.+) 1
@@ -59,7 +59,7 @@ BEGIN
              FROM capped AS r
              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
              JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-            WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+            WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
               AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                             WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                               AND e.depends_on_job_id IS NOT NULL

@@ -93,7 +93,7 @@ AS $$
 BEGIN
     RETURN (SELECT pg_catalog.array_agg(locked.job_id ORDER BY locked.job_id) FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
-         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
                                AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)

@@ -28,11 +28,11 @@ BEGIN
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
-               SET complete_status = 4,
+               SET complete_status = broker._state('cancelled'),
                    finished_at = pg_catalog.clock_timestamp(),
                    cancel_reason = p_reason
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
-               AND d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)

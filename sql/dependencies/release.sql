@@ -19,7 +19,7 @@ DECLARE
 BEGIN
     PERFORM 1 FROM broker.broker_jobs AS d
      WHERE d.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-       AND d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
      ORDER BY d.job_id
        FOR NO KEY UPDATE OF d;
     WITH released AS (
@@ -27,7 +27,7 @@ BEGIN
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_amounts)) AS c(id, n)
          WHERE d.job_id OPERATOR(pg_catalog.=) c.id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
     SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
@@ -105,7 +105,7 @@ BEGIN
       INTO v_ids, v_counts
       FROM counted AS c
      WHERE c.job_id OPERATOR(pg_catalog.<>) ALL (ARRAY(
-               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) 1));
+               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('running')));
     v_n := COALESCE(pg_catalog.cardinality(v_ids), 0);
     IF v_n OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
@@ -172,7 +172,7 @@ BEGIN
                 -- never wait for a listed job another session holds locked
                 PERFORM 1 FROM broker.broker_jobs AS d
                  WHERE d.job_id OPERATOR(pg_catalog.=) ANY (r.job_ids[1:v_n])
-                   AND d.complete_status OPERATOR(pg_catalog.=) 0
+                   AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                  ORDER BY d.job_id
                    FOR NO KEY UPDATE OF d NOWAIT;
                 IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN

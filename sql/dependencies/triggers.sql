@@ -47,7 +47,7 @@ BEGIN
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                  GROUP BY e.job_id) AS c
          WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     END LOOP;
 END;
 $$;
@@ -62,9 +62,7 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --     enqueued with a dependency on the group at the same time holds it
 --     exclusively while it counts the members), in key order;
 --   * one NOTIFY per queue that got a job claimable now (same query), unless
---     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
---     while they insert jobs whose dependencies they add next, and notify
---     once those are counted);
+--     broker.defer_notify is on (see sql/core/notify.sql);
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
@@ -85,19 +83,18 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(k.key)
        FROM (SELECT DISTINCT broker._dependency_lock_key(n.tenant_id, n.job_group, NULL) AS key
                FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
               ORDER BY 1) AS k
     UNION ALL
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+    SELECT broker._notify_queue(q.job_queue)
        FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+              WHERE n.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                 AND n.pending_deps OPERATOR(pg_catalog.=) 0
                 AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
                 AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
     -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
     IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
-                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')) AS g
                 WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                                WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
                                  AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
@@ -106,7 +103,7 @@ BEGIN
           INTO v_groups
           FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
                   FROM new_jobs AS n
-                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
                  GROUP BY n.tenant_id, n.job_group) AS g
          WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
@@ -152,7 +149,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('pending') THEN
         RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -168,7 +165,7 @@ BEGIN
             RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
                 USING ERRCODE = 'foreign_key_violation';
         END IF;
-        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) broker._state('failed') THEN
             RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
                 CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -250,7 +247,7 @@ BEGIN
     SELECT e.depends_on_job_id INTO v_cycle
       FROM new_edges AS e
       JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed')
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
@@ -293,7 +290,7 @@ BEGIN
     ), cnt AS (
         SELECT e.job_id,
                pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
-                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) broker._state('running') THEN 1 ELSE 0 END)::integer AS n
           FROM new_edges AS e
           LEFT JOIN grp AS g
             ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group

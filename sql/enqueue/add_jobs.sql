@@ -220,7 +220,7 @@ BEGIN
       FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
       LEFT JOIN broker.broker_jobs AS t
         ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
-     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
      ORDER BY d.o LIMIT 1;
     IF FOUND THEN
         IF v_bad.complete_status IS NULL THEN
@@ -322,7 +322,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
-               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND broker._claimable(j.complete_status, j.pending_deps)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 

@@ -25,15 +25,15 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND s.pending_deps OPERATOR(pg_catalog.>) 0),
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled'))
       FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
               FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])

@@ -28,7 +28,7 @@ BEGIN
        SET cancel_reason = v_reason
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
        AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     IF FOUND THEN
         RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
     END IF;
@@ -61,7 +61,7 @@ DECLARE
     v_n integer;
 BEGIN
     PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
-    NEW.complete_status := 4;
+    NEW.complete_status := broker._state('cancelled');
     NEW.finished_at := pg_catalog.clock_timestamp();
     v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
         pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));

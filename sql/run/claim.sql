@@ -85,14 +85,14 @@ BEGIN
         WITH RECURSIVE levels (p) AS (
             (SELECT j.job_priority FROM broker.broker_jobs AS j
               WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                AND broker._claimable(j.complete_status, j.pending_deps)
                 AND j.job_priority OPERATOR(pg_catalog.<) v_bound
               ORDER BY j.job_queue, j.job_priority DESC
               LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
                      WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                       AND broker._claimable(j.complete_status, j.pending_deps)
                        AND j.job_priority OPERATOR(pg_catalog.<) l.p
                      ORDER BY j.job_queue, j.job_priority DESC
                      LIMIT 1)
@@ -104,7 +104,7 @@ BEGIN
          WHERE l.p IS NOT NULL
            AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                          AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
                           AND j.run_after OPERATOR(pg_catalog.<=) v_now)
          LIMIT 1
@@ -117,7 +117,7 @@ BEGIN
         -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j
-               SET complete_status = 1,
+               SET complete_status = broker._state('running'),
                    attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                    started_at = v_now,
                    lease_token = pg_catalog.gen_random_uuid(),
@@ -127,7 +127,7 @@ BEGIN
                    SELECT r.job_id
                      FROM broker.broker_jobs AS r
                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND r.complete_status OPERATOR(pg_catalog.=) 0 AND r.pending_deps OPERATOR(pg_catalog.=) 0
+                      AND broker._claimable(r.complete_status, r.pending_deps)
                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
                       AND r.run_after OPERATOR(pg_catalog.<=) v_now
                     ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id

@@ -59,7 +59,7 @@ DECLARE
     v_job record;
 BEGIN
     UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
+       SET complete_status = broker._state('failed'),
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL,
            last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
@@ -70,7 +70,7 @@ BEGIN
     END IF;
     PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
         pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
+    RETURN broker._state('failed');
 END;
 $$;
 COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
@@ -99,13 +99,13 @@ BEGIN
         -- Back to pending: count again what it waits on. Jobs that joined one of
         -- its groups while it was running were not counted for it then.
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
                run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
                last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
          WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-        RETURN 0;
+        RETURN broker._state('pending');
     END IF;
     RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
 END;

@@ -12,7 +12,7 @@ DECLARE
     v_job broker.broker_jobs;
 BEGIN
     UPDATE broker.broker_jobs AS j
-       SET complete_status = 2,
+       SET complete_status = broker._state('completed'),
            finished_at = pg_catalog.clock_timestamp(),
            lease_token = NULL, lease_expires_at = NULL
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
@@ -43,7 +43,7 @@ BEGIN
     FOR r IN
         WITH done AS (
             UPDATE broker.broker_jobs AS j
-               SET complete_status = 2,
+               SET complete_status = broker._state('completed'),
                    finished_at = pg_catalog.clock_timestamp(),
                    lease_token = NULL, lease_expires_at = NULL
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)

@@ -25,7 +25,7 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
           FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
          ORDER BY j.lease_expires_at
          LIMIT p_limit

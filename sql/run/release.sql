@@ -56,13 +56,13 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
             ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_token OPERATOR(pg_catalog.=) u.token
          ORDER BY j.job_id
            FOR NO KEY UPDATE OF j SKIP LOCKED
     ), released AS (
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL

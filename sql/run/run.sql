@@ -21,7 +21,7 @@ BEGIN
         RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
             USING ERRCODE = 'no_data_found';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running') THEN
         RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
             CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
                                        WHEN 3 THEN 'failed' ELSE 'cancelled' END
@@ -194,7 +194,7 @@ BEGIN
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
+        v_status := broker._state('completed');
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);

@@ -135,7 +135,7 @@ BEGIN
     -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
-        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) 1
+        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) broker._state('running')
            OR (v_job.token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_job.token) THEN
             o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
             o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
@@ -154,7 +154,7 @@ BEGIN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
         o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-        o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
+        o_status := o_status OPERATOR(pg_catalog.||) broker._state('completed')::smallint;
         o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
         -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
         IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
