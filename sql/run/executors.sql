@@ -11,12 +11,13 @@
 -- that role (and its members) may create: nobody else can plant a look-alike
 -- or an overload next to its executor. broker_run only calls a run_job whose
 -- schema, owner, signature and SECURITY DEFINER flag all match.
--- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
--- jobs of a batch in one call, each exactly as run_job would, in a
--- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
--- before run_jobs existed have none: their jobs run one run_job call each
--- (broker_create_executor adds it).
+-- run_job is the one place a job's SQL runs (its search_path, its language).
+-- Next to it, run_jobs(sqls, languages, search_paths, tenant) runs the jobs
+-- of a batch in one call, each through run_job in a subtransaction of its
+-- own, and returns each one's error (NULL: success) and run time;
+-- broker_run_batch calls it under the same checks. An executor without
+-- run_jobs (made by 0.1.0) runs its jobs one run_job call each
+-- (sql/compat/executor_fallback.sql; broker_create_executor adds run_jobs).
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -134,7 +135,7 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_create_executor(p_role)
 --   Creates (if missing) and returns the executor of p_role: run_job and the
---   batch entry point run_jobs (an executor made before run_jobs existed gets
+--   batch entry point run_jobs (an executor without run_jobs gets
 --   it here). Runs with the caller's rights: the caller must be p_role, an
 --   (inheriting) member of it, or a superuser (for an executor without
 --   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
@@ -169,7 +170,7 @@ BEGIN
     END IF;
     IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
         IF v_exec IS NOT NULL THEN
-            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
+            RETURN v_exec;  -- as it is (without run_jobs, its jobs run one run_job call each)
         END IF;
         RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_ident(p_role)
@@ -211,8 +212,8 @@ $body$$ddl$, v_schema);
         END;
         v_made := ARRAY['run_job(text, text, text)'];
     END IF;
-    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
-    -- job, its search_path is in effect, so everything here is schema-qualified
+    -- the batch entry point: each job through run_job (the one place a job's SQL runs), in a
+    -- subtransaction of its own; everything here is schema-qualified all the same
     BEGIN
         EXECUTE pg_catalog.format($ddl$
 CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
@@ -230,14 +231,7 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
-            v_set := pg_catalog.set_config('search_path',
-                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
-                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
-            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
-                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
-            ELSE
-                EXECUTE p_sqls[i];
-            END IF;
+            PERFORM %I.run_job(p_sqls[i], p_languages[i], p_search_paths[i]);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;
@@ -245,7 +239,7 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 END;
-$body$$ddl$, v_schema);
+$body$$ddl$, v_schema, v_schema);
         v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
     EXCEPTION WHEN duplicate_function OR unique_violation THEN
         NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
