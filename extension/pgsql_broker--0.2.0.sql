@@ -80,6 +80,8 @@ $guard$;
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
 --   The integer option p_name from broker_config, or p_default when unset.
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
@@ -112,6 +114,8 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 -- Example:
 --   SELECT broker.broker_set('application_name', 'nightly-etl');
 --   SELECT broker.broker_set('retry_max_seconds', '600');   -- broker_admin: database-wide
+--   Calls: broker_set_tenant
+--   Tables: writes broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text
@@ -180,6 +184,8 @@ COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
 -- Function: broker._state(p_name)
 --   The complete_status of state p_name (pending, running, completed, failed,
 --   cancelled); NULL for any other name.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._state(p_name text)
 RETURNS integer
@@ -201,6 +207,8 @@ COMMENT ON FUNCTION broker._state(text) IS
 --   written out (sql/tables/broker_jobs.sql); inlined, this function is the
 --   same expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
 RETURNS boolean
@@ -222,6 +230,8 @@ COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
 --   tenants never share a key (unless their names hash alike: strict tenancy
 --   names are the administrator's, see README), a tenant holds at most 2,048
 --   keys, and, within a tenant, group keys sort before job keys.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
 RETURNS bigint
@@ -242,6 +252,8 @@ COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._instance_lock_key()
 --   The session advisory lock (two int4 keys) that the active instance holds.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
 LANGUAGE sql IMMUTABLE
@@ -271,6 +283,8 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 --   NOTIFY pgsql_broker, '<database>/<queue>'. SQL without SET search_path,
 --   so that the planner inlines it into the trigger's one statement; every
 --   call and operator is schema-qualified.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queue(p_queue integer)
 RETURNS void
@@ -287,6 +301,8 @@ COMMENT ON FUNCTION broker._notify_queue(integer) IS
 --   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
 --   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
 --   identical notifications of one transaction into one.
+--   Calls: _notify_queue
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queues(p_queues integer[])
 RETURNS void
@@ -310,11 +326,13 @@ COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
 --   'default' when it is unset or empty.
 --   No SET search_path on purpose: the column defaults and every row-level
 --   security policy call it once per row, and only a function without SET
---   clauses is inlined into the query (the SET cost about 10 us a row). Every
+--   clauses is inlined into the query. Every
 --   name in it is schema-qualified, so no search_path can change its meaning
 --   (listed in sql/pgspot-no-search-path.txt for pgspot).
 -- Example:
 --   SELECT broker.broker_current_tenant();   -- 'default' unless broker.tenant_id is set
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_current_tenant()
 RETURNS text
@@ -336,6 +354,8 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
 --   SELECT broker.broker_set_tenant('acme');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()');
 --   COMMIT;
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_tenant(p_tenant_id text)
 RETURNS text
@@ -361,6 +381,8 @@ COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._strict_tenancy()
 --   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._strict_tenancy()
 RETURNS boolean
@@ -380,6 +402,8 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 --   tenancy is on; then p_role must belong to a role mapped to the tenant in
 --   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
 --   role, so a caller cannot answer for someone else.
+--   Calls: none
+--   Tables: reads broker_config, broker_tenant_roles
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
@@ -418,6 +442,8 @@ COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
 -- Example:
 --   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
 --   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
+--   Calls: none
+--   Tables: writes broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
 RETURNS boolean
@@ -443,6 +469,8 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 --   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
 --   member of it; a superuser or BYPASSRLS target other than itself needs
 --   p_role to be superuser.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
@@ -468,6 +496,8 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
 --   its owner): p_role must still exist, still act for the tenant (strict
 --   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
 --   NULL when all hold, else why not, naming p_role as p_who.
+--   Calls: _tenant_allowed, _may_run_as
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
 RETURNS text
@@ -494,6 +524,8 @@ COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
 --   it; a superuser or BYPASSRLS role other than the caller only for a
 --   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
 -- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
 RETURNS name
@@ -996,6 +1028,8 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
 --   that take all their keys here cannot deadlock on them.
 -- Errors: 42501 a caller outside the broker's own code naming a tenant it may
 --   not act for (strict tenancy).
+--   Calls: _tenant_allowed, _dependency_lock_key
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -1019,7 +1053,7 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     -- force_generic_plan: the key query reads no table, and a custom plan (the
-    -- default choice for it) was planned again at every call.
+    -- default choice for it) would be planned again at every call.
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
@@ -1065,6 +1099,8 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 --   are. Every pending_deps update goes through this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS bigint[]
@@ -1103,6 +1139,8 @@ COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
 --   every tenant's unfinished jobs). It stops once it has reached more than
 --   p_max_reach (origin, job) pairs (100,000 unless told): 54000.
 -- Errors: 54000 more than p_max_reach pairs reachable.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000)
 RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
@@ -1183,6 +1221,8 @@ COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer) IS
 --   path that lowers counters locks in that order, so they cannot deadlock),
 --   and notifies the queues that got a ready job. Jobs no longer pending
 --   (cancelled meanwhile) are skipped. Returns how many became ready.
+--   Calls: _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lower_pending_deps(p_job_ids bigint[], p_amounts integer[])
 RETURNS integer
@@ -1237,6 +1277,8 @@ COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
 --   these groups later does not count the completed jobs (the dependency
 --   keys, held here, order the two), and a listed job stays pending until
 --   its release is applied (its pending_deps includes it), unless cancelled.
+--   Calls: _lock_dependency_keys, _lower_pending_deps
+--   Tables: reads broker_job_dependency, broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
@@ -1312,6 +1354,8 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
 -- Errors: 22023 p_max_jobs < 1.
 -- Example:
 --   SELECT broker.broker_apply_deferred_releases();   -- the runner's maintenance, every second
+--   Calls: _lower_pending_deps
+--   Tables: reads broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
@@ -1378,6 +1422,8 @@ COMMENT ON FUNCTION broker.broker_apply_deferred_releases(integer) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
 --   _release_dependents_of for one completed job.
+--   Calls: _release_dependents_of
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
 RETURNS integer
@@ -1397,6 +1443,8 @@ COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
 --   waiting on those, is cancelled with p_reason. Returns how many.
+--   Calls: _lock_dependency_keys, _lock_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
 RETURNS integer
@@ -1445,6 +1493,8 @@ COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
 --   Recounts from its edges how many unfinished jobs job p_job_id waits on,
 --   holding the dependency locks exclusively (as an enqueue of it would).
+--   Calls: _lock_dependency_keys
+--   Tables: reads broker_job_dependency, broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
 RETURNS integer
@@ -1497,6 +1547,8 @@ COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
 --   tenant p_tenants[i]; every pending job waiting on such a group waits on
 --   them too (its pending_deps grows by the new members of its groups).
 --   The caller holds the shared keys of these groups.
+--   Calls: _lock_dependents
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
 RETURNS void
@@ -1545,6 +1597,8 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
+--   Calls: _dependency_lock_key, _notify_queue, _jobs_join_groups
+--   Tables: reads broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -1612,6 +1666,8 @@ COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
 -- Errors: 23503 unknown job or target job (or one the writer cannot see);
 --   55000 the job is not pending, or the target failed/was cancelled;
 --   23514 the job's own group.
+--   Calls: none
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_before_insert()
 RETURNS trigger
@@ -1680,6 +1736,8 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
 --     (each target group's unfinished members are counted once per group).
 -- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
 --   23514 a dependency cycle; 54000 a graph too large to check.
+--   Calls: _dependency_lock_key, _lock_dependency_keys, _dependency_cycle
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
@@ -1828,6 +1886,8 @@ COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_d
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
+--   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
     p_job_name            text,
@@ -2060,6 +2120,8 @@ COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, te
 --   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
 -- Example:
 --   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
+--   Calls: broker_add_job
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,
@@ -2089,6 +2151,8 @@ COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], te
 --   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
 --   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
 --   conversion errors; the caller checked the JSON types of the values.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
@@ -2175,6 +2239,8 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
+--   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -2532,6 +2598,8 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
 --       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
 --   ]$$);
+--   Calls: _add_jobs
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -2549,6 +2617,8 @@ COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
 --   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
 --   return text so that a query can call it where a value is expected;
 --   VOLATILE so that the planner never runs it ahead of the row.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
 RETURNS text
@@ -2575,6 +2645,8 @@ COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
 --   the table's triggers do the bookkeeping. A value that does not convert
 --   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
 --   path, which names the element.
+--   Calls: _element_error, _parse_jobs, _executor, broker_create_executor
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -2640,6 +2712,8 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- Function: broker._executor(p_role)
 --   The executor of role p_role, or NULL when it has none that passes the
 --   checks above.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
@@ -2674,6 +2748,8 @@ COMMENT ON FUNCTION broker._executor(name) IS
 --   The batch entry point run_jobs next to executor p_exec (same schema and
 --   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
 --   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
 RETURNS text
@@ -2681,7 +2757,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- plpgsql, not sql: a SQL function with SET is planned again at every call (0.5 ms here)
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call
     RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
       FROM pg_catalog.pg_proc AS e
       JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
@@ -2707,6 +2783,8 @@ COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
 --   that name owned by anyone else was not made here (another role can make
 --   it before the broker does): it is never used.
 -- Errors: 42704 unknown role; 42501 the schema exists with another owner.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_schema(p_role name)
 RETURNS text
@@ -2759,6 +2837,8 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
 -- Example:
 --   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
+--   Calls: _executor, _executor_schema
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_create_executor(p_role name)
 RETURNS regprocedure
@@ -2885,6 +2965,8 @@ COMMENT ON FUNCTION broker.broker_create_executor(name) IS
 -- Function: broker._executor_call(p_exec)
 --   The statement that calls executor p_exec with a job's SQL, language and
 --   search_path as $1, $2, $3 (NULL when p_exec is NULL).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_call(p_exec regprocedure)
 RETURNS text
@@ -2928,6 +3010,8 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 --   the connection (timeouts that end the session or cancel the caller's next
 --   statement, keepalives, client encoding and quoting), on the caller's rest
 --   of the transaction and its next one, and the broker's own.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._guarded_settings()
 RETURNS text[]
@@ -2955,6 +3039,8 @@ COMMENT ON FUNCTION broker._guarded_settings() IS
 --   channels, its SQL-level prepared statements, its WITH HOLD cursors
 --   (name and creation time), and the rows written so far to tables with
 --   deferrable code (_deferrable_code: 'trigger oid/rows').
+--   Calls: _guarded_settings, _advisory_locks, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._session_state(OUT settings text[], OUT advisory text[], OUT channels text[],
                                       OUT prepared text[], OUT cursors text[], OUT written text[])
@@ -2979,6 +3065,8 @@ COMMENT ON FUNCTION broker._session_state() IS
 -- Function: broker._advisory_locks()
 --   The advisory locks this session holds (session or transaction level:
 --   pg_locks does not tell), as 'classid/objid/objsubid/mode'.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._advisory_locks()
 RETURNS text[]
@@ -3010,6 +3098,8 @@ COMMENT ON FUNCTION broker._advisory_locks() IS
 --   before (else to the channels it did not listen to); and deallocates the
 --   SQL-level prepared statements that are new. A setting that cannot be put
 --   back (say temp_buffers after use) is left.
+--   Calls: _guarded_settings, _advisory_locks, _int4_key
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._restore_session(p_settings text[], p_advisory text[], p_channels text[], p_prepared text[])
 RETURNS void
@@ -3085,6 +3175,8 @@ COMMENT ON FUNCTION broker._restore_session(text[], text[], text[], text[]) IS
 -- Function: broker._int4_key(p_oid)
 --   An advisory lock key half as pg_locks shows it (an oid), as the integer
 --   pg_advisory_lock(int, int) took.
+--   Calls: _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._int4_key(p_oid bigint)
 RETURNS integer
@@ -3102,6 +3194,8 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
 --   ones with triggers included; empty at once when the database has no
 --   DEFERRABLE trigger at all, the usual case. Work grows with the tables
 --   that have triggers, not with how many triggers anyone created.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._written_tables()
 RETURNS text[]
@@ -3138,6 +3232,8 @@ COMMENT ON FUNCTION broker._written_tables() IS
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
 --   queue further events). Reads the triggers of those tables only (index
 --   on tgrelid).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name)
 RETURNS SETOF record
@@ -3171,6 +3267,8 @@ COMMENT ON FUNCTION broker._deferrable_code(oid[]) IS
 --   jobs wrote (not in p_written, the _written_tables from before they ran,
 --   with as many rows) or on one of this session's temporary tables; with
 --   track_counts off, on any table with triggers.
+--   Calls: _deferrable_code, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
@@ -3216,6 +3314,8 @@ COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
 --   (_commit_time_code). Returns each job's error (NULL: success) and run
 --   time, in order, and refused NULL; or, when they left code for COMMIT,
 --   everything they did rolled back, the arrays NULL and refused the reason.
+--   Calls: _session_state, _restore_session, _commit_time_code
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
@@ -3247,6 +3347,8 @@ COMMENT ON FUNCTION broker._run_guarded(text, text[], text[], text[], text) IS
 -- Function: broker._refusal(p_reason, p_run_as)
 --   The stored message of a job refused for code it left for COMMIT
 --   (p_reason from _commit_time_code), with what to do; NULL for NULL.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._refusal(p_reason text, p_run_as name)
 RETURNS text
@@ -3265,6 +3367,8 @@ COMMENT ON FUNCTION broker._refusal(text, name) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._complete_job(p_job_id)
 --   Marks a running job completed and releases its dependents.
+--   Calls: _release_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._complete_job(p_job_id bigint)
 RETURNS void
@@ -3293,6 +3397,8 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
 --   _complete_job for many jobs at once (broker_run_batch, after its jobs
 --   ran): one UPDATE, and one release of dependents per tenant. Generic
 --   plans: a custom plan of the UPDATE was made again at every call.
+--   Calls: _release_dependents_of
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
 RETURNS void
@@ -3334,6 +3440,8 @@ COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
 --   nothing). Error messages carry text of the job's choosing (and row data)
 --   of any length: whole, 20 failing jobs with 16 MB messages filled the
 --   runner's memory and its dashboard.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._error_text(p_message text)
 RETURNS text
@@ -3352,6 +3460,8 @@ COMMENT ON FUNCTION broker._error_text(text) IS
 -- Function: broker._retry_delay(p_attempts)
 --   Backoff before the next attempt after p_attempts attempts failed:
 --   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+--   Calls: _setting_int
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._retry_delay(p_attempts integer)
 RETURNS interval
@@ -3376,6 +3486,8 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
 --   Fails a running job for good (3), whatever attempts it has left, with
 --   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
 --   such job). _fail_attempt's last attempt, and a job refused at run time.
+--   Calls: _error_text, _cancel_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -3409,6 +3521,8 @@ COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
 --   the job returns to pending with run_after = now + backoff; otherwise it
 --   is failed (3) and its dependents are cancelled (_fail_job). Returns the
 --   new status.
+--   Calls: _count_pending_deps, _retry_delay, _error_text, _fail_job
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -3457,9 +3571,9 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   one priority level at a time (a loose index scan) and checks each level
 --   with a range scan bounded by run_after, so the cost does not depend on
 --   how many jobs are finished, blocked or scheduled for later. Its plans are
---   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
---   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (tests_sql/run/claim_is_index_backed.sql).
+--   generic (plan_cache_mode): a custom plan would be planned again at every
+--   call, at about the cost of a claim of one job, and the generic plan is the
+--   same index scan (tests_sql/run/claim_is_index_backed.sql).
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
@@ -3469,6 +3583,8 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+--   Calls: _setting_int, _active_instance, _claimable
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -3556,7 +3672,7 @@ BEGIN
 
         RETURN QUERY
         -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-        -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
+        -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j
                SET complete_status = broker._state('running'),
@@ -3603,6 +3719,8 @@ COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
 --   caller's transaction ends: this lock is what marks the job as executing,
 --   and broker_recover_stale_jobs never takes a locked job) and returns it.
 -- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+--   Calls: broker_get
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
 RETURNS broker.broker_jobs
@@ -3642,6 +3760,8 @@ COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
 --   For a permission error raised while a job ran as p_role: the GRANT that
 --   would let it through (for tables and sequences: the privileges the role
 --   lacks there), or NULL when the message names no object.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._grant_hint(p_role name, p_message text)
 RETURNS text
@@ -3684,6 +3804,8 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --   executor is p_exec: p_message (capped by _error_text), and for a
 --   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
 --   message says how to create one.
+--   Calls: _error_text, broker_create_executor, _grant_hint
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
 RETURNS text
@@ -3746,6 +3868,8 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
+--   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _complete_job, _fail_job, _job_error, _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
 RETURNS TABLE (
@@ -3814,6 +3938,8 @@ COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
 --   them as executing, see _run_begin), and returns, in the order given, each
 --   id with its token and what broker_run_batch needs of the job (found NULL:
 --   no such job). Generic plans: custom ones were made again at every call.
+--   Calls: none
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, enqueued_by name,
@@ -3878,6 +4004,8 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- Example:
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
+--   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (
@@ -3933,7 +4061,7 @@ BEGIN
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1
        AND EXISTS (SELECT FROM pg_catalog.unnest(p_job_ids) AS u(id)
-                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN  -- (about 25 µs for 50 ids)
+                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN
         RAISE EXCEPTION 'broker_run_batch: job % is given more than once',
             (SELECT COALESCE(u.id::text, 'NULL') FROM pg_catalog.unnest(p_job_ids) AS u(id)
               GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1)
@@ -4076,6 +4204,8 @@ COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
 --   share: neither array NULL (22004), one token per job and at most 1000
 --   jobs (22023); p_fn names the caller in the messages.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_lease_args(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS void
@@ -4114,6 +4244,8 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   more than 1000 jobs.
 -- Example:
 --   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
@@ -4173,6 +4305,8 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
 --   executing one of them.
 -- Example:
 --   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
@@ -4227,6 +4361,8 @@ COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
 --   running or already finished.
 -- Example:
 --   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
+--   Calls: broker_current_tenant
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -4268,6 +4404,8 @@ COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
 --   one column enqueuers may update, and only on pending jobs of their tenant,
 --   see the policies): the job becomes cancelled and its dependents follow.
 --   The number of jobs cancelled goes to broker.last_cancel_count.
+--   Calls: _lock_dependency_keys, _cancel_dependents
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_cancel_request()
 RETURNS trigger
@@ -4310,6 +4448,8 @@ COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
+--   Calls: _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)
@@ -4351,10 +4491,12 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
 --     p_search_paths, p_tenant_id)
---   What an executor's run_jobs does, for an executor made before run_jobs
---   existed: each job through p_call (the SELECT that calls its run_job, see
+--   What an executor's run_jobs does, for an executor without run_jobs (made
+--   by 0.1.0): each job through p_call (the SELECT that calls its run_job, see
 --   _executor_call) in a subtransaction of its own, with broker.tenant_id
 --   p_tenant_id; its error (NULL: success) and run time, in order.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text)
@@ -4396,8 +4538,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   variable's type is looked up once per session, so a pg_temp.text domain
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
---   clause makes each call save and restore the setting, which made
---   broker_cron_next up to twice as slow. tests_sql/security/search_path_hijack/ guards this.
+--   clause makes each call save and restore the setting, which costs about as
+--   much as the rest of a broker_cron_next call. tests_sql/security/search_path_hijack/ guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -4407,6 +4549,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   three-letter names, case-insensitive. p_names[i] names the value
 --   p_min + i - 1. Day of week 7 is Sunday like 0 (the caller folds bit 7).
 -- Errors: 22023 naming the field, the offending part and the whole expression.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_field(p_field text, p_label text, p_min integer, p_max integer, p_names text[],
                                    p_expr text)
@@ -4503,6 +4647,8 @@ COMMENT ON FUNCTION broker._cron_field(text, text, integer, integer, text[], tex
 -- Errors: 22004 NULL expression; 22023 longer than 256 characters, wrong
 --   field count, unknown macro, bad value, range or step (the message names
 --   the field).
+--   Calls: _cron_field
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_parse(p_expr text,
     OUT minutes bigint, OUT hours bigint, OUT days bigint, OUT months bigint, OUT dows bigint,
@@ -4568,6 +4714,8 @@ COMMENT ON FUNCTION broker._cron_parse(text) IS
 --   whose fields match the masks of broker._cron_parse; NULL when nothing
 --   matches within 30 years (say day 31 of February). Pure calendar
 --   arithmetic, no time zone.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_next_wall(p_minutes bigint, p_hours bigint, p_days bigint, p_months bigint,
                                        p_dows bigint, p_day_and boolean, p_from timestamp)
@@ -4646,6 +4794,8 @@ COMMENT ON FUNCTION broker._cron_next_wall(bigint, bigint, bigint, bigint, bigin
 -- ---------------------------------------------------------------------------
 -- Function: broker._cron_utc_offset(p_utc, p_timezone)
 --   The UTC offset of p_timezone at the instant whose UTC wall time is p_utc.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_utc_offset(p_utc timestamp, p_timezone text)
 RETURNS interval
@@ -4680,6 +4830,8 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 -- Example:
 --   SELECT broker.broker_cron_next('30 2 * * *', '2027-03-13 12:00+00', 'America/New_York');
 --   -- 2027-03-14 07:00:00+00 (02:30 does not exist that night: 03:00 EDT)
+--   Calls: _cron_parse, _cron_utc_offset, _cron_next_wall
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz
@@ -4797,6 +4949,8 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller.
+--   Calls: _may_run_as, broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
 RETURNS timestamptz
@@ -4874,6 +5028,8 @@ COMMENT ON FUNCTION broker._schedule_check(text, broker.broker_schedule) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_notify()
 --   NOTIFY pgsql_broker_schedule '<database>' (sent on commit).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_notify()
 RETURNS void
@@ -4898,6 +5054,8 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
+--   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -4975,6 +5133,8 @@ COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, 
 --   The caller's tenant's schedule p_schedule_name, locked FOR UPDATE (as the
 --   caller: row-level security applies).
 -- Errors: 22004 NULL name; 42704 no such schedule (or not visible).
+--   Calls: broker_current_tenant, _may_run_as
+--   Tables: reads broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_row(p_fn text, p_schedule_name text)
 RETURNS broker.broker_schedule
@@ -5024,6 +5184,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
+--   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_alter_schedule(
     p_schedule_name text,
@@ -5105,6 +5267,8 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 -- Example:
 --   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
 --   SELECT broker.broker_enable_schedule('nightly-rollup');          -- re-checked, planned again
+--   Calls: _schedule_row, _schedule_check, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
 RETURNS timestamptz
@@ -5141,6 +5305,8 @@ COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
 -- Example:
 --   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
+--   Calls: broker_current_tenant, _schedule_row, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
 RETURNS boolean
@@ -5176,6 +5342,8 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
 --   for writers without BYPASSRLS (enqueuers, through the functions or
 --   directly) a next_fire_at in the past becomes now, so nobody can make the
 --   tick walk years of missed fires; the tick itself (the owner) is exempt.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
 RETURNS trigger
@@ -5270,6 +5438,8 @@ COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
 --   returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
+--   Calls: none
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
 RETURNS TABLE (jobs integer, last_job_id bigint, last_fire_at timestamptz)
@@ -5310,6 +5480,8 @@ COMMENT ON FUNCTION broker._schedule_fire(broker.broker_schedule, timestamptz[])
 --   The most skipped fires one tick adds to a schedule's skipped_fires: an
 --   outage that skipped more adds this many and sets skipped_fires_capped,
 --   so the tick's work stays bounded however long the outage was.
+--   Calls: broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._skipped_fires_cap()
 RETURNS integer
@@ -5575,6 +5747,8 @@ COMMENT ON FUNCTION broker.broker_schedule_tick() IS
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
     p_instance_name  text,
@@ -5636,6 +5810,8 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- Errors: 55000 the instance is not active or this session does not own it.
 -- Example:
 --   SELECT broker.broker_ping_instance(7);   -- from the session that registered instance 7
+--   Calls: none
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
@@ -5670,6 +5846,8 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 -- Errors: 55000 the instance is active in another session.
 -- Example:
 --   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -5703,6 +5881,8 @@ COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()
 --   The id of the active instance, or NULL when none is active.
+--   Calls: none
+--   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._active_instance()
 RETURNS bigint
@@ -5726,6 +5906,8 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
+--   Calls: _claimable
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (
@@ -5781,7 +5963,8 @@ COMMENT ON FUNCTION broker.broker_queue_stats() IS
 --   transaction holds are skipped, not waited for.
 -- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
 --   that is not final.
--- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
+-- Calls: none
+-- Tables: writes broker_jobs, broker_job_dependency (by cascade)
 -- Example:
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs

@@ -5,10 +5,12 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
 --     p_search_paths, p_tenant_id)
---   What an executor's run_jobs does, for an executor made before run_jobs
---   existed: each job through p_call (the SELECT that calls its run_job, see
+--   What an executor's run_jobs does, for an executor without run_jobs (made
+--   by 0.1.0): each job through p_call (the SELECT that calls its run_job, see
 --   _executor_call) in a subtransaction of its own, with broker.tenant_id
 --   p_tenant_id; its error (NULL: success) and run time, in order.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text)

@@ -9,6 +9,8 @@
 --   tenants never share a key (unless their names hash alike: strict tenancy
 --   names are the administrator's, see README), a tenant holds at most 2,048
 --   keys, and, within a tenant, group keys sort before job keys.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
 RETURNS bigint
@@ -29,6 +31,8 @@ COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._instance_lock_key()
 --   The session advisory lock (two int4 keys) that the active instance holds.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
 LANGUAGE sql IMMUTABLE

@@ -19,6 +19,8 @@
 --   NOTIFY pgsql_broker, '<database>/<queue>'. SQL without SET search_path,
 --   so that the planner inlines it into the trigger's one statement; every
 --   call and operator is schema-qualified.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queue(p_queue integer)
 RETURNS void
@@ -35,6 +37,8 @@ COMMENT ON FUNCTION broker._notify_queue(integer) IS
 --   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
 --   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
 --   identical notifications of one transaction into one.
+--   Calls: _notify_queue
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_queues(p_queues integer[])
 RETURNS void

@@ -2,6 +2,8 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
 --   The integer option p_name from broker_config, or p_default when unset.
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
@@ -34,6 +36,8 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 -- Example:
 --   SELECT broker.broker_set('application_name', 'nightly-etl');
 --   SELECT broker.broker_set('retry_max_seconds', '600');   -- broker_admin: database-wide
+--   Calls: broker_set_tenant
+--   Tables: writes broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text

@@ -18,6 +18,8 @@
 -- Function: broker._state(p_name)
 --   The complete_status of state p_name (pending, running, completed, failed,
 --   cancelled); NULL for any other name.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._state(p_name text)
 RETURNS integer
@@ -39,6 +41,8 @@ COMMENT ON FUNCTION broker._state(text) IS
 --   written out (sql/tables/broker_jobs.sql); inlined, this function is the
 --   same expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
 RETURNS boolean

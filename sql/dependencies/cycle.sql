@@ -11,6 +11,8 @@
 --   every tenant's unfinished jobs). It stops once it has reached more than
 --   p_max_reach (origin, job) pairs (100,000 unless told): 54000.
 -- Errors: 54000 more than p_max_reach pairs reachable.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000)
 RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)

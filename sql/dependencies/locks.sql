@@ -15,6 +15,8 @@
 --   that take all their keys here cannot deadlock on them.
 -- Errors: 42501 a caller outside the broker's own code naming a tenant it may
 --   not act for (strict tenancy).
+--   Calls: _tenant_allowed, _dependency_lock_key
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -38,7 +40,7 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     -- force_generic_plan: the key query reads no table, and a custom plan (the
-    -- default choice for it) was planned again at every call.
+    -- default choice for it) would be planned again at every call.
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
@@ -84,6 +86,8 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 --   are. Every pending_deps update goes through this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS bigint[]

@@ -4,6 +4,8 @@
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
 --   waiting on those, is cancelled with p_reason. Returns how many.
+--   Calls: _lock_dependency_keys, _lock_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
 RETURNS integer
@@ -52,6 +54,8 @@ COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
 --   Recounts from its edges how many unfinished jobs job p_job_id waits on,
 --   holding the dependency locks exclusively (as an enqueue of it would).
+--   Calls: _lock_dependency_keys
+--   Tables: reads broker_job_dependency, broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
 RETURNS integer

@@ -6,6 +6,8 @@
 --   path that lowers counters locks in that order, so they cannot deadlock),
 --   and notifies the queues that got a ready job. Jobs no longer pending
 --   (cancelled meanwhile) are skipped. Returns how many became ready.
+--   Calls: _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lower_pending_deps(p_job_ids bigint[], p_amounts integer[])
 RETURNS integer
@@ -60,6 +62,8 @@ COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
 --   these groups later does not count the completed jobs (the dependency
 --   keys, held here, order the two), and a listed job stays pending until
 --   its release is applied (its pending_deps includes it), unless cancelled.
+--   Calls: _lock_dependency_keys, _lower_pending_deps
+--   Tables: reads broker_job_dependency, broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
@@ -135,6 +139,8 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
 -- Errors: 22023 p_max_jobs < 1.
 -- Example:
 --   SELECT broker.broker_apply_deferred_releases();   -- the runner's maintenance, every second
+--   Calls: _lower_pending_deps
+--   Tables: reads broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
@@ -201,6 +207,8 @@ COMMENT ON FUNCTION broker.broker_apply_deferred_releases(integer) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
 --   _release_dependents_of for one completed job.
+--   Calls: _release_dependents_of
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
 RETURNS integer

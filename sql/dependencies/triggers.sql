@@ -18,6 +18,8 @@
 --   tenant p_tenants[i]; every pending job waiting on such a group waits on
 --   them too (its pending_deps grows by the new members of its groups).
 --   The caller holds the shared keys of these groups.
+--   Calls: _lock_dependents
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
 RETURNS void
@@ -66,6 +68,8 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
+--   Calls: _dependency_lock_key, _notify_queue, _jobs_join_groups
+--   Tables: reads broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -133,6 +137,8 @@ COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
 -- Errors: 23503 unknown job or target job (or one the writer cannot see);
 --   55000 the job is not pending, or the target failed/was cancelled;
 --   23514 the job's own group.
+--   Calls: none
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_before_insert()
 RETURNS trigger
@@ -201,6 +207,8 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
 --     (each target group's unfinished members are counted once per group).
 -- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
 --   23514 a dependency cycle; 54000 a graph too large to check.
+--   Calls: _dependency_lock_key, _lock_dependency_keys, _dependency_cycle
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_after_insert()
 RETURNS trigger

@@ -30,6 +30,8 @@
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
+--   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
     p_job_name            text,
@@ -262,6 +264,8 @@ COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, te
 --   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
 -- Example:
 --   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
+--   Calls: broker_add_job
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,

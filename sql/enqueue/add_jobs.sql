@@ -11,6 +11,8 @@
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
+--   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -368,6 +370,8 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
 --       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
 --   ]$$);
+--   Calls: _add_jobs
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)

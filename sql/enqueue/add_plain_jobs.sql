@@ -5,6 +5,8 @@
 --   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
 --   return text so that a query can call it where a value is expected;
 --   VOLATILE so that the planner never runs it ahead of the row.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
 RETURNS text
@@ -31,6 +33,8 @@ COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
 --   the table's triggers do the bookkeeping. A value that does not convert
 --   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
 --   path, which names the element.
+--   Calls: _element_error, _parse_jobs, _executor, broker_create_executor
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)

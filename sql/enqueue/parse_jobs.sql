@@ -9,6 +9,8 @@
 --   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
 --   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
 --   conversion errors; the caller checked the JSON types of the values.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,

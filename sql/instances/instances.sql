@@ -10,6 +10,8 @@
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
     p_instance_name  text,
@@ -71,6 +73,8 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- Errors: 55000 the instance is not active or this session does not own it.
 -- Example:
 --   SELECT broker.broker_ping_instance(7);   -- from the session that registered instance 7
+--   Calls: none
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
@@ -105,6 +109,8 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 -- Errors: 55000 the instance is active in another session.
 -- Example:
 --   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -138,6 +144,8 @@ COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()
 --   The id of the active instance, or NULL when none is active.
+--   Calls: none
+--   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._active_instance()
 RETURNS bigint

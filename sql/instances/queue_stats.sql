@@ -9,6 +9,8 @@
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
+--   Calls: _claimable
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (

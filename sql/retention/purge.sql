@@ -12,7 +12,8 @@
 --   transaction holds are skipped, not waited for.
 -- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
 --   that is not final.
--- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
+-- Calls: none
+-- Tables: writes broker_jobs, broker_job_dependency (by cascade)
 -- Example:
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs

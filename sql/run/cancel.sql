@@ -10,6 +10,8 @@
 --   running or already finished.
 -- Example:
 --   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
+--   Calls: broker_current_tenant
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -51,6 +53,8 @@ COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
 --   one column enqueuers may update, and only on pending jobs of their tenant,
 --   see the policies): the job becomes cancelled and its dependents follow.
 --   The number of jobs cancelled goes to broker.last_cancel_count.
+--   Calls: _lock_dependency_keys, _cancel_dependents
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_cancel_request()
 RETURNS trigger

@@ -15,9 +15,9 @@
 --   one priority level at a time (a loose index scan) and checks each level
 --   with a range scan bounded by run_after, so the cost does not depend on
 --   how many jobs are finished, blocked or scheduled for later. Its plans are
---   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
---   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (tests_sql/run/claim_is_index_backed.sql).
+--   generic (plan_cache_mode): a custom plan would be planned again at every
+--   call, at about the cost of a claim of one job, and the generic plan is the
+--   same index scan (tests_sql/run/claim_is_index_backed.sql).
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
@@ -27,6 +27,8 @@
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+--   Calls: _setting_int, _active_instance, _claimable
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -114,7 +116,7 @@ BEGIN
 
         RETURN QUERY
         -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-        -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
+        -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
         WITH claimed AS (
             UPDATE broker.broker_jobs AS j
                SET complete_status = broker._state('running'),

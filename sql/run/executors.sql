@@ -24,6 +24,8 @@
 -- Function: broker._executor(p_role)
 --   The executor of role p_role, or NULL when it has none that passes the
 --   checks above.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
@@ -58,6 +60,8 @@ COMMENT ON FUNCTION broker._executor(name) IS
 --   The batch entry point run_jobs next to executor p_exec (same schema and
 --   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
 --   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
 RETURNS text
@@ -65,7 +69,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- plpgsql, not sql: a SQL function with SET is planned again at every call (0.5 ms here)
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call
     RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
       FROM pg_catalog.pg_proc AS e
       JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
@@ -91,6 +95,8 @@ COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
 --   that name owned by anyone else was not made here (another role can make
 --   it before the broker does): it is never used.
 -- Errors: 42704 unknown role; 42501 the schema exists with another owner.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_schema(p_role name)
 RETURNS text
@@ -143,6 +149,8 @@ COMMENT ON FUNCTION broker._executor_schema(name) IS
 -- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
 -- Example:
 --   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
+--   Calls: _executor, _executor_schema
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_create_executor(p_role name)
 RETURNS regprocedure
@@ -269,6 +277,8 @@ COMMENT ON FUNCTION broker.broker_create_executor(name) IS
 -- Function: broker._executor_call(p_exec)
 --   The statement that calls executor p_exec with a job's SQL, language and
 --   search_path as $1, $2, $3 (NULL when p_exec is NULL).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._executor_call(p_exec regprocedure)
 RETURNS text

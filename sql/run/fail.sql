@@ -7,6 +7,8 @@
 --   nothing). Error messages carry text of the job's choosing (and row data)
 --   of any length: whole, 20 failing jobs with 16 MB messages filled the
 --   runner's memory and its dashboard.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._error_text(p_message text)
 RETURNS text
@@ -25,6 +27,8 @@ COMMENT ON FUNCTION broker._error_text(text) IS
 -- Function: broker._retry_delay(p_attempts)
 --   Backoff before the next attempt after p_attempts attempts failed:
 --   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+--   Calls: _setting_int
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._retry_delay(p_attempts integer)
 RETURNS interval
@@ -49,6 +53,8 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
 --   Fails a running job for good (3), whatever attempts it has left, with
 --   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
 --   such job). _fail_attempt's last attempt, and a job refused at run time.
+--   Calls: _error_text, _cancel_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -82,6 +88,8 @@ COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
 --   the job returns to pending with run_after = now + backoff; otherwise it
 --   is failed (3) and its dependents are cancelled (_fail_job). Returns the
 --   new status.
+--   Calls: _count_pending_deps, _retry_delay, _error_text, _fail_job
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint

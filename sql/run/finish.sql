@@ -2,6 +2,8 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._complete_job(p_job_id)
 --   Marks a running job completed and releases its dependents.
+--   Calls: _release_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._complete_job(p_job_id bigint)
 RETURNS void
@@ -30,6 +32,8 @@ COMMENT ON FUNCTION broker._complete_job(bigint) IS
 --   _complete_job for many jobs at once (broker_run_batch, after its jobs
 --   ran): one UPDATE, and one release of dependents per tenant. Generic
 --   plans: a custom plan of the UPDATE was made again at every call.
+--   Calls: _release_dependents_of
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
 RETURNS void

@@ -25,6 +25,8 @@
 --   the connection (timeouts that end the session or cancel the caller's next
 --   statement, keepalives, client encoding and quoting), on the caller's rest
 --   of the transaction and its next one, and the broker's own.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._guarded_settings()
 RETURNS text[]
@@ -52,6 +54,8 @@ COMMENT ON FUNCTION broker._guarded_settings() IS
 --   channels, its SQL-level prepared statements, its WITH HOLD cursors
 --   (name and creation time), and the rows written so far to tables with
 --   deferrable code (_deferrable_code: 'trigger oid/rows').
+--   Calls: _guarded_settings, _advisory_locks, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._session_state(OUT settings text[], OUT advisory text[], OUT channels text[],
                                       OUT prepared text[], OUT cursors text[], OUT written text[])
@@ -76,6 +80,8 @@ COMMENT ON FUNCTION broker._session_state() IS
 -- Function: broker._advisory_locks()
 --   The advisory locks this session holds (session or transaction level:
 --   pg_locks does not tell), as 'classid/objid/objsubid/mode'.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._advisory_locks()
 RETURNS text[]
@@ -107,6 +113,8 @@ COMMENT ON FUNCTION broker._advisory_locks() IS
 --   before (else to the channels it did not listen to); and deallocates the
 --   SQL-level prepared statements that are new. A setting that cannot be put
 --   back (say temp_buffers after use) is left.
+--   Calls: _guarded_settings, _advisory_locks, _int4_key
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._restore_session(p_settings text[], p_advisory text[], p_channels text[], p_prepared text[])
 RETURNS void
@@ -182,6 +190,8 @@ COMMENT ON FUNCTION broker._restore_session(text[], text[], text[], text[]) IS
 -- Function: broker._int4_key(p_oid)
 --   An advisory lock key half as pg_locks shows it (an oid), as the integer
 --   pg_advisory_lock(int, int) took.
+--   Calls: _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._int4_key(p_oid bigint)
 RETURNS integer
@@ -199,6 +209,8 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
 --   ones with triggers included; empty at once when the database has no
 --   DEFERRABLE trigger at all, the usual case. Work grows with the tables
 --   that have triggers, not with how many triggers anyone created.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._written_tables()
 RETURNS text[]
@@ -235,6 +247,8 @@ COMMENT ON FUNCTION broker._written_tables() IS
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
 --   queue further events). Reads the triggers of those tables only (index
 --   on tgrelid).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name)
 RETURNS SETOF record
@@ -268,6 +282,8 @@ COMMENT ON FUNCTION broker._deferrable_code(oid[]) IS
 --   jobs wrote (not in p_written, the _written_tables from before they ran,
 --   with as many rows) or on one of this session's temporary tables; with
 --   track_counts off, on any table with triggers.
+--   Calls: _deferrable_code, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
@@ -313,6 +329,8 @@ COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
 --   (_commit_time_code). Returns each job's error (NULL: success) and run
 --   time, in order, and refused NULL; or, when they left code for COMMIT,
 --   everything they did rolled back, the arrays NULL and refused the reason.
+--   Calls: _session_state, _restore_session, _commit_time_code
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
@@ -344,6 +362,8 @@ COMMENT ON FUNCTION broker._run_guarded(text, text[], text[], text[], text) IS
 -- Function: broker._refusal(p_reason, p_run_as)
 --   The stored message of a job refused for code it left for COMMIT
 --   (p_reason from _commit_time_code), with what to do; NULL for NULL.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._refusal(p_reason text, p_run_as name)
 RETURNS text

@@ -20,6 +20,8 @@
 --   executing one of them.
 -- Example:
 --   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)

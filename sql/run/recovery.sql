@@ -10,6 +10,8 @@
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
+--   Calls: _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)

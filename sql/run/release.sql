@@ -4,6 +4,8 @@
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
 --   share: neither array NULL (22004), one token per job and at most 1000
 --   jobs (22023); p_fn names the caller in the messages.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_lease_args(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS void
@@ -42,6 +44,8 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   more than 1000 jobs.
 -- Example:
 --   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)

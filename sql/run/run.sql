@@ -5,6 +5,8 @@
 --   caller's transaction ends: this lock is what marks the job as executing,
 --   and broker_recover_stale_jobs never takes a locked job) and returns it.
 -- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+--   Calls: broker_get
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
 RETURNS broker.broker_jobs
@@ -44,6 +46,8 @@ COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
 --   For a permission error raised while a job ran as p_role: the GRANT that
 --   would let it through (for tables and sequences: the privileges the role
 --   lacks there), or NULL when the message names no object.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._grant_hint(p_role name, p_message text)
 RETURNS text
@@ -86,6 +90,8 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --   executor is p_exec: p_message (capped by _error_text), and for a
 --   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
 --   message says how to create one.
+--   Calls: _error_text, broker_create_executor, _grant_hint
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
 RETURNS text
@@ -148,6 +154,8 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
+--   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _complete_job, _fail_job, _job_error, _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
 RETURNS TABLE (

@@ -10,6 +10,8 @@
 --   whose fields match the masks of broker._cron_parse; NULL when nothing
 --   matches within 30 years (say day 31 of February). Pure calendar
 --   arithmetic, no time zone.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_next_wall(p_minutes bigint, p_hours bigint, p_days bigint, p_months bigint,
                                        p_dows bigint, p_day_and boolean, p_from timestamp)
@@ -88,6 +90,8 @@ COMMENT ON FUNCTION broker._cron_next_wall(bigint, bigint, bigint, bigint, bigin
 -- ---------------------------------------------------------------------------
 -- Function: broker._cron_utc_offset(p_utc, p_timezone)
 --   The UTC offset of p_timezone at the instant whose UTC wall time is p_utc.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_utc_offset(p_utc timestamp, p_timezone text)
 RETURNS interval
@@ -122,6 +126,8 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 -- Example:
 --   SELECT broker.broker_cron_next('30 2 * * *', '2027-03-13 12:00+00', 'America/New_York');
 --   -- 2027-03-14 07:00:00+00 (02:30 does not exist that night: 03:00 EDT)
+--   Calls: _cron_parse, _cron_utc_offset, _cron_next_wall
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz

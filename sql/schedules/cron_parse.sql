@@ -9,8 +9,8 @@
 --   variable's type is looked up once per session, so a pg_temp.text domain
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
---   clause makes each call save and restore the setting, which made
---   broker_cron_next up to twice as slow. tests_sql/security/search_path_hijack/ guards this.
+--   clause makes each call save and restore the setting, which costs about as
+--   much as the rest of a broker_cron_next call. tests_sql/security/search_path_hijack/ guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -20,6 +20,8 @@
 --   three-letter names, case-insensitive. p_names[i] names the value
 --   p_min + i - 1. Day of week 7 is Sunday like 0 (the caller folds bit 7).
 -- Errors: 22023 naming the field, the offending part and the whole expression.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_field(p_field text, p_label text, p_min integer, p_max integer, p_names text[],
                                    p_expr text)
@@ -116,6 +118,8 @@ COMMENT ON FUNCTION broker._cron_field(text, text, integer, integer, text[], tex
 -- Errors: 22004 NULL expression; 22023 longer than 256 characters, wrong
 --   field count, unknown macro, bad value, range or step (the message names
 --   the field).
+--   Calls: _cron_field
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_parse(p_expr text,
     OUT minutes bigint, OUT hours bigint, OUT days bigint, OUT months bigint, OUT dows bigint,

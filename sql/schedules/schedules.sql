@@ -16,6 +16,8 @@
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller.
+--   Calls: _may_run_as, broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
 RETURNS timestamptz
@@ -93,6 +95,8 @@ COMMENT ON FUNCTION broker._schedule_check(text, broker.broker_schedule) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_notify()
 --   NOTIFY pgsql_broker_schedule '<database>' (sent on commit).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_notify()
 RETURNS void
@@ -117,6 +121,8 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
+--   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -194,6 +200,8 @@ COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, 
 --   The caller's tenant's schedule p_schedule_name, locked FOR UPDATE (as the
 --   caller: row-level security applies).
 -- Errors: 22004 NULL name; 42704 no such schedule (or not visible).
+--   Calls: broker_current_tenant, _may_run_as
+--   Tables: reads broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_row(p_fn text, p_schedule_name text)
 RETURNS broker.broker_schedule
@@ -243,6 +251,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
+--   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_alter_schedule(
     p_schedule_name text,
@@ -324,6 +334,8 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 -- Example:
 --   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
 --   SELECT broker.broker_enable_schedule('nightly-rollup');          -- re-checked, planned again
+--   Calls: _schedule_row, _schedule_check, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
 RETURNS timestamptz
@@ -360,6 +372,8 @@ COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
 -- Example:
 --   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
+--   Calls: broker_current_tenant, _schedule_row, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
 RETURNS boolean

@@ -6,6 +6,8 @@
 --   returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
+--   Calls: none
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
 RETURNS TABLE (jobs integer, last_job_id bigint, last_fire_at timestamptz)
@@ -46,6 +48,8 @@ COMMENT ON FUNCTION broker._schedule_fire(broker.broker_schedule, timestamptz[])
 --   The most skipped fires one tick adds to a schedule's skipped_fires: an
 --   outage that skipped more adds this many and sets skipped_fires_capped,
 --   so the tick's work stays bounded however long the outage was.
+--   Calls: broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._skipped_fires_cap()
 RETURNS integer

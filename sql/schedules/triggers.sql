@@ -10,6 +10,8 @@
 --   for writers without BYPASSRLS (enqueuers, through the functions or
 --   directly) a next_fire_at in the past becomes now, so nobody can make the
 --   tick walk years of missed fires; the tick itself (the owner) is exempt.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
 RETURNS trigger

@@ -4,6 +4,8 @@
 --   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
 --   member of it; a superuser or BYPASSRLS target other than itself needs
 --   p_role to be superuser.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
@@ -29,6 +31,8 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
 --   its owner): p_role must still exist, still act for the tenant (strict
 --   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
 --   NULL when all hold, else why not, naming p_role as p_who.
+--   Calls: _tenant_allowed, _may_run_as
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
 RETURNS text
@@ -55,6 +59,8 @@ COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
 --   it; a superuser or BYPASSRLS role other than the caller only for a
 --   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
 -- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
 RETURNS name

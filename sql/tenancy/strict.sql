@@ -2,6 +2,8 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._strict_tenancy()
 --   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._strict_tenancy()
 RETURNS boolean
@@ -21,6 +23,8 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 --   tenancy is on; then p_role must belong to a role mapped to the tenant in
 --   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
 --   role, so a caller cannot answer for someone else.
+--   Calls: none
+--   Tables: reads broker_config, broker_tenant_roles
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
@@ -59,6 +63,8 @@ COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
 -- Example:
 --   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
 --   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
+--   Calls: none
+--   Tables: writes broker_config
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
 RETURNS boolean

@@ -5,11 +5,13 @@
 --   'default' when it is unset or empty.
 --   No SET search_path on purpose: the column defaults and every row-level
 --   security policy call it once per row, and only a function without SET
---   clauses is inlined into the query (the SET cost about 10 us a row). Every
+--   clauses is inlined into the query. Every
 --   name in it is schema-qualified, so no search_path can change its meaning
 --   (listed in sql/pgspot-no-search-path.txt for pgspot).
 -- Example:
 --   SELECT broker.broker_current_tenant();   -- 'default' unless broker.tenant_id is set
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_current_tenant()
 RETURNS text
@@ -31,6 +33,8 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
 --   SELECT broker.broker_set_tenant('acme');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()');
 --   COMMIT;
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_set_tenant(p_tenant_id text)
 RETURNS text
