@@ -33,6 +33,20 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
     'Internal: lock the jobs of a batch (job_id order) and return them in the order given (broker_run_batch).';
 
 -- ---------------------------------------------------------------------------
+-- Type: broker._batch_row
+--   One row of broker_run_batch's result while it is being built: a job it
+--   took up, its outcome so far (status completed until the run says
+--   otherwise) and its error.
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._batch_row AS (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text);
+COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s result while it is built (job, status, attempts, error).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
 --   Runs several claimed jobs in the caller's transaction, one after the
 --   other, each exactly as broker_run runs it: its SQL in a subtransaction of
@@ -95,13 +109,9 @@ DECLARE
     v_failed  boolean := false;  -- some job taken up failed or was not run
     x_pos     integer[] := '{}'; -- the positions of the jobs not run for their enqueuer
     v_job     record;
-    -- one element per row returned, in order (status 2 until the run says otherwise)
-    o_ids     bigint[] := '{}';
-    o_status  smallint[] := '{}';
-    o_attempts integer[] := '{}';
-    o_states  text[] := '{}';
-    o_msgs    text[] := '{}';
-    -- the jobs run, in order, and their positions among the rows
+    o         broker._batch_row[] := '{}';  -- the rows returned, in order
+    -- the jobs run, in order: their positions in o, and what the executor's run_jobs takes
+    -- (three arrays: its signature)
     r_pos     integer[] := '{}';
     r_sqls    text[] := '{}';
     r_langs   text[] := '{}';
@@ -141,13 +151,12 @@ BEGIN
     LOOP
         IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) broker._state('running')
            OR (v_job.token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_job.token) THEN
-            o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-            o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
-            o_attempts := o_attempts OPERATOR(pg_catalog.||) NULL::integer;
-            o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END;
-            o_msgs := o_msgs OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL
+            o := o OPERATOR(pg_catalog.||) ROW(v_job.id, NULL::smallint, NULL::integer,
+                CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END,
+                CASE WHEN v_job.found IS NULL
                 THEN pg_catalog.format('broker_run: job %s does not exist', COALESCE(v_job.id::text, 'NULL'))
-                ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END;
+                ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END
+                )::broker._batch_row;
             CONTINUE;
         END IF;
         IF v_run_as IS NULL THEN
@@ -157,23 +166,19 @@ BEGIN
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-        o_status := o_status OPERATOR(pg_catalog.||) broker._state('completed')::smallint;
-        o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
         -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
         IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
             v_enqueuer := v_job.enqueued_by;
             v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
         END IF;
-        o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
+        o := o OPERATOR(pg_catalog.||) ROW(v_job.id, broker._state('completed')::smallint, v_job.attempts,
+                                           CASE WHEN v_denied IS NOT NULL THEN '42501' END, v_denied)::broker._batch_row;
         IF v_denied IS NOT NULL THEN  -- not run; it fails below
-            o_states := o_states OPERATOR(pg_catalog.||) '42501'::text;
-            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
+            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o);
             v_failed := true;
             CONTINUE;
         END IF;
-        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
-        r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
+        r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o);
         r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
         r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
         r_paths := r_paths OPERATOR(pg_catalog.||) v_job.job_search_path;
@@ -231,36 +236,35 @@ BEGIN
         FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
             CONTINUE WHEN v_states[i] IS NULL;
             v_failed := true;
-            o_states[r_pos[i]] := v_states[i];
-            o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
+            o[r_pos[i]].error_sqlstate := v_states[i];
+            o[r_pos[i]].error_message := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
     -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in order
     -- (rare; skipped, loop and all, when none)
     IF v_failed THEN
-        FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
-            CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
-                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
+        FOR i IN 1 .. pg_catalog.cardinality(o) LOOP
+            CONTINUE WHEN (o[i]).complete_status IS NULL OR (o[i]).error_sqlstate IS NULL;
+            o[i].complete_status := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
+                                THEN broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message)
+                                ELSE broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message) END;
         END LOOP;
     END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and
     -- their completion still commit together), and their dependents released at once
-    v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
+    v_done := ARRAY(SELECT (o[p.pos]).job_id FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
                      WHERE p.state IS NULL);
     IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
         PERFORM broker._complete_jobs(v_done);
     END IF;
 
     RETURN QUERY
-        SELECT o.id, o.status, o.att, o.state, o.msg,
-               COALESCE(r.dur, CASE WHEN o.status IS NOT NULL THEN interval '0' END)
-          FROM ROWS FROM (pg_catalog.unnest(o_ids), pg_catalog.unnest(o_status), pg_catalog.unnest(o_attempts),
-                          pg_catalog.unnest(o_states), pg_catalog.unnest(o_msgs)) WITH ORDINALITY AS o(id, status, att, state, msg, n)
+        SELECT b.id, b.status, b.att, b.state, b.msg,
+               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END)
+          FROM pg_catalog.unnest(o) WITH ORDINALITY AS b(id, status, att, state, msg, n)
           LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
-            ON r.pos OPERATOR(pg_catalog.=) o.n
-         ORDER BY o.n;
+            ON r.pos OPERATOR(pg_catalog.=) b.n
+         ORDER BY b.n;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
