@@ -1,8 +1,13 @@
 -- ---------------------------------------------------------------------------
 -- pgsql_broker roles and grants: the one place privileges are given.
--- Not part of the extension script (roles are cluster-wide): run it as a
--- superuser after CREATE EXTENSION / every upgrade, in each broker database.
--- Idempotent. `pgsql-broker install --with-roles` runs it and sets passwords.
+-- Not part of the extension script (roles are cluster-wide): run it after
+-- CREATE EXTENSION / every upgrade, in each broker database, as a superuser
+-- or as the database owner with CREATEROLE that installed pgsql_broker
+-- (managed PostgreSQL; then broker_admin must already exist with BYPASSRLS,
+-- which only a superuser can give, and the installer becomes a member of
+-- broker_admin, to hand it what it installed). It changes a role attribute
+-- only where the role lacks it. Idempotent. `pgsql-broker install
+-- --with-roles` runs it (and --set-passwords gives the roles passwords).
 --
 --   broker_admin    owns schema broker, every object in it and the per-role
 --                   executor schemas broker_exec_<oid>; BYPASSRLS; runs
@@ -20,6 +25,46 @@
 -- schemas hold anything else. With psql, run it as one transaction that
 -- stops at the first error: psql -v ON_ERROR_STOP=1 -1 -f sql/roles.sql
 -- ---------------------------------------------------------------------------
+
+-- Refuse first. The role attributes this script needs and who may give them:
+-- on PostgreSQL 15 only a superuser may give or take SUPERUSER and BYPASSRLS,
+-- so a CREATEROLE installer needs broker_admin made BYPASSRLS beforehand and
+-- the other two roles without them. (pgsql-broker install --with-roles runs
+-- this block alone before it changes anything.)
+DO $check_roles$
+DECLARE
+    v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
+    v_admin record;
+    v_found text;
+BEGIN
+    IF v_super THEN
+        RETURN;
+    END IF;
+    SELECT r.rolsuper, r.rolbypassrls INTO v_admin FROM pg_catalog.pg_roles AS r
+     WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin';
+    IF NOT FOUND OR NOT v_admin.rolbypassrls THEN
+        RAISE EXCEPTION 'roles.sql: broker_admin needs BYPASSRLS (it owns tables that force row-level security), which only a superuser can give; % is not one; nothing was changed',
+            pg_catalog.quote_ident(CURRENT_USER)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Have a superuser (on managed PostgreSQL: your provider''s admin role or support) run '
+                         OPERATOR(pg_catalog.||) CASE WHEN FOUND THEN 'ALTER ROLE broker_admin BYPASSRLS'
+                                                      ELSE 'CREATE ROLE broker_admin NOLOGIN BYPASSRLS' END
+                         OPERATOR(pg_catalog.||) ', then run this again.';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s is %s', r.rolname,
+                                 CASE WHEN r.rolsuper THEN 'a superuser' ELSE 'BYPASSRLS' END), ', ' ORDER BY r.rolname)
+      INTO v_found
+      FROM pg_catalog.pg_roles AS r
+     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue'])
+            AND (r.rolsuper OR r.rolbypassrls))
+        OR (r.rolname OPERATOR(pg_catalog.=) 'broker_admin' AND r.rolsuper);
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'roles.sql: %, which only a superuser can take away; nothing was changed', v_found
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Have a superuser run ALTER ROLE ... NOSUPERUSER NOBYPASSRLS on it (broker_admin: NOSUPERUSER), then run this again.';
+    END IF;
+END
+$check_roles$;
 
 -- Refuse first. What pgsql_broker made (the same rule as the upgrade guard,
 -- sql/guards/objects_are_the_brokers.sql): with CREATE EXTENSION, a member of
@@ -101,9 +146,11 @@ BEGIN
 END
 $guard$;
 DO $roles$
+DECLARE
+    v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
-        CREATE ROLE broker_admin NOLOGIN;
+        CREATE ROLE broker_admin NOLOGIN BYPASSRLS;  -- (only a superuser gets here: $check_roles$)
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
         CREATE ROLE broker_runtime NOLOGIN;
@@ -111,11 +158,27 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
         CREATE ROLE broker_enqueue NOLOGIN;
     END IF;
+    -- Only what differs: naming SUPERUSER or BYPASSRLS at all (even to keep them
+    -- as they are) needs a superuser, and $check_roles$ refused what only one may change.
+    IF (SELECT r.rolsuper OR NOT r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
+        ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS;
+    END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
+        ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
+        ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    ALTER ROLE broker_admin NOCREATEROLE;
+    ALTER ROLE broker_runtime NOCREATEROLE;
+    ALTER ROLE broker_enqueue NOCREATEROLE;
+    -- Handing an object to broker_admin takes membership in it (a superuser needs none);
+    -- a CREATEROLE installer may grant it to itself.
+    IF NOT v_super AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'broker_admin', 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT broker_admin TO %I', CURRENT_USER);
+    END IF;
 END
 $roles$;
-ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS NOCREATEROLE;
-ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
-ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';

@@ -17,6 +17,7 @@ from psycopg import errors
 
 from . import __version__, queries, stopping
 from .config import DatabaseConfig, parse_duration
+from .connect_errors import PermanentCounter
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
 from .metrics import Metrics, bounded_stats, observe_many
@@ -102,19 +103,23 @@ class DatabaseRunner:
     async def run(self) -> None:
         """Keep a session to the database until shutdown; reconnect with backoff, log each outage once."""
         delay, logged = 1.0, False
+        permanent = PermanentCounter(self.db.name)  # authentication, missing database, no privilege: exit
         while not self.stopping.is_set():
             try:
                 await self._session()
                 delay, logged = 1.0, False
+                permanent.reset()
             except LoginRefused:
                 raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
+                permanent.check(exc)
                 self.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
                     log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
                                                                                       "error": self.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
+                permanent.check(exc)
                 self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
                 log.exception("unexpected error, restarting this database's session",
                               extra={"database": self.db.name})
