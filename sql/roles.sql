@@ -249,6 +249,8 @@ GRANT USAGE ON SCHEMA broker TO broker_runtime, broker_enqueue;
 GRANT EXECUTE ON FUNCTION
     broker.broker_current_tenant(),
     broker.broker_set_tenant(text),
+    broker._set_tenant(text, text),
+    broker._whole_transaction(timestamptz, timestamptz, text),
     broker.broker_set(text, text, boolean),
     broker._tenant_allowed(text, name),
     broker._strict_tenancy(),
@@ -290,10 +292,10 @@ GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 -- and create its own executor.
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                          timestamptz, interval, text),
+                          timestamptz, interval, text, text),
     broker.broker_add_job_simple(text, text, integer, text[], text),
-    broker.broker_add_jobs(jsonb),
-    broker._add_jobs(jsonb, text),
+    broker.broker_add_jobs(jsonb, text),
+    broker._add_jobs(jsonb, text, text),
     broker._parse_jobs(jsonb, text),
     broker._add_plain_jobs(jsonb, text),
     broker._element_error(integer, text[]),
@@ -312,7 +314,7 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                               text, boolean, interval, text),
+                               text, boolean, interval, text, text),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
                                  text, interval, text, text),
     broker.broker_enable_schedule(text, boolean),

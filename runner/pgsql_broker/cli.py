@@ -205,38 +205,63 @@ def runner_main(**options) -> None:
 @click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 def status_command(dsns, config_path) -> None:
-    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules
-    (those of the tenant the login sees)."""
+    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules.
+
+    A broker_runtime login sees every tenant's jobs; a broker_enqueue login the jobs and schedules of
+    the tenants it may act for (its mappings in broker_tenant_roles, and the default tenant)."""
     failed = False
     for label, dsn in _targets(dsns, config_path):
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                click.echo(f"database {safe_text(label)}")
-                rows = conn.execute(queries.INSTANCES).fetchall()
-                active = [r for r in rows if r[4] == "active"]
-                for r in active:
-                    click.echo(f"  active instance {r[0]}: {safe_text(r[1])} on {safe_text(r[2])} pid {r[3]}, "
-                               f"last ping {r[6]:%Y-%m-%d %H:%M:%S}")
-                if not active:
-                    click.echo("  no active instance")
-                standby = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND application_name LIKE '%:listen' AND pid NOT IN (SELECT backend_pid FROM "
-                    "broker.broker_queueinstance WHERE status = 'active')").fetchone()[0]
-                click.echo(f"  standby runners: {standby}")
-                stats = conn.execute(queries.QUEUE_STATS).fetchall()
-                click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
-                for q in stats:
-                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
-                if not stats:
-                    click.echo("  (no jobs)")
-                for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
-                        queries.SCHEDULES):
-                    when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
-                    last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
-                    click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
-                               f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))
+                _print_status(conn, label)
+        except NotInstalled as exc:
+            click.echo(f"database {safe_text(label)}: error: {exc}", err=True)
+            failed = True
         except psycopg.Error as exc:  # enqueued text can reach an error message: escaped like the rest
-            click.echo(f"database {safe_text(label)}: error: {safe_text(exc)}", err=True)
+            click.echo(f"database {safe_text(label)}: error: {safe_text(connect_message(exc))}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+class NotInstalled(Exception):
+    """The database has no schema broker, or this login may not use it."""
+
+
+def _print_status(conn: psycopg.Connection, label: str) -> None:
+    schema, usage, runtime, instances = conn.execute(queries.STATUS_ACCESS).fetchone()
+    if not schema:
+        raise NotInstalled("pgsql_broker is not installed in this database: run pgsql-broker install --dsn ...")
+    if not usage:
+        raise NotInstalled(f"login {conn.info.user} may not use schema broker: log in as a member of broker_runtime "
+                           "(every tenant) or broker_enqueue (its tenants)")
+    click.echo(f"database {safe_text(label)}")
+    if instances:
+        rows = conn.execute(queries.INSTANCES).fetchall()
+        active = [r for r in rows if r[4] == "active"]
+        for r in active:
+            click.echo(f"  active instance {r[0]}: {safe_text(r[1])} on {safe_text(r[2])} pid {r[3]}, "
+                       f"last ping {r[6]:%Y-%m-%d %H:%M:%S}")
+        if not active:
+            click.echo("  no active instance")
+        click.echo(f"  standby runners: {conn.execute(queries.STANDBY_COUNT).fetchone()[0]}")
+    else:
+        click.echo("  instances: not readable by this login (broker_runtime members see them)")
+    click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
+    if runtime:  # every tenant, through the SECURITY DEFINER function
+        stats, schedules = conn.execute(queries.QUEUE_STATS).fetchall(), conn.execute(queries.SCHEDULES).fetchall()
+    else:  # the login's own tenants, one transaction each (row-level security shows one tenant at a time)
+        stats, schedules = [], []
+        for (tenant,) in conn.execute(queries.OWN_TENANTS).fetchall():
+            with conn.transaction():
+                conn.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
+                stats += conn.execute(queries.OWN_QUEUE_STATS).fetchall()
+                schedules += conn.execute(queries.SCHEDULES).fetchall()
+    for q in stats:
+        click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
+    if not stats:
+        click.echo("  (no jobs)")
+    for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in schedules:
+        when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
+        last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
+        click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
+                   f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))

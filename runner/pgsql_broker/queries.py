@@ -58,6 +58,31 @@ SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at
                       skipped_fires_capped, last_error
                  FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
+# pgsql-broker status: what this login may read (schema broker, every tenant's counts, the instances).
+STATUS_ACCESS = """SELECT to_regnamespace('broker') IS NOT NULL,
+                          to_regnamespace('broker') IS NOT NULL AND has_schema_privilege('broker', 'USAGE'),
+                          to_regprocedure('broker.broker_queue_stats()') IS NOT NULL
+                            AND has_function_privilege('broker.broker_queue_stats()', 'EXECUTE'),
+                          to_regclass('broker.broker_queueinstance') IS NOT NULL
+                            AND has_table_privilege('broker.broker_queueinstance', 'SELECT')"""
+STANDBY_COUNT = """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                      AND application_name LIKE '%:listen' AND pid NOT IN (SELECT backend_pid FROM
+                      broker.broker_queueinstance WHERE status = 'active')"""
+# An enqueue login's tenants: its mappings (row-level security shows a role its own) and the default tenant.
+OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
+                 UNION SELECT broker.broker_current_tenant() ORDER BY 1"""
+# broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant).
+OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()),
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps > 0),
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after > statement_timestamp()),
+                            count(*) FILTER (WHERE complete_status = 1),
+                            count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour'),
+                            count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour'),
+                            count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour')
+                       FROM broker.broker_jobs
+                      WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
+                      GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),
