@@ -40,6 +40,13 @@ BEGIN
     IF v_super THEN
         RETURN;
     END IF;
+    IF NOT (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'roles.sql: % may not create or alter roles (it has neither CREATEROLE nor superuser); nothing was changed',
+            pg_catalog.quote_ident(CURRENT_USER)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as the database owner your provider gives CREATEROLE (or as a superuser), or have one run ALTER ROLE '
+                         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(CURRENT_USER) OPERATOR(pg_catalog.||) ' CREATEROLE.';
+    END IF;
     SELECT r.rolsuper, r.rolbypassrls INTO v_admin FROM pg_catalog.pg_roles AS r
      WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin';
     IF NOT FOUND OR NOT v_admin.rolbypassrls THEN
@@ -71,7 +78,8 @@ $check_roles$;
 -- the extension (pg_depend deptype 'e') in a schema owned by the extension's
 -- owner, broker_admin or a superuser; with tracked migrations, a table or
 -- function owned by the schema's owner or broker_admin, in a schema owned by
--- a superuser or broker_admin. An executor schema broker_exec_<oid> is the
+-- a superuser, broker_admin or the role running this script. An executor
+-- schema broker_exec_<oid> is the
 -- broker's when owned by schema broker's owner, the extension's owner or
 -- broker_admin (broker._executor_schema makes them so).
 DO $guard$
@@ -81,6 +89,9 @@ DECLARE
     v_admin  oid := pg_catalog.to_regrole('broker_admin');
     v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
     v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
+    -- with tracked migrations, the role running this script may own what it installed (a database owner)
+    v_self   oid := CASE WHEN v_ext IS NULL THEN (SELECT me.oid FROM pg_catalog.pg_roles AS me
+                                                   WHERE me.rolname OPERATOR(pg_catalog.=) CURRENT_USER) END;
     v_found  text;
 BEGIN
     IF v_schema IS NULL THEN
@@ -96,7 +107,7 @@ BEGIN
                   HINT = 'Another role may have made it: find out who and why before installing.';
     END IF;
     -- (= ANY of an array holding NULLs is NULL, not false, when nothing matches: hence COALESCE)
-    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown, v_self]), false)
             OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) v_owner)) THEN
         RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker; nothing was changed',
             v_owner::pg_catalog.regrole
@@ -195,8 +206,11 @@ DECLARE
     v_admin  oid := pg_catalog.to_regrole('broker_admin');
     v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
     v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
+    -- with tracked migrations, the role running this script may own what it installed (a database owner)
+    v_self   oid := CASE WHEN v_ext IS NULL THEN (SELECT me.oid FROM pg_catalog.pg_roles AS me
+                                                   WHERE me.rolname OPERATOR(pg_catalog.=) CURRENT_USER) END;
 BEGIN
-    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown, v_self]), false)
             OR (SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid OPERATOR(pg_catalog.=) v_owner)) THEN
         RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker', v_owner::pg_catalog.regrole
             USING ERRCODE = 'insufficient_privilege';
