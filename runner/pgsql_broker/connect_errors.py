@@ -9,9 +9,12 @@ keeps retrying those with backoff, and stops on a permanent one after PERMANENT_
 """
 from __future__ import annotations
 
+import logging
 import re
 
 import psycopg
+
+log = logging.getLogger("pgsql_broker")
 
 PERMANENT_TRIES = 3
 _PERMANENT_SQLSTATES = {"28000", "28P01", "3D000", "42501"}
@@ -56,14 +59,19 @@ class PermanentCounter:
     def __init__(self, database: str):
         self.database, self.count = database, 0
 
-    def check(self, exc: BaseException) -> None:
+    def check(self, exc: BaseException) -> bool:
+        """Whether exc is permanent (then logged here, one line); raises PermanentError at the last try."""
         if not is_permanent(exc):
             self.count = 0
-            return
+            return False
         self.count += 1
+        message = connect_message(exc)
         if self.count >= PERMANENT_TRIES:
-            raise PermanentError(f"database {self.database}: {connect_message(exc)}; gave up after {self.count} "
+            raise PermanentError(f"database {self.database}: {message}; gave up after {self.count} "
                                  "tries (this does not heal by waiting)") from None
+        log.warning("database refuses this runner, trying again", extra={
+            "database": self.database, "error": message, "try": self.count, "of": PERMANENT_TRIES})
+        return True
 
     def reset(self) -> None:
         self.count = 0

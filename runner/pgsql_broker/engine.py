@@ -119,10 +119,10 @@ class DatabaseRunner:
                                                                                       "error": self.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
-                permanent.check(exc)
-                self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
-                log.exception("unexpected error, restarting this database's session",
-                              extra={"database": self.db.name})
+                if not permanent.check(exc):  # (a permanent error is logged by check, without a traceback)
+                    self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+                    log.exception("unexpected error, restarting this database's session",
+                                  extra={"database": self.db.name})
             finally:
                 self.role, self.listening, self.instance_id = "disconnected", False, None
                 self.metrics.set_role(self.db.name, active=False, listening=False)
