@@ -43,6 +43,8 @@ def test_a_createrole_owner_installs_and_a_runtime_login_runs_an_enqueue_logins_
         with connect(db) as conn:
             assert conn.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'broker'").fetchone() == (
                 "broker_admin",)
+        again = cli("install", "--dsn", dsn, "--with-roles", "--admin-user", owner)  # now broker_admin's: still its to run
+        assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout + again.stderr
         verify = cli("install", "--verify-only", "--dsn", dsn)
         assert verify.returncode == 0 and "OK: up to date" in verify.stdout, verify.stdout + verify.stderr
 
