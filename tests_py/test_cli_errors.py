@@ -168,3 +168,31 @@ def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_refusals_count_in_a_row_only_until_a_session_serves():
+    """Real errors from the server: a missing database is permanent, a refused port is not; a session that
+    got to serve (active or standby) starts the count again."""
+    from pgsql_broker.connect_errors import PERMANENT_TRIES, PermanentCounter, PermanentError, is_permanent
+    import psycopg
+
+    def error_of(conninfo: str) -> psycopg.Error:
+        with pytest.raises(psycopg.Error) as caught:
+            psycopg.connect(conninfo, connect_timeout=5)
+        return caught.value
+
+    missing = error_of(db_dsn(f"missing_{uuid.uuid4().hex[:8]}"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    refused = error_of(f"host=127.0.0.1 port={port} dbname=x")
+    assert is_permanent(missing) and not is_permanent(refused)
+    counter = PermanentCounter("d")
+    for _ in range(PERMANENT_TRIES - 1):
+        assert counter.check(missing)
+    assert counter.check(missing, "active")  # it had served since: a first refusal again
+    assert not counter.check(refused)  # what can heal ends the streak too
+    for _ in range(PERMANENT_TRIES - 1):
+        counter.check(missing)
+    with pytest.raises(PermanentError, match="gave up after 3 tries"):
+        counter.check(missing)

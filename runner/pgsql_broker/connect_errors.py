@@ -59,8 +59,12 @@ class PermanentCounter:
     def __init__(self, database: str):
         self.database, self.count = database, 0
 
-    def check(self, exc: BaseException) -> bool:
-        """Whether exc is permanent (then logged here, one line); raises PermanentError at the last try."""
+    def check(self, exc: BaseException, role: str = "starting") -> bool:
+        """Whether exc is permanent (then logged here, one line); raises PermanentError at the last try.
+        role: how far the session got before exc; one that served (active or standby) was not refused,
+        so the tries before it were no refusals in a row."""
+        if role in ("active", "standby"):
+            self.count = 0
         if not is_permanent(exc):
             self.count = 0
             return False

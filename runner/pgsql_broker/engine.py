@@ -112,14 +112,14 @@ class DatabaseRunner:
             except LoginRefused:
                 raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
-                permanent.check(exc)
+                permanent.check(exc, self.role)
                 self.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
                     log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
                                                                                       "error": self.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
-                if not permanent.check(exc):  # (a permanent error is logged by check, without a traceback)
+                if not permanent.check(exc, self.role):  # (a permanent error is logged by check, without a traceback)
                     self.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
                     log.exception("unexpected error, restarting this database's session",
                                   extra={"database": self.db.name})
