@@ -140,7 +140,7 @@ test-in-cluster: installcheck pytest
 # Retakes docs/dashboard.png through the dashboard test.
 screenshot: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_runner_process_serves_databases.py -k dashboard'
+	.ci/with-cluster sh -c 'PGBROKER_TEST_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_runner_process_serves_databases.py -k dashboard'
 
 demo: deps all
 	$(MAKE) install >/dev/null

@@ -345,9 +345,67 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
     'Tenant of the current transaction: broker.tenant_id, or ''default'' when unset.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._set_tenant(p_fn, p_tenant_id)
+--   The one rule for a tenant id a caller names (broker_set_tenant, and the
+--   p_tenant_id of the enqueue and schedule functions): not NULL, 1 to 200
+--   characters, not blank. Sets broker.tenant_id for the current transaction
+--   (set_config with is_local) and returns it.
+-- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._set_tenant(p_fn text, p_tenant_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NULL THEN
+        RAISE EXCEPTION '%: tenant id must not be NULL', p_fn
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION '%: tenant id must be 1 to 200 characters and not blank', p_fn
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+END;
+$$;
+COMMENT ON FUNCTION broker._set_tenant(text, text) IS
+    'Internal: checks a tenant id (22004 NULL, 22023 blank or over 200 characters) and sets broker.tenant_id for the transaction.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._whole_transaction(p_statement_start, p_transaction_start, p_query)
+--   Whether a statement is its own transaction, from what the server knows of
+--   it (broker_set_tenant hands in statement_timestamp(),
+--   transaction_timestamp() and current_query()): its transaction began with
+--   the message that carried it (both timestamps are taken once per message)
+--   and that message held no other statement. So: true for an autocommit
+--   statement sent alone (psql, the simple query protocol), false inside
+--   BEGIN ... COMMIT and for several statements sent as one message (their
+--   implicit transaction spans them all). A driver's extended protocol sends
+--   the statement in messages after the one that began its transaction, so
+--   there it is false even in autocommit (docs/security.md#tenants).
+--   A semicolon inside a literal counts as a second statement (no warning).
+-- Example:
+--   SELECT broker._whole_transaction(statement_timestamp(), transaction_timestamp(), current_query());
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._whole_transaction(p_statement_start timestamptz, p_transaction_start timestamptz, p_query text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p_statement_start OPERATOR(pg_catalog.=) p_transaction_start
+           AND pg_catalog.strpos(pg_catalog.rtrim(COALESCE(p_query, ''), E'; \t\r\n'), ';') OPERATOR(pg_catalog.=) 0
+$$;
+COMMENT ON FUNCTION broker._whole_transaction(timestamptz, timestamptz, text) IS
+    'Internal: a statement sent alone whose transaction began with it (autocommit), from its start times and query text.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_set_tenant(p_tenant_id)
 --   Sets broker.tenant_id for the current transaction only (set_config with
---   is_local), so a pooled connection never carries a tenant over.
+--   is_local), so a pooled connection never carries a tenant over. Called as
+--   its own autocommit statement it changes nothing that follows (the
+--   transaction ends with it): it then warns (01000), naming p_tenant_id of
+--   the enqueue functions as the way to name a tenant in one call.
 -- Errors: 22004 NULL; 22023 blank or longer than 200 characters.
 -- Example:
 --   BEGIN;
@@ -362,20 +420,20 @@ RETURNS text
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tenant text := broker._set_tenant('broker_set_tenant', p_tenant_id);
 BEGIN
-    IF p_tenant_id IS NULL THEN
-        RAISE EXCEPTION 'broker_set_tenant: tenant id must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
+    IF broker._whole_transaction(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp(),
+                                 pg_catalog.current_query()) THEN
+        RAISE WARNING 'broker_set_tenant: this statement is a transaction of its own: tenant % ends with it', pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = '01000',
+                  HINT = 'Call it inside BEGIN ... COMMIT, before the statements it is for, or name the tenant in the call: broker_add_job(..., p_tenant_id => ''acme'').';
     END IF;
-    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_set_tenant: tenant id must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+    RETURN v_tenant;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
-    'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
+    'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant (warns when it is its own transaction).';
 -- source: sql/tenancy/strict.sql
 -- sql/tenancy/strict.sql: strict tenancy: which roles may act for which tenant.
 -- ---------------------------------------------------------------------------
@@ -1859,8 +1917,11 @@ COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_d
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   * p_tenant_id names the tenant for this call only (checked as by
+--     broker_set_tenant, and the caller must be allowed to act for it, as for
+--     broker.tenant_id); default: the transaction's tenant.
 --   The first twelve parameters are the original broker's, in its order.
 --   * p_job_group defaults to p_job_name; p_search_path (the search_path the
 --     job's SQL runs with) defaults to the caller's, evaluated at the call.
@@ -1880,13 +1941,15 @@ COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_d
 -- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
 --   queue outside 1..1000, an idempotency key over 512 characters or starting
 --   with 'broker_schedule:', reserved for the tick);
---   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
+--   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
---   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
+--   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -1904,7 +1967,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_depends_on_groups   text[]      DEFAULT NULL,
     p_run_after           timestamptz DEFAULT NULL,
     p_timeout             interval    DEFAULT NULL,
-    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
+    p_tenant_id           text        DEFAULT NULL)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1918,7 +1982,17 @@ DECLARE
     v_groups   text[];
     v_id       bigint;
     v_has_deps boolean;
+    v_saved    text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_job', p_tenant_id);
+        RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+            p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
+            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     ---- argument validation ------------------------------------------------
     IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
        OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
@@ -2111,7 +2185,7 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
     'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
@@ -2228,9 +2302,10 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 -- source: sql/enqueue/add_jobs.sql
 -- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
 -- ---------------------------------------------------------------------------
--- Function: broker._add_jobs(p_jobs, p_search_path)
+-- Function: broker._add_jobs(p_jobs, p_search_path, p_tenant_id)
 --   The body of broker_add_jobs (see there); p_search_path is the caller's
---   search_path, the default of each job's search_path. Set-based: a fixed
+--   search_path, the default of each job's search_path; p_tenant_id the
+--   tenant of every job of the call (NULL: the transaction's). Set-based: a fixed
 --   number of statements whatever the number of jobs, one INSERT of jobs and
 --   one of edges (their statement-level triggers run once each), and one
 --   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
@@ -2242,7 +2317,7 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
+CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -2270,7 +2345,15 @@ DECLARE
     v_deps   boolean;
     v_misshapen boolean;
     v_special   boolean;  -- an element uses a key the plain path does not take
+    v_saved  text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_jobs', p_tenant_id);
+        RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, p_search_path, NULL) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     IF p_jobs IS NULL THEN
         RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -2568,11 +2651,11 @@ BEGIN
      ORDER BY u.o;
 END;
 $$;
-COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
+COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
     'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_add_jobs(p_jobs)
+-- Function: broker.broker_add_jobs(p_jobs, p_tenant_id)
 --   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
@@ -2590,6 +2673,9 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --   * one NOTIFY per queue that got a claimable job.
 --   Written without SET search_path on purpose, so that the caller's
 --   search_path is read here; everything is schema-qualified.
+--   p_tenant_id names the tenant of every job of the call, for this call only
+--   (as broker_add_job's); one call is one tenant, so an element has no
+--   tenant key.
 -- Errors: as broker_add_job, the message naming the element ("element 3:
 --   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
 --   key, a value of the wrong JSON type or one that does not convert.
@@ -2601,13 +2687,14 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --   Calls: _add_jobs
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
+CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb, p_tenant_id text DEFAULT NULL)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE sql VOLATILE SECURITY INVOKER
 AS $$
-    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
+    SELECT a.ord, a.job_id, a.is_new
+      FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path'), p_tenant_id) AS a
 $$;
-COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
+COMMENT ON FUNCTION broker.broker_add_jobs(jsonb, text) IS
     'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
 -- source: sql/enqueue/add_plain_jobs.sql
 -- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
@@ -5049,10 +5136,12 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 -- Function: broker.broker_add_schedule(p_schedule_name, p_cron_expr,
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
---     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path)
+--     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
+--     p_tenant_id)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
---   and run as p_run_as (default: the caller).
+--   and run as p_run_as (default: the caller). p_tenant_id names the tenant
+--   for this call only (as broker_add_job's).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
@@ -5077,15 +5166,26 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_overlap       text     DEFAULT 'skip',
     p_enabled       boolean  DEFAULT true,
     p_job_timeout   interval DEFAULT NULL,
-    p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'))
+    p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
+    p_tenant_id     text     DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s      broker.broker_schedule;
-    v_next timestamptz;
+    s       broker.broker_schedule;
+    v_next  timestamptz;
+    v_saved text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_schedule', p_tenant_id);
+        RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
+            p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
+            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     s.schedule_name := p_schedule_name;
     s.cron_expr := pg_catalog.btrim(p_cron_expr);
     s.execute_str := p_execute_str;
@@ -5129,7 +5229,7 @@ BEGIN
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text) IS
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text) IS
     'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy) for the current tenant; returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------

@@ -21,6 +21,10 @@ from .settings import Settings
 log = logging.getLogger("pgsql_broker")
 
 
+class ListenError(OSError):
+    """The HTTP server cannot listen where the settings say; the message names the settings and the address."""
+
+
 class Broker:
     """One process, many databases: a DatabaseRunner per database, metrics and dashboard on one port."""
 
@@ -53,8 +57,13 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         if broker.metrics_enabled:
-            self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
-                               job_details_anywhere=broker.dashboard_public)
+            try:
+                self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
+                                   job_details_anywhere=broker.dashboard_public)
+            except OSError as exc:  # the port is taken, or the host is not an address of this machine
+                raise ListenError(f"metrics_host:metrics_port (--metrics-host/--metrics-port, PGBROKER_METRICS_HOST/"
+                                  f"PORT, or --no-metrics): cannot listen on {broker.metrics_host}:{broker.metrics_port}: "
+                                  f"{exc.strerror or exc}") from None
             address = f"{broker.metrics_host}:{self._http.server_address[1]}"
             log.info("metrics and dashboard listening", extra={
                 "address": address, "job_details": "every peer" if broker.dashboard_public else "loopback peers only"})

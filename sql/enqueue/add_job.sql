@@ -3,8 +3,11 @@
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   * p_tenant_id names the tenant for this call only (checked as by
+--     broker_set_tenant, and the caller must be allowed to act for it, as for
+--     broker.tenant_id); default: the transaction's tenant.
 --   The first twelve parameters are the original broker's, in its order.
 --   * p_job_group defaults to p_job_name; p_search_path (the search_path the
 --     job's SQL runs with) defaults to the caller's, evaluated at the call.
@@ -24,13 +27,15 @@
 -- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
 --   queue outside 1..1000, an idempotency key over 512 characters or starting
 --   with 'broker_schedule:', reserved for the tick);
---   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
+--   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
 --   cancelled; 23514 self-dependency or dependency cycle.
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
---   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
+--   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -48,7 +53,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_depends_on_groups   text[]      DEFAULT NULL,
     p_run_after           timestamptz DEFAULT NULL,
     p_timeout             interval    DEFAULT NULL,
-    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'))
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
+    p_tenant_id           text        DEFAULT NULL)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -62,7 +68,17 @@ DECLARE
     v_groups   text[];
     v_id       bigint;
     v_has_deps boolean;
+    v_saved    text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_job', p_tenant_id);
+        RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+            p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
+            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     ---- argument validation ------------------------------------------------
     IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
        OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
@@ -255,7 +271,7 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text) IS
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
     'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 -- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
 -- ---------------------------------------------------------------------------
--- Function: broker._add_jobs(p_jobs, p_search_path)
+-- Function: broker._add_jobs(p_jobs, p_search_path, p_tenant_id)
 --   The body of broker_add_jobs (see there); p_search_path is the caller's
---   search_path, the default of each job's search_path. Set-based: a fixed
+--   search_path, the default of each job's search_path; p_tenant_id the
+--   tenant of every job of the call (NULL: the transaction's). Set-based: a fixed
 --   number of statements whatever the number of jobs, one INSERT of jobs and
 --   one of edges (their statement-level triggers run once each), and one
 --   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
@@ -14,7 +15,7 @@
 --   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
+CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -42,7 +43,15 @@ DECLARE
     v_deps   boolean;
     v_misshapen boolean;
     v_special   boolean;  -- an element uses a key the plain path does not take
+    v_saved  text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_jobs', p_tenant_id);
+        RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, p_search_path, NULL) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     IF p_jobs IS NULL THEN
         RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -340,11 +349,11 @@ BEGIN
      ORDER BY u.o;
 END;
 $$;
-COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
+COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
     'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_add_jobs(p_jobs)
+-- Function: broker.broker_add_jobs(p_jobs, p_tenant_id)
 --   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
@@ -362,6 +371,9 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --   * one NOTIFY per queue that got a claimable job.
 --   Written without SET search_path on purpose, so that the caller's
 --   search_path is read here; everything is schema-qualified.
+--   p_tenant_id names the tenant of every job of the call, for this call only
+--   (as broker_add_job's); one call is one tenant, so an element has no
+--   tenant key.
 -- Errors: as broker_add_job, the message naming the element ("element 3:
 --   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
 --   key, a value of the wrong JSON type or one that does not convert.
@@ -373,11 +385,12 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --   Calls: _add_jobs
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
+CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb, p_tenant_id text DEFAULT NULL)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE sql VOLATILE SECURITY INVOKER
 AS $$
-    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
+    SELECT a.ord, a.job_id, a.is_new
+      FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path'), p_tenant_id) AS a
 $$;
-COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
+COMMENT ON FUNCTION broker.broker_add_jobs(jsonb, text) IS
     'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';

@@ -112,10 +112,12 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 -- Function: broker.broker_add_schedule(p_schedule_name, p_cron_expr,
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
---     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path)
+--     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
+--     p_tenant_id)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
---   and run as p_run_as (default: the caller).
+--   and run as p_run_as (default: the caller). p_tenant_id names the tenant
+--   for this call only (as broker_add_job's).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
@@ -140,15 +142,26 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_overlap       text     DEFAULT 'skip',
     p_enabled       boolean  DEFAULT true,
     p_job_timeout   interval DEFAULT NULL,
-    p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'))
+    p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
+    p_tenant_id     text     DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    s      broker.broker_schedule;
-    v_next timestamptz;
+    s       broker.broker_schedule;
+    v_next  timestamptz;
+    v_saved text;
 BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant('broker_add_schedule', p_tenant_id);
+        RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
+            p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
+            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
     s.schedule_name := p_schedule_name;
     s.cron_expr := pg_catalog.btrim(p_cron_expr);
     s.execute_str := p_execute_str;
@@ -192,7 +205,7 @@ BEGIN
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text) IS
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text) IS
     'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy) for the current tenant; returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------

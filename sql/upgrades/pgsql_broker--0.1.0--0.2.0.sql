@@ -108,6 +108,10 @@ DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
+-- broker_add_job takes the tenant of the call (a trailing p_tenant_id).
+DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
+                                    text[], timestamptz, interval, text);
+\new-signature broker_add_job
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql

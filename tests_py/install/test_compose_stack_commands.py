@@ -55,7 +55,8 @@ def test_migrate_then_broker_as_broker_runtime_processes_a_job(empty_db, tmp_pat
     result = subprocess.run([*cli, *command], env=base_env | compose_env(migrate["environment"], dotenv),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "installed as migrations" in result.stdout and "roles broker_admin, broker_enqueue, broker_runtime" in result.stdout
+    assert "installed as migrations" in result.stdout
+    assert "LOGIN and new passwords for broker_admin, broker_enqueue, broker_runtime" in result.stdout
     with connect(empty_db) as conn:
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgsql_broker'").fetchone() == (0,)
         assert conn.execute("SELECT max(version) FROM broker.broker_schema_migrations").fetchone() == (control_version(),)

@@ -128,7 +128,7 @@ def test_no_tty_and_no_value_is_a_usage_error_and_creates_nothing(empty_db):
     assert "admin user is required: give --admin-user or $PGUSER or $PG_USER" in result.stderr
     assert state_of(empty_db) == before
     env = _env_without_credentials() | {"PG_USER": "postgres", "PG_PASS": "x"}
-    partial = run_cli("install", "--with-roles", "--dsn", _dsn_without_user(empty_db), env=env)
+    partial = run_cli("install", "--with-roles", "--set-passwords", "--dsn", _dsn_without_user(empty_db), env=env)
     assert partial.returncode == 2 and "broker_admin password is required" in partial.stderr
     assert state_of(empty_db) == before
 
@@ -174,8 +174,8 @@ def test_credentials_from_flags_env_and_prompt_never_leak(empty_db):
     env_flags = env | {"BROKER_ADMIN_PASSWORD": SECRETS["broker_admin"],
                        "BROKER_RUNTIME_PASSWORD": SECRETS["broker_runtime"],
                        "BROKER_ENQUEUE_PASSWORD": SECRETS["broker_enqueue"], "PG_PASS": "unused"}
-    result = run_cli("install", "--with-roles", "--dsn", _dsn_without_user(empty_db), "--admin-user", "postgres",
-                     env=env_flags)
+    result = run_cli("install", "--with-roles", "--set-passwords", "--dsn", _dsn_without_user(empty_db),
+                     "--admin-user", "postgres", env=env_flags)
     assert result.returncode == 0, result.stderr
     for role in SECRETS:
         assert (_role_password(role) or "").startswith("SCRAM-SHA-256$"), role
@@ -187,7 +187,7 @@ def test_credentials_from_flags_env_and_prompt_never_leak(empty_db):
     answers = [("admin user:", "postgres"), ("admin password:", ""),
                ("broker_admin password:", SECRETS["broker_admin"]), ("broker_runtime password:", SECRETS["broker_runtime"]),
                ("broker_enqueue password:", SECRETS["broker_enqueue"])]
-    code, transcript = drive_terminal([*CLI, "install", "--with-roles", "--dsn", _dsn_without_user(empty_db)],
+    code, transcript = drive_terminal([*CLI, "install", "--with-roles", "--set-passwords", "--dsn", _dsn_without_user(empty_db)],
                                       answers, env)
     assert code == 0, transcript
     assert "installed" in transcript or "nothing to do" in transcript

@@ -18,7 +18,6 @@ databases:
     user: broker_runtime
     password: secret
     queue_count: 3
-    tenant_id: default
     max_open_conns: 10
 broker:
   name: from-file
@@ -47,7 +46,7 @@ def test_defaults_are_the_original_brokers():
         "pgsql-broker", 100, 10, 50, 10, 30, False, 60, 30, True, "127.0.0.1", 9469, 15)  # loopback, not 0.0.0.0
     assert b.dashboard_public is False
     assert (s.logging.level, s.logging.format) == ("info", "json")
-    assert s.databases[0].queue_count == 4 and s.databases[0].tenant_id == "default"
+    assert s.databases[0].queue_count == 4
 
 
 def test_file_then_environment_then_flags(config):
@@ -120,10 +119,10 @@ def test_cli_config_errors_exit_2_and_name_the_field(tmp_path):
 
 
 def test_database_fields_from_environment_and_flags_for_dsn_databases():
-    s = load(env={"PGBROKER_DSN": "dbname=a", "PGBROKER_QUEUE_COUNT": "2", "PGBROKER_TENANT_ID": "acme"},
+    s = load(env={"PGBROKER_DSN": "dbname=a", "PGBROKER_QUEUE_COUNT": "2", "PGBROKER_CONN_MAX_IDLE_TIME": "1m"},
              flags={"queue_count": 6, "conn_max_lifetime": "1h"})
     db = s.databases[0]
-    assert (db.queue_count, db.tenant_id, db.conn_max_lifetime) == (6, "acme", "1h")
+    assert (db.queue_count, db.conn_max_idle_time, db.conn_max_lifetime) == (6, "1m", "1h")
     with pytest.raises(ConfigError, match="command line / environment: databases\\[0\\].max_open_conns must be at least"):
         load(env={}, dsns=["dbname=a"], flags={"queue_count": 30})
     with pytest.raises(ConfigError, match=r"environment \(PGBROKER_\*\): databases.queue_count must be int"):

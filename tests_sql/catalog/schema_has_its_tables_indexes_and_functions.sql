@@ -42,7 +42,7 @@ SELECT ok((SELECT count(*) = 0 FROM pg_constraint c JOIN pg_class r ON r.oid = c
           'check constraints are named *_check');
 SELECT functions_are('broker', ARRAY[
     'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
-    'broker_set_tenant', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
+    'broker_set_tenant', '_set_tenant', '_whole_transaction', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
     '_setting_int', '_state', '_claimable', '_lock_dependency_keys', '_notify_queues', '_notify_queue', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_fail_job', '_run_begin',
@@ -64,7 +64,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_interrupt_jobs']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
-          'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');
+          'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text'], 'setof record');
 SELECT is((SELECT array_agg(a ORDER BY o)::text[] FROM unnest(
              (SELECT proargnames[1:12] FROM pg_proc WHERE oid = 'broker.broker_add_job'::regproc)) WITH ORDINALITY AS x(a, o)),
           ARRAY['p_job_name', 'p_execute_str', 'p_job_queue', 'p_job_priority', 'p_job_language', 'p_run_as',

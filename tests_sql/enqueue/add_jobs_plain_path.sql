@@ -66,7 +66,7 @@ SELECT throws_ok($$SELECT * FROM broker.broker_add_jobs('[{"job_name": "ok", "ex
     'a value that does not convert: 22023 naming the element (general path)');
 SELECT ok(pg_temp.error_context($$SELECT * FROM broker.broker_add_jobs('[{"job_name": "ok", "execute_str": "SELECT 1"},
                    {"job_name": "x", "execute_str": "SELECT 1", "timeout": "soon"}]')$$)
-          ~ '^PL/pgSQL function broker._add_jobs\(jsonb,text\) line [0-9]+ at RAISE',
+          ~ '^PL/pgSQL function broker._add_jobs\(jsonb,text,text\) line [0-9]+ at RAISE',
           '... raised by the general path');
 SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE job_name IN ('ok', 'ok2', 'x')), 0::bigint,
           'nothing written by the failed calls');

@@ -153,43 +153,81 @@ def inspect(conn: psycopg.Connection) -> DatabaseState:
                          extension_available=row[2], superuser=row[3], problem=problem)
 
 
-def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: str | None = None) -> DatabaseState:
-    """Bring the database to the package's version (or to an older packaged version: target).
-    Idempotent; refuses to mix paths or downgrade."""
+def install(dsn: str, *, no_extension: bool = False, log: Log = print, target: str | None = None,
+            then: Callable[[], None] | None = None) -> DatabaseState:
+    """Bring the database to the package's version (or to an older packaged version: target), then run
+    `then` (the roles). Idempotent; refuses to mix paths or downgrade. When any of it fails on a database
+    that had no broker, what this call made (schema broker or the extension, schema broker_yoyo) is dropped."""
     target = target or control_version()
     with psycopg.connect(dsn, autocommit=True) as conn:
         pin_search_path(conn)
         conn.execute("SELECT pg_catalog.pg_advisory_lock(%s, %s)", _INSTALL_LOCK)
         state = inspect(conn)
-        if state.problem:
-            raise InstallError(state.problem)
-        if state.version and version_key(state.version) > version_key(target):
-            raise InstallError(f"the database has pgsql_broker {state.version}, newer than this package ({target}); "
-                               "refusing to downgrade: upgrade the pgsql-broker package instead")
-        if state.path == "extension":
-            if no_extension:
-                raise InstallError("pgsql_broker is installed as an extension here; refusing to mix in migrations. "
-                                   "Run without --no-extension (ALTER EXTENSION pgsql_broker UPDATE).")
-            if state.version == target:
-                log(f"pgsql_broker {target} is installed (extension); nothing to do")
-            else:
-                conn.execute(sql.SQL("ALTER EXTENSION pgsql_broker UPDATE TO {}").format(sql.Literal(target)))
-                log(f"updated extension pgsql_broker {state.version} -> {target}")
-        elif state.path == "migrations":
-            _apply_migrations(dsn, conn, state, log, target)
-        elif state.schema_exists:
-            raise InstallError("schema broker exists but was not installed by pgsql-broker (no extension, no "
-                               "recorded migrations); refusing to touch it")
-        elif not no_extension and state.extension_available and state.superuser:
-            conn.execute(sql.SQL("CREATE EXTENSION pgsql_broker VERSION {}").format(sql.Literal(target)))
-            log(f"created extension pgsql_broker {target}")
-        else:
-            why = ("--no-extension" if no_extension else
-                   "extension files not on the server" if not state.extension_available else
-                   "CREATE EXTENSION pgsql_broker needs a superuser")
-            log(f"installing pgsql_broker {target} as tracked migrations ({why})")
-            _apply_migrations(dsn, conn, state, log, target)
+        had_yoyo = _has_schema(conn, YOYO_SCHEMA)
+        try:
+            _install(dsn, conn, state, no_extension, log, target)
+            if then is not None:
+                then()
+        except BaseException:
+            if not state.schema_exists and not state.problem:
+                _undo_fresh_install(conn, drop_yoyo=not had_yoyo, log=log)
+            raise
         return inspect(conn)
+
+
+def _has_schema(conn: psycopg.Connection, name: str) -> bool:
+    return conn.execute("SELECT pg_catalog.to_regnamespace(%s) IS NOT NULL", (name,)).fetchone()[0]
+
+
+def _undo_fresh_install(conn: psycopg.Connection, drop_yoyo: bool, log: Log) -> None:
+    """Drop what a failed first install made (only the installer's own schemas: nothing another role owns)."""
+    try:
+        if conn.execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) %s",
+                        (EXTENSION,)).fetchone():
+            conn.execute(sql.SQL("DROP EXTENSION {} CASCADE").format(sql.Identifier(EXTENSION)))
+        for schema in ("broker", YOYO_SCHEMA) if drop_yoyo else ("broker",):
+            owned = conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname OPERATOR(pg_catalog.=) %s "
+                "AND nspowner OPERATOR(pg_catalog.=) pg_catalog.to_regrole(pg_catalog.quote_ident(CURRENT_USER))",
+                (schema,)).fetchone()
+            if owned:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        log("the install failed: what it had made is dropped, the database is as it was")
+    except psycopg.Error as exc:  # the original error is the one to report
+        log(f"the install failed and what it had made could not all be dropped: {exc}")
+
+
+def _install(dsn: str, conn: psycopg.Connection, state: DatabaseState, no_extension: bool, log: Log,
+             target: str) -> None:
+    if state.problem:
+        raise InstallError(state.problem)
+    if state.version and version_key(state.version) > version_key(target):
+        raise InstallError(f"the database has pgsql_broker {state.version}, newer than this package ({target}); "
+                           "refusing to downgrade: upgrade the pgsql-broker package instead")
+    if state.path == "extension":
+        if no_extension:
+            raise InstallError("pgsql_broker is installed as an extension here; refusing to mix in migrations. "
+                               "Run without --no-extension (ALTER EXTENSION pgsql_broker UPDATE).")
+        if state.version == target:
+            log(f"pgsql_broker {target} is installed (extension); nothing to do")
+        else:
+            conn.execute(sql.SQL("ALTER EXTENSION pgsql_broker UPDATE TO {}").format(sql.Literal(target)))
+            log(f"updated extension pgsql_broker {state.version} -> {target}")
+    elif state.path == "migrations":
+        _apply_migrations(dsn, conn, state, log, target)
+    elif state.schema_exists:
+        raise InstallError("schema broker exists but was not installed by pgsql-broker (no extension, no "
+                           "recorded migrations); refusing to touch it")
+    elif not no_extension and state.extension_available and state.superuser:
+        conn.execute(sql.SQL("CREATE EXTENSION pgsql_broker VERSION {}").format(sql.Literal(target)))
+        log(f"created extension pgsql_broker {target}")
+    else:
+        # (not trusted: its SECURITY DEFINER functions would belong to the bootstrap superuser; docs/install.md)
+        why = ("--no-extension" if no_extension else
+               "extension files not on the server" if not state.extension_available else
+               "CREATE EXTENSION pgsql_broker needs a superuser")
+        log(f"installing pgsql_broker {target} as tracked migrations ({why})")
+        _apply_migrations(dsn, conn, state, log, target)
 
 
 def _prepare_yoyo_schema(conn: psycopg.Connection) -> None:
@@ -311,11 +349,13 @@ def verify(dsn: str) -> VerifyReport:
     return report
 
 
-def apply_roles(admin_dsn: str, passwords: dict[str, str], log: Log = print) -> None:
-    """Create or update broker_admin, broker_runtime and broker_enqueue (roles.sql) and set their passwords.
+def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, log: Log = print) -> None:
+    """Create or update broker_admin, broker_runtime and broker_enqueue (roles.sql); with passwords, also
+    give those roles LOGIN and these passwords (the others keep theirs).
 
     Passwords travel as SCRAM verifiers computed here, so the plain text never
     reaches the server (nor its statement log)."""
+    passwords = passwords or {}
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         pin_search_path(conn)
         _check_migrations_catalog(conn)
@@ -325,7 +365,9 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str], log: Log = print) -> 
                 verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
                 conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
                     sql.Identifier(role), sql.Literal(verifier.decode())))
-        log(f"roles {', '.join(sorted(passwords))} created or updated; grants applied")
+        log("roles broker_admin, broker_runtime, broker_enqueue created or updated; grants applied"
+            + (f"; LOGIN and new passwords for {', '.join(sorted(passwords))}" if passwords else
+               "; passwords not changed"))
 
 
 def _check_migrations_catalog(conn: psycopg.Connection) -> None:

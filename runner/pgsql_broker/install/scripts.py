@@ -91,11 +91,33 @@ def migration_sql(script: Script) -> str:
     if script.from_version is None:
         body = "CREATE SCHEMA broker;\n" + body
     # as CREATE EXTENSION does: function bodies may refer to objects created later in the script
-    body = "SET LOCAL check_function_bodies = off;\n" + body
-    return body + (
-        "\nINSERT INTO broker.broker_schema_migrations (version, install_path, checksum) "
+    body = "SET LOCAL check_function_bodies = off;\n" + _force_rls("NO FORCE", "relforcerowsecurity") + body
+    return body + _force_rls("NO FORCE", "relforcerowsecurity") + (
+        "INSERT INTO broker.broker_schema_migrations (version, install_path, checksum) "
         f"VALUES ('{script.to_version}', 'migrations', '{script.checksum}');\n"
-    )
+    ) + _force_rls("FORCE", "relrowsecurity")
+
+
+def _force_rls(action: str, having: str) -> str:
+    """ALTER TABLE ... {action} ROW LEVEL SECURITY on every table of schema broker that has `having`.
+
+    Every broker table forces row-level security on its owner too. A superuser bypasses it; a database
+    owner that installs without superuser or BYPASSRLS (managed PostgreSQL) would see and change only the
+    default tenant's rows (and could not record the version): for the migration's own transaction the
+    owner's exemption is back, and at its end every table with row security forces it again."""
+    return f"""
+DO $rls$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT c.oid::pg_catalog.regclass AS rel FROM pg_catalog.pg_class AS c
+              WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('broker')
+                AND c.relkind OPERATOR(pg_catalog.=) 'r' AND c.{having}
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s {action} ROW LEVEL SECURITY', r.rel);
+    END LOOP;
+END
+$rls$;
+"""
 
 
 def roles_sql() -> str:

@@ -14,7 +14,8 @@ import re
 import sys
 import time
 
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+# (broker_message: the message without its fields, set by FieldsInMessage)
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "broker_message"}
 
 # C0 and C1 controls, DEL, line/paragraph separators, bidirectional marks, overrides and isolates
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
@@ -64,11 +65,29 @@ def _field(value: object) -> str:
     return '"' + safe_text(raw.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
+def _message(record: logging.LogRecord) -> str:
+    return getattr(record, "broker_message", None) or record.getMessage()
+
+
+class FieldsInMessage(logging.Filter):
+    """Used as a library, the runner's lines go to whatever handlers the host application configured, whose
+    formatters print the message and drop the fields (job id, error, database): the message carries them too,
+    as `key=value` (escaped as in text lines). The broker's own formatters show the message without them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "broker_message"):
+            fields = " ".join(f"{k}={_field(v)}" for k, v in vars(record).items() if k not in _STANDARD)
+            record.broker_message = record.getMessage()
+            if fields:
+                record.msg, record.args = f"{record.broker_message} {fields}", ()
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
                           + f".{int(record.msecs):03d}Z",
-                 "level": record.levelname.lower(), "msg": record.getMessage()}
+                 "level": record.levelname.lower(), "msg": _message(record)}
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
@@ -78,7 +97,7 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = " ".join(f"{k}={_field(v)}" for k, v in vars(record).items() if k not in _STANDARD)
-        line = f"{self.formatTime(record)} {record.levelname.lower():7s} {safe_text(record.getMessage())}"
+        line = f"{self.formatTime(record)} {record.levelname.lower():7s} {safe_text(_message(record))}"
         line = f"{line} {fields}".rstrip()
         if record.exc_info:  # the traceback below, each of its lines indented and escaped
             line += "".join(f"\n    | {safe_text(part)}" for part in self.formatException(record.exc_info).splitlines())
@@ -115,3 +134,6 @@ def configure(level: str = "info", fmt: str = "json") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+
+
+logging.getLogger("pgsql_broker").addFilter(FieldsInMessage())

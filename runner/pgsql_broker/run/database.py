@@ -21,6 +21,7 @@ from ..observe.metrics import Metrics
 from ..observe.state import DatabaseView
 from ..settings import BrokerSettings
 from . import queries, stopping
+from .connect_errors import PermanentCounter
 from .connections import connect
 from .login import LoginRefused, check_login
 from .maintenance import maintain
@@ -75,22 +76,26 @@ class DatabaseRunner:
     async def run(self) -> None:
         """Keep a session to the database until shutdown; reconnect with backoff, log each outage once."""
         delay, logged = 1.0, False
+        permanent = PermanentCounter(self.db.name)  # authentication, missing database, no privilege: exit
         while not self.stopping.is_set():
             try:
                 await self._session()
                 delay, logged = 1.0, False
+                permanent.reset()
             except LoginRefused:
                 raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
+                permanent.check(exc, self.view.role)
                 self.view.error = cap_text((str(exc).strip().splitlines() or [""])[0])
                 if not logged:
                     log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
                                                                                       "error": self.view.error})
                     logged = True
             except Exception as exc:  # never let one database stop the others
-                self.view.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
-                log.exception("unexpected error, restarting this database's session",
-                              extra={"database": self.db.name})
+                if not permanent.check(exc, self.view.role):  # (a permanent error is logged by check, without a traceback)
+                    self.view.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+                    log.exception("unexpected error, restarting this database's session",
+                                  extra={"database": self.db.name})
             finally:
                 self.view.instance_id = None
                 self.view.set_role("disconnected", listening=False)

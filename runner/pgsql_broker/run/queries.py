@@ -119,6 +119,29 @@ SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at
                       skipped_fires_capped, last_error
                  FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
+# pgsql-broker status: what this login may read (schema broker, every tenant's counts, the instances).
+STATUS_ACCESS = """SELECT to_regnamespace('broker') IS NOT NULL AS schema,
+                          to_regnamespace('broker') IS NOT NULL AND has_schema_privilege('broker', 'USAGE') AS usage,
+                          to_regprocedure('broker.broker_queue_stats()') IS NOT NULL
+                            AND has_function_privilege('broker.broker_queue_stats()', 'EXECUTE') AS runtime,
+                          to_regclass('broker.broker_queueinstance') IS NOT NULL
+                            AND has_table_privilege('broker.broker_queueinstance', 'SELECT') AS instances"""
+# An enqueue login's tenants: its mappings (row-level security shows a role its own) and the default tenant.
+OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
+                 UNION SELECT broker.broker_current_tenant() ORDER BY 1"""
+SET_TENANT = "SELECT broker.broker_set_tenant(%(tenant)s)"
+# broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant).
+OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps > 0) AS blocked,
+                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after > statement_timestamp()) AS delayed,
+                            count(*) FILTER (WHERE complete_status = 1) AS running,
+                            count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
+                            count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
+                            count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
+                       FROM broker.broker_jobs
+                      WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
+                      GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
                  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 # `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
