@@ -1,0 +1,201 @@
+"""One database's runner: supervision (reconnect with backoff), the instance lock (active or standby), and the
+session connection: LISTEN, and, serialised on it, the poll, maintenance, schedules and stats
+(run/maintenance.py, run/schedules.py). Per active session: workers_per_queue workers per queue (run/worker.py)
+that borrow connections from the database's pool while their queue has work (run/pool.py); the stop is
+run/stopping.py. It decides nothing about jobs: broker_get says what runs, broker_run_batch runs it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+
+import psycopg
+from psycopg import errors
+
+from .. import __version__
+from ..config import DatabaseConfig, parse_duration
+from ..observe.logs import RateLimitedWarning, cap_text
+from ..observe.metrics import Metrics
+from ..observe.state import DatabaseView
+from ..settings import BrokerSettings
+from . import queries, stopping
+from .connect_errors import PermanentCounter
+from .connections import connect
+from ..settings import parse_queue_list, parse_queue_workers
+from .login import LoginRefused, check_login
+from .maintenance import TIMERS, run_timers
+from .pool import RunnerBudget, WorkerPool
+from .queries import Claimed
+from .schedules import ScheduleTicker
+from .worker import Lane, Workers
+
+log = logging.getLogger("pgsql_broker")
+SUPPORTED_SCHEMA = ("0.2.0",)
+STOP_POLL_SEC = 0.2  # the session loop notices a stop this often (an idle runner stops within a second)
+STANDBY_RETRY_SEC = 2.0
+
+
+class SchemaError(Exception):
+    """The database has no pgsql_broker schema this runner can work with."""
+
+
+class DatabaseRunner(Workers):
+    """Serves one database: active while it holds the instance lock, standby otherwise."""
+
+    def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event,
+                 hurry: asyncio.Event | None = None, budget: RunnerBudget | None = None):
+        """`stopping`: stop (running jobs may finish until shutdown_timeout_sec); `hurry`: interrupt them now;
+        `budget`: the runner-wide count of worker connections (max_open_conns_total)."""
+        self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
+        self.hurry = hurry if hurry is not None else asyncio.Event()
+        self.view = DatabaseView(db.name, db.queue_count, metrics)
+        queues = range(1, db.queue_count + 1)
+        overrides = parse_queue_workers(settings.queue_workers)
+        self._workers = {q: overrides.get(q, settings.workers_per_queue) for q in queues}
+        self._alone_queues = parse_queue_list(settings.one_job_per_transaction_queues)
+        self._lanes = {q: Lane() for q in queues}
+        self._warned_unserved: set[int] = set()
+        self._ticker = ScheduleTicker(db.name, metrics, self.view.planned)
+        self._next: dict[str, float] = {}
+        self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
+        self._draining = asyncio.Event()
+        # per worker (queue, index): the jobs it claimed and has not started, and the batch it is executing
+        # (with the backend pid that executes it); the stop hands back the first and interrupts the second
+        keys = [(q, i) for q in queues for i in range(self._workers[q])]
+        self._buffers: dict[tuple[int, int], list[Claimed]] = {k: [] for k in keys}
+        self._executing: dict[tuple[int, int], tuple[int, list[Claimed]]] = {}
+        self._executing_since: dict[tuple[int, int], float] = {}
+        self._interrupting: set[tuple[int, int]] = set()
+        self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
+        self.pool = WorkerPool(lambda: self._connect("worker"), db.max_open_conns - 1,
+                               budget if budget is not None else RunnerBudget(None),
+                               max_idle=min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec),
+                               max_lifetime=parse_duration(db.conn_max_lifetime), max_warm=len(keys),
+                               on_connect=metrics.connect_seconds.labels(db.name).observe)
+        self.view.workers = len(keys)
+        self.view.connections = lambda: self.pool.open + (1 if self.view.listening else 0)
+
+    @property
+    def instance_id(self) -> int | None:
+        return self.view.instance_id
+
+    def state(self) -> dict:
+        return self.view.snapshot()
+
+    async def _connect(self, purpose: str) -> psycopg.AsyncConnection:
+        conn = await connect(self.db.dsn(), f"{self.settings.name}:{purpose}", worker=purpose == "worker")
+        conn.broker_dirty = False  # type: ignore[attr-defined]  (jobs ran on it since its last reset)
+        return conn
+
+    # -- supervision ---------------------------------------------------------
+    async def run(self) -> None:
+        """Keep a session to the database until shutdown; reconnect with backoff, log each outage once."""
+        delay, logged = 1.0, False
+        permanent = PermanentCounter(self.db.name)  # authentication, missing database, no privilege: exit
+        while not self.stopping.is_set():
+            try:
+                await self._session()
+                delay, logged = 1.0, False
+                permanent.reset()
+            except LoginRefused:
+                raise  # the process exits: no retry makes the login safe
+            except (psycopg.OperationalError, SchemaError) as exc:
+                permanent.check(exc, self.view.role)
+                self.view.error = cap_text((str(exc).strip().splitlines() or [""])[0])
+                if not logged:
+                    log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
+                                                                                      "error": self.view.error})
+                    logged = True
+            except Exception as exc:  # never let one database stop the others
+                if not permanent.check(exc, self.view.role):  # (a permanent error is logged by check, without a traceback)
+                    self.view.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+                    log.exception("unexpected error, restarting this database's session",
+                                  extra={"database": self.db.name})
+            finally:
+                self.view.instance_id = None
+                self.view.set_role("disconnected", listening=False)
+            if not self.stopping.is_set():
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+                delay = min(delay * 2, self.settings.notify_retry_seconds)
+
+    async def _session(self) -> None:
+        async with await self._connect("listen") as conn:
+            has_schema = (await (await conn.execute(queries.HAS_SCHEMA)).fetchone())[0]
+            version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
+            if version not in SUPPORTED_SCHEMA:
+                raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
+                                  f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
+            await check_login(conn, self.db.name, self.settings.allow_privileged_login)
+            await conn.execute(queries.LISTEN)
+            await conn.execute(queries.LISTEN_SCHEDULES)
+            self.view.listening, self.view.error = True, None
+            if not await self._become_active(conn):
+                return
+            log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
+            self._draining.clear()
+            self._interrupting.clear()  # (a session restarted after a drain: its workers are new)
+            self._lanes = {q: Lane() for q in self._lanes}
+            self._next = dict.fromkeys(TIMERS, 0.0)
+            self._ticker.due_at = 0.0
+            tasks = [asyncio.create_task(self._worker(q, i)) for q, n in self._workers.items() for i in range(n)]
+            try:
+                await self._listen(conn, tasks)
+            finally:
+                for lane in self._lanes.values():
+                    lane.wake_all()  # (idle workers return; the stop waits for the busy ones)
+                await stopping.drain(self, conn, tasks)
+                await self.pool.close()
+                if not conn.closed and self.instance_id is not None:
+                    try:
+                        await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
+                    except psycopg.Error:
+                        pass
+
+    async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
+        while not self.stopping.is_set():
+            try:
+                cur = await conn.execute(queries.REGISTER, {"name": self.settings.name, "host": socket.gethostname(),
+                                                            "pid": os.getpid(), "queues": self.db.queue_count,
+                                                            "version": __version__})
+                self.view.instance_id = (await cur.fetchone())[0]
+                self.view.set_role("active", listening=True)
+                return True
+            except errors.LockNotAvailable:
+                if self.view.role != "standby":
+                    log.info("another instance is active: standing by", extra={"database": self.db.name})
+                self.view.set_role("standby", listening=True)
+                async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
+                    pass
+        return False
+
+    async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
+        """Dispatch wake-ups and run the session's timers; return on shutdown, raise when the connection is
+        lost (or a worker failed: the session restarts)."""
+        prefix = f"{conn.info.dbname}/"
+        while not self.stopping.is_set():
+            if any(t.done() and not t.cancelled() and t.exception() for t in tasks):
+                raise next(t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception())
+            await run_timers(self, conn, time.monotonic())
+            wait = min([self._ticker.due_at, *self._next.values()]) - time.monotonic()
+            async for note in conn.notifies(timeout=max(0.0, min(wait, STOP_POLL_SEC))):
+                if note.channel == queries.SCHEDULE_CHANNEL:
+                    self._ticker.changed()
+                elif note.payload.startswith(prefix):
+                    self._wake_queue(note.channel, note.payload[len(prefix):])
+                if self.stopping.is_set():
+                    break
+
+    def _wake_queue(self, channel: str, queue: str) -> None:
+        """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:
+        one that names no queue of ours in plain digits is ignored (and reported, rate-limited)."""
+        lane = self._lanes.get(int(queue)) if queue.isascii() and queue.isdigit() and len(queue) <= 9 else None
+        if lane is not None:
+            lane.wake_one()
+        elif not (queue.isascii() and queue.isdigit()):
+            self._bad_notify.hit(channel=channel, payload=queue)

@@ -1,0 +1,99 @@
+"""What an active database's session connection does besides LISTEN, serialised on it: the poll (which
+queues have work), the schedule tick, deferred dependency releases, lease recovery, the queue depths and
+instances the dashboard and metrics show, the ping, and the hand-back of what a worker stuck past its batch
+budget had claimed. Idle, each is one cheap statement now and then; none opens a connection."""
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+from psycopg.rows import dict_row, namedtuple_row
+
+from ..observe.metrics import bounded_stats
+from . import queries, stopping
+
+log = logging.getLogger("pgsql_broker")
+# Deferred dependency releases: how often the session looks for them (at most queue_timer_sec).
+RELEASE_POLL_SEC = 1.0
+# The ping only refreshes last_ping_at for status displays: the instance lock (a session advisory lock) is what
+# makes an instance active, so an idle runner need not write more often.
+PING_SEC = 30.0
+# A transaction of several jobs still running after this long: the session asks which of them executes.
+ACTIVITY_AFTER_SEC = 1.0
+TIMERS = ("poll", "release", "recover", "stats", "activity", "ping")
+
+
+async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
+    """Whatever is due now (runner._next holds when each timer is due next)."""
+    db, settings, view, t = runner.db, runner.settings, runner.view, runner._next
+    await _release_overdue(runner, conn, now)
+    if now >= runner._ticker.due_at:
+        await runner._ticker.tick(conn)
+    if now >= t["poll"]:
+        await _poll(runner, conn)
+        t["poll"] = now + settings.queue_timer_sec
+    if now >= t["release"]:
+        # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
+        # a call never waits on a lock; again while it applies something
+        while not runner._draining.is_set():
+            if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
+                break
+        t["release"] = now + min(RELEASE_POLL_SEC, settings.queue_timer_sec)
+    if now >= t["recover"]:
+        cur = conn.cursor(row_factory=queries.RECOVERED_ROW)
+        for row in await (await cur.execute(queries.RECOVER)).fetchall():
+            log.warning("recovered a job whose lease expired", extra={"database": db.name,
+                                                                      "job_id": row.job_id, "status": row.status})
+        t["recover"] = now + settings.stale_job_recovery_sec
+    if now >= t["stats"]:
+        cur = conn.cursor(row_factory=dict_row)
+        view.queue_stats = bounded_stats(await (await cur.execute(queries.QUEUE_STATS)).fetchall(), db.queue_count)
+        view.metrics.set_depth(db.name, view.queue_stats)
+        view.instances = await (await cur.execute(queries.INSTANCES)).fetchall()
+        t["stats"] = now + settings.queue_depth_poll_sec
+    wall = time.time()  # (JobView.started is wall-clock time, for the dashboard)
+    if now >= t["activity"] and any(wall - v.started >= ACTIVITY_AFTER_SEC for v in view.running.values()
+                                    if v.activity == "waiting"):
+        # a transaction of several jobs that runs long: which of its jobs executes, which waits
+        cur = conn.cursor(row_factory=namedtuple_row)
+        executing = {r.job_id for r in await (await cur.execute(queries.JOB_ACTIVITY)).fetchall()
+                     if r.activity == "executing"}
+        for job in list(view.running.values()):
+            job.activity = "executing" if job.job_id in executing else "waiting"
+        t["activity"] = now + ACTIVITY_AFTER_SEC
+    if now >= t["ping"]:
+        await conn.execute(queries.PING, {"instance": runner.instance_id})
+        t["ping"] = now + PING_SEC
+    runner.pool.reap()
+
+
+async def _poll(runner, conn: psycopg.AsyncConnection) -> None:
+    """Which queues have a job claimable now: wake one worker of each of ours; report the others once."""
+    db = runner.db
+    ready = (await (await conn.execute(queries.READY_QUEUES)).fetchone())[0] or []
+    unserved = [q for q in ready if q > db.queue_count]
+    for q in ready:
+        if q <= db.queue_count:
+            runner._lanes[q].wake_one()
+    for q in set(unserved) - runner._warned_unserved:
+        log.warning("jobs wait in a queue number this runner does not serve (queue_count %d): nothing runs them "
+                    "until a runner serves it", db.queue_count, extra={"database": db.name, "queue": q})
+    runner._warned_unserved.update(unserved)
+    runner.view.unserved = unserved
+    runner.metrics.set_unserved(db.name, unserved)
+
+
+async def _release_overdue(runner, conn: psycopg.AsyncConnection, now: float) -> None:
+    """A worker's transaction that runs past twice the batch budget (a job caught the budget's cancel itself):
+    hand back, on the session connection, what else that worker claimed, so that other workers take it up
+    (only the jobs of that transaction wait for it)."""
+    overdue = 2 * runner.settings.batch_budget_ms / 1000
+    for key, since in list(runner._executing_since.items()):
+        rows = runner._buffers[key]
+        if rows and now - since >= overdue and key not in runner._interrupting:
+            unrun = rows[:]
+            rows.clear()
+            released = await stopping.release(conn, unrun)
+            stopping.log_released(runner.db.name, key[0], unrun, released,
+                                  "its worker's transaction runs past the batch budget")

@@ -1,0 +1,286 @@
+"""The workers of a database: several per queue, each borrowing a connection from the database's pool while
+it has work (conns.py), none holding one at idle.
+
+A worker claims up to fetch_query_que_size jobs and runs them: short ones several per transaction under the
+batch budget (broker_run_batch p_budget, with statement_timeout = the budget), the others alone. The bound a
+user can check: a job's effects commit at most batch_budget_ms after it ends, and a claimed job starts, or is
+back to pending, within batch_budget_ms of its claim. For it:
+- every transaction of one claim shares the claim's budget: a new one starts only while half of it is left,
+  under statement_timeout = what is left; broker_run_batch starts no job after half of that, and the job the
+  timeout ends is rolled back alone, marked run_alone and returned claimed (PB002, attempt not counted);
+- a job that runs alone (marked run_alone, a timeout shorter than the budget, or a queue of
+  one_job_per_transaction_queues) starts only after the worker handed back what else it claimed
+  (broker_release_jobs, attempt not counted), so that other workers take it up.
+The stop (stopping.py) takes over what a worker claimed and has not started (its buffer) and interrupts the
+transaction it executes past shutdown_timeout_sec.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import psycopg
+
+from ..observe.logs import cap_text
+from . import queries, stopping
+from .connections import job_id_result, rollback_failed
+from .queries import Claimed, Outcome
+
+log = logging.getLogger("pgsql_broker")
+# Jobs per transaction at most: each job's subtransaction may take a subtransaction id, and PostgreSQL
+# caches 64 per transaction (beyond them every snapshot of every session gets slower).
+PER_TRANSACTION = 50
+RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
+CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
+
+
+class WorkerInterrupted(Exception):
+    """The stop ended this worker's session (shutdown deadline): the stop records its jobs (stopping.py)."""
+
+
+class WorkerLost(Exception):
+    """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
+
+    def __init__(self, cause: psycopg.OperationalError, unrun: list[Claimed]):
+        super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
+        self.unrun = unrun
+
+
+class Lane:
+    """The idle workers of one queue: a wake-up goes to one of them; with none idle it is kept for the next."""
+
+    def __init__(self) -> None:
+        self.idle: list[asyncio.Event] = []
+        self.pending = False
+
+    def wake_one(self) -> None:
+        if self.idle:
+            self.idle.pop(0).set()
+        else:
+            self.pending = True
+
+    def wake_all(self) -> None:
+        self.pending = True
+        for event in self.idle:
+            event.set()
+
+    async def wait(self, event: asyncio.Event) -> None:
+        if self.pending:
+            self.pending = False
+            return
+        self.idle.append(event)
+        try:
+            await event.wait()
+        finally:
+            event.clear()
+            if event in self.idle:
+                self.idle.remove(event)
+
+
+class Workers:
+    """The worker part of DatabaseRunner (run/database.py; a mixin: it shares the runner's state with
+    stopping.py, which reads each worker's buffer and what it executes)."""
+
+    def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
+        return (row.job_id in alone_ids or row.job_queue in self._alone_queues
+                or (row.timeout_ms is not None and row.timeout_ms < self.settings.batch_budget_ms))
+
+    async def _worker(self, queue: int, index: int) -> None:
+        """Wait for a wake-up (NOTIFY, the session's poll, another worker that claimed a full batch), borrow a
+        connection, drain the queue, give the connection back. A lost connection (its backend terminated) is
+        this worker's alone: it takes another and hands back the jobs it had claimed but not started (the
+        batch that was running keeps its attempt: lease recovery)."""
+        key, lane, event = (queue, index), self._lanes[queue], asyncio.Event()
+        while not self._draining.is_set():
+            await lane.wait(event)
+            if self._draining.is_set():
+                break
+            conn: psycopg.AsyncConnection | None = await self.pool.get()
+            try:
+                while not self._draining.is_set():
+                    try:
+                        claimed = await self._claim_and_run(conn, key)
+                    except WorkerInterrupted:
+                        return
+                    except WorkerLost as lost:
+                        await conn.close()
+                        await self.pool.put(conn)
+                        conn = None
+                        conn = await self.pool.get()  # fails when the database is gone: session restart
+                        await self._hand_back_lost(conn, queue, lost)
+                        continue
+                    if getattr(conn, "broker_big_notice", False):
+                        await conn.close()  # its input buffer holds a job's huge notice: give the memory back
+                        await self.pool.put(conn)
+                        conn = None
+                        if not claimed:
+                            break
+                        conn = await self.pool.get()
+                    if not claimed:
+                        break
+            finally:
+                if conn is not None:
+                    await self.pool.put(conn)
+
+    async def _hand_back_lost(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
+        released = await stopping.release(conn, lost.unrun)
+        log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
+                    extra={"database": self.db.name, "queue": queue, "error": str(lost)})
+
+    async def _release_claimed(self, conn: psycopg.AsyncConnection, key: tuple[int, int], unrun: list[Claimed],
+                               why: str) -> None:
+        """Hand back claimed rows, already taken out of the buffer, on this worker's session (the session reset
+        first when it is dirty)."""
+        try:
+            released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if conn.broker_dirty else "")
+        except psycopg.errors.LockNotAvailable as exc:  # the reset sent first waited too long
+            raise WorkerLost(exc, unrun) from exc
+        except psycopg.OperationalError as exc:
+            if not conn.broken:
+                raise
+            if key in self._interrupting:
+                self._buffers[key].extend(unrun)  # the stop hands them back on its own connection
+                raise WorkerInterrupted() from exc
+            raise WorkerLost(exc, unrun) from exc
+        conn.broker_dirty = False
+        stopping.log_released(self.db.name, key[0], unrun, released, why)
+
+    async def _claim_and_run(self, conn: psycopg.AsyncConnection, key: tuple[int, int]) -> bool:
+        """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them
+        (module docstring). A job whose lease ran out meanwhile and was claimed elsewhere is skipped. Every
+        message that follows a transaction of jobs starts with the session reset (in a transaction of its own,
+        so that what follows starts from the reset settings): the session is clean whenever the worker waits.
+        Returns whether it claimed anything."""
+        queue = key[0]
+        started = time.perf_counter()
+        params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
+                  "batch": self._batch}
+        try:
+            if conn.broker_dirty:
+                got = await job_id_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params, queries.CLAIMED_ROW)
+            else:
+                cur = conn.cursor(row_factory=queries.CLAIMED_ROW)
+                got = await (await cur.execute(queries.CLAIM, params)).fetchall()
+        except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
+            raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
+        except psycopg.OperationalError as exc:
+            if not conn.broken:
+                raise
+            raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
+        claimed_at = time.monotonic()
+        conn.broker_dirty = False
+        self.view.claim_seconds[queue].observe(time.perf_counter() - started)
+        if len(got) >= self._batch:
+            self._lanes[queue].wake_one()  # a full claim: probably more work, bring another worker in
+        rows = self._buffers[key]  # claimed, not started: the stop takes it over (and hands it back)
+        rows.extend(got)
+        budget_ms = self.settings.batch_budget_ms
+        alone_ids: set[int] = set()   # learned from broker_run_batch (PB002)
+        single_ids: set[int] = set()  # of a transaction that failed as a whole: one per transaction now
+        first = True
+        while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
+            head = rows[0]
+            if self._alone(head, alone_ids):
+                if len(rows) > 1:
+                    rest = rows[1:]
+                    del rows[1:]
+                    await self._release_claimed(conn, key, rest, "claimed with a job that runs alone")
+                batch, budget = rows[:1], None
+            else:
+                left_ms = int(budget_ms - (time.monotonic() - claimed_at) * 1000)
+                if not first and left_ms < budget_ms // 2:  # (a transaction of these may not end in time)
+                    rest = rows[:]
+                    rows.clear()
+                    await self._release_claimed(conn, key, rest, "the claim's batch budget is spent")
+                    break
+                if head.job_id in single_ids:
+                    batch = rows[:1]
+                else:
+                    end = next((i for i, r in enumerate(rows) if r.tenant_id != head.tenant_id
+                                or self._alone(r, alone_ids) or r.job_id in single_ids), len(rows))
+                    batch = rows[:min(end, PER_TRANSACTION)]
+                # (a job alone in the transaction with nothing claimed behind it: no one waits for it)
+                budget = max(left_ms, 10) if len(batch) > 1 or len(rows) > 1 else None
+            del rows[:len(batch)]
+            first = False
+            outcomes = await self._run_in_transaction(conn, key, batch, budget)
+            if outcomes is CANCELLED:  # again one per transaction; a single one alone, without a budget
+                (single_ids if len(batch) > 1 else alone_ids).update(r.job_id for r in batch)
+                rows[:0] = batch
+                continue
+            if outcomes is None:  # failed as a whole (say a deferred constraint at COMMIT): one per transaction
+                if len(batch) > 1:
+                    single_ids.update(r.job_id for r in batch)
+                    rows[:0] = batch
+                continue
+            again = [row for row, out in zip(batch, outcomes) if out.status is None and out.error_sqlstate == RUNS_ALONE]
+            alone_ids.update(r.job_id for r in again)
+            for row in again:
+                log.info("job runs alone: it ran past the batch budget, or must not run under one; attempt not "
+                         "counted", extra={"database": self.db.name, "queue": queue, "job_id": row.job_id,
+                                           "job_name": row.job_name})
+            done = [(row, out) for row, out in zip(batch, outcomes) if out.error_sqlstate != RUNS_ALONE]
+            self.view.record_all(queue, [r for r, _ in done], [o for _, o in done])
+            not_started = batch[len(outcomes):]
+            if not outcomes and not_started:
+                single_ids.add(not_started[0].job_id)  # (the budget ended the call between two jobs)
+            rows[:0] = again + not_started
+        if rows:  # stopping: hand back on this session what is claimed and not started
+            rest = rows[:]
+            rows.clear()
+            await self._release_claimed(conn, key, rest, "stopping")
+        return bool(got)
+
+    async def _run_in_transaction(self, conn: psycopg.AsyncConnection, key: tuple[int, int], batch: list[Claimed],
+                                  budget_ms: int | None) -> list[Outcome] | None:  # (or CANCELLED)
+        """Run claimed jobs in one transaction, sent as one message (the reset when the session is dirty,
+        BEGIN, statement_timeout: the budget, or the job's timeout when it runs alone, broker_run_batch,
+        COMMIT); returns broker_run_batch's outcomes, None when the transaction failed as a whole (also at
+        COMMIT; a single job's failed transaction leaves it to lease recovery). A lost session raises
+        WorkerLost (the crash rule for the batch sent, whatever SQLSTATE it reported: a job can make its own
+        backend end with any one; the rest of the claim goes back) or WorkerInterrupted (the stop ended it)."""
+        queue = key[0]
+        self.view.started(queue, batch, "executing" if len(batch) == 1 else "waiting")
+        params = stopping.arrays(batch) | {"ms": str(batch[0].timeout_ms), "budget_ms": str(budget_ms),
+                                           "budget": f"{budget_ms} milliseconds" if budget_ms else None}
+        sql = (queries.RESET_TRANSACTION if conn.broker_dirty else "") + (
+            queries.RUN_TRANSACTION_BUDGET if budget_ms else
+            queries.RUN_TRANSACTION_TIMEOUT if batch[0].timeout_ms else queries.RUN_TRANSACTION)
+        self._executing[key] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
+        self._executing_since[key] = time.monotonic()
+        conn.broker_dirty = True
+        try:
+            return await job_id_result(conn, sql, params, queries.OUTCOME_ROW)
+        except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
+            unrun = batch + self._buffers[key]            # the batch did not run, every claimed job goes back
+            self._buffers[key].clear()
+            raise WorkerLost(exc, unrun) from exc
+        except psycopg.OperationalError as exc:
+            if conn.broken:
+                if key in self._interrupting:  # the stop ended this session and records the batch
+                    raise WorkerInterrupted() from exc
+                unrun = self._buffers[key][:]
+                self._buffers[key].clear()
+                raise WorkerLost(exc, unrun) from exc
+            if budget_ms and isinstance(exc, psycopg.errors.QueryCanceled):
+                # the budget's timeout fired outside every job (a slow or busy server): nothing of the
+                # transaction is kept, no job failed, the jobs are still claimed
+                log.info("a transaction of %d job(s) went past the batch budget before its jobs ran: they run "
+                         "again, one per transaction", len(batch), extra={"database": self.db.name, "queue": queue})
+                return CANCELLED
+            self._failed_as_a_whole(queue, batch, exc)
+            return None
+        except psycopg.Error as exc:
+            self._failed_as_a_whole(queue, batch, exc)
+            return None
+        finally:
+            self._executing.pop(key, None)
+            self._executing_since.pop(key, None)
+            self.view.ended(batch)
+            await rollback_failed(conn)
+
+    def _failed_as_a_whole(self, queue: int, batch: list[Claimed], exc: psycopg.Error) -> None:
+        log.warning("a transaction of %d job(s) failed: %s", len(batch),
+                    cap_text((str(exc).strip().splitlines() or [""])[0]),
+                    extra={"database": self.db.name, "queue": queue, "job_id": batch[0].job_id})

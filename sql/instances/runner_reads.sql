@@ -1,0 +1,81 @@
+-- sql/instances/runner_reads.sql: what a runner reads on its session connection (the poll), and what status shows.
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_ready_queues()
+--   The queue numbers that have a job claimable now (pending, no unfinished
+--   dependency, run_after reached), across every tenant, in order. What a
+--   runner reads on its one session connection at each poll instead of a
+--   claim per queue: it wakes a worker only where there is work, and it
+--   reports queue numbers that no runner of its configuration serves.
+--   Reads the claim index only: one probe per queue number that has pending
+--   unblocked jobs (a loose index scan), then one bounded probe of that
+--   queue for a job due now.
+-- Example:
+--   SELECT broker.broker_ready_queues();   -- {1,3}
+--   Calls: _claimable
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_ready_queues()
+RETURNS integer[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    RETURN ARRAY(
+        WITH RECURSIVE queues (q) AS (
+            (SELECT j.job_queue FROM broker.broker_jobs AS j
+              WHERE broker._claimable(j.complete_status, j.pending_deps)
+              ORDER BY j.job_queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_queue FROM broker.broker_jobs AS j
+                     WHERE broker._claimable(j.complete_status, j.pending_deps)
+                       AND j.job_queue OPERATOR(pg_catalog.>) s.q
+                     ORDER BY j.job_queue LIMIT 1)
+              FROM queues AS s
+             WHERE s.q IS NOT NULL
+        )
+        SELECT s.q FROM queues AS s
+         WHERE s.q IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
+                          AND broker._claimable(j.complete_status, j.pending_deps)
+                          AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
+         ORDER BY s.q);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_ready_queues() IS
+    'The queue numbers with a job claimable now, across tenants (what a runner polls on its session connection).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_job_activity()
+--   The claimed jobs (status 1) across every tenant, each with what it does
+--   now: 'executing' while a session of a runner login (a member of
+--   broker_runtime) runs it (run_jobs names the running job in
+--   application_name, which pg_stat_activity shows at once), else 'waiting':
+--   claimed by a worker and not started yet, or finished and waiting for the
+--   commit of its transaction of jobs (its effects are not visible before).
+--   For pgsql-broker status and the dashboard.
+-- Example:
+--   SELECT job_id, job_name, activity FROM broker.broker_job_activity() WHERE activity = 'waiting';
+--   Calls: _state
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_job_activity()
+RETURNS TABLE (job_id bigint, job_queue integer, tenant_id text, job_name text, started_at timestamptz, activity text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT j.job_id, j.job_queue, j.tenant_id, j.job_name, j.started_at,
+           CASE WHEN x.job_id IS NOT NULL THEN 'executing' ELSE 'waiting' END
+      FROM broker.broker_jobs AS j
+      LEFT JOIN (SELECT DISTINCT pg_catalog.substr(a.application_name, 18)::bigint AS job_id
+                   FROM pg_catalog.pg_stat_activity AS a
+                  WHERE a.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                    AND a.application_name OPERATOR(pg_catalog.~) '^pgsql_broker job [0-9]{1,18}$'
+                    AND pg_catalog.pg_has_role(a.usesysid, 'broker_runtime', 'MEMBER')) AS x
+        ON x.job_id OPERATOR(pg_catalog.=) j.job_id
+     WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+     ORDER BY j.job_id
+$$;
+COMMENT ON FUNCTION broker.broker_job_activity() IS
+    'Claimed jobs across tenants and whether a runner session executes each now (executing) or it waits to start or for its transaction''s commit (waiting).';
