@@ -19,6 +19,9 @@
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
+\i sql/tables/broker_job_attempts.sql
+\i sql/tables/broker_job_actions.sql
+\i sql/tables/broker_queue_pause.sql
 
 -- tenancy and run_as checks, job executors
 \i sql/functions/security.sql
@@ -30,6 +33,7 @@
 
 -- job lifecycle
 \i sql/functions/job_notify.sql
+\i sql/functions/job_attempts.sql
 \i sql/functions/job_finish.sql
 \i sql/functions/job_fail.sql
 \i sql/functions/job_triggers.sql
@@ -37,6 +41,7 @@
 \i sql/functions/add_jobs_parse.sql
 \i sql/functions/broker_add_jobs.sql
 \i sql/functions/add_jobs_plain.sql
+\i sql/functions/queue_pause.sql
 \i sql/functions/broker_get.sql
 \i sql/functions/run_guard.sql
 \i sql/functions/broker_run.sql
@@ -44,6 +49,7 @@
 \i sql/functions/broker_release_jobs.sql
 \i sql/functions/broker_interrupt_jobs.sql
 \i sql/functions/broker_cancel_job.sql
+\i sql/functions/broker_retry_job.sql
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql
 
@@ -64,4 +70,5 @@
 -- row-level security, then privileges (last: covers every object above;
 -- the grants to the broker roles are in sql/roles.sql, run after install)
 \i sql/policies.sql
+\i sql/policies_operate.sql
 \i sql/grants.sql

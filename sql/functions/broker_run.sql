@@ -212,14 +212,18 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL, ARRAY[v_run.error_message]);
         PERFORM broker._complete_job(p_job_id);
         v_status := 2;
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY[v_run.error_sqlstate], ARRAY[v_message]);
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
     ELSE
         v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
-        v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
+        -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+        v_status := COALESCE(broker._cancel_running(p_job_id, v_run.error_sqlstate, v_message),
+                             broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message));
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
 END;

@@ -35,7 +35,8 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
 --   What an executor's run_jobs does, for an executor made before run_jobs
 --   existed: each job through p_call (the SELECT that calls its run_job, see
 --   _executor_call) in a subtransaction of its own, with broker.tenant_id
---   p_tenant_id; its error (NULL: success) and run time, in order.
+--   p_tenant_id; its error (NULL: success) and run time, in order. On
+--   success the message is the run's report, as run_jobs gives it.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text)
@@ -52,7 +53,10 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            PERFORM pg_catalog.set_config('broker.job_output', '', true);
             EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+            -- as run_jobs reports a run (rows unknown here: run_job returns nothing)
+            error_message := pg_catalog.chr(31) OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;
@@ -270,9 +274,15 @@ BEGIN
     IF v_failed THEN
         FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
             CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
-                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
+            IF i OPERATOR(pg_catalog.=) ANY (x_pos) THEN
+                PERFORM broker._record_attempts(ARRAY[o_ids[i]], 'failed', ARRAY[o_states[i]], ARRAY[o_msgs[i]]);
+                o_status[i] := broker._fail_job(o_ids[i], o_states[i], o_msgs[i]);
+                CONTINUE;
+            END IF;
+            -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+            o_status[i] := broker._cancel_running(o_ids[i], o_states[i], o_msgs[i]);
+            CONTINUE WHEN o_status[i] IS NOT NULL;
+            o_status[i] := broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]);
         END LOOP;
     END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and
@@ -280,6 +290,10 @@ BEGIN
     v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
                      WHERE p.state IS NULL);
     IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+        -- their attempts, with what the executor reported of each run (its message on success)
+        PERFORM broker._record_attempts(v_done, 'completed', NULL, NULL,
+            ARRAY(SELECT v_msgs[p.n] FROM pg_catalog.unnest(v_states) WITH ORDINALITY AS p(state, n)
+                   WHERE p.state IS NULL ORDER BY p.n));
         PERFORM broker._complete_jobs(v_done);
     END IF;
 

@@ -12,8 +12,9 @@
 -- schema, owner, signature and SECURITY DEFINER flag all match.
 -- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
 -- jobs of a batch in one call, each exactly as run_job would, in a
--- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
+-- subtransaction of its own, and returns each one's error (NULL: success; the
+-- message then reports the run: rows of its last statement, chr(31), the value
+-- it set with broker_set_output) and run time; broker_run_batch calls it under the same checks. Executors made
 -- before run_jobs existed have none: their jobs run one run_job call each
 -- (broker_create_executor adds it).
 -- ---------------------------------------------------------------------------
@@ -222,13 +223,16 @@ AS $body$
 DECLARE
     v_started timestamptz;
     v_set     text;
+    v_rows    bigint;
 BEGIN
     FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
         error_sqlstate := NULL;
         error_message := NULL;
+        v_rows := 0;
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('broker.job_output', '', true);
             v_set := pg_catalog.set_config('search_path',
                 CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
                      ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
@@ -236,7 +240,11 @@ BEGIN
                 EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
             ELSE
                 EXECUTE p_sqls[i];
+                GET DIAGNOSTICS v_rows = ROW_COUNT;
             END IF;
+            -- on success the message reports the run: rows of the last statement, chr(31), its output
+            error_message := v_rows::text OPERATOR(pg_catalog.||) pg_catalog.chr(31)
+                OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;

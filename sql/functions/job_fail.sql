@@ -47,7 +47,8 @@ COMMENT ON FUNCTION broker._retry_delay(integer) IS
 -- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
---   waiting on those, is cancelled with p_reason. Returns how many.
+--   waiting on those, is cancelled with p_reason and cancel_cause_job_id
+--   p_job_id (what broker_retry_job brings back with it). Returns how many.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
 RETURNS integer
@@ -74,7 +75,8 @@ BEGIN
             UPDATE broker.broker_jobs AS d
                SET complete_status = 4,
                    finished_at = pg_catalog.clock_timestamp(),
-                   cancel_reason = p_reason
+                   cancel_reason = p_reason,
+                   cancel_cause_job_id = p_job_id
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
                AND d.complete_status OPERATOR(pg_catalog.=) 0
             RETURNING d.job_id, d.job_group
@@ -162,10 +164,13 @@ COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
---   Records a failed attempt of a running job. While attempts < max_attempts
---   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled (_fail_job). Returns the
---   new status.
+--   Records a failed attempt of a running job (in the attempt history:
+--   failed, or lost when p_sqlstate is NULL, as lease recovery passes it).
+--   While attempts < max_attempts the job returns to pending with run_after =
+--   now + backoff, unless a cancel request was made for this attempt
+--   (broker_cancel_job while it ran): then it ends cancelled instead of
+--   running again. With no attempts left it is failed (3) and its dependents
+--   are cancelled (_fail_job). Returns the new status.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -178,6 +183,12 @@ BEGIN
     SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], CASE WHEN p_sqlstate IS NULL THEN 'lost' ELSE 'failed' END,
+                                    ARRAY[p_sqlstate], ARRAY[p_message]);
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts
+       AND broker._cancel_requested(p_job_id) IS NOT NULL THEN
+        RETURN broker._end_cancelled(p_job_id, broker._cancel_requested(p_job_id));
     END IF;
     IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
         -- Back to pending: count again what it waits on. Jobs that joined one of

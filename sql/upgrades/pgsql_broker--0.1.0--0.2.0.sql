@@ -113,6 +113,22 @@ DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
+-- Operating jobs: the job that cancelled a job, attempt history, operator actions, paused queues.
+ALTER TABLE broker.broker_jobs ADD COLUMN cancel_cause_job_id bigint;
+CREATE INDEX broker_jobs_cancel_cause_idx ON broker.broker_jobs (cancel_cause_job_id)
+    WHERE cancel_cause_job_id IS NOT NULL;
+COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
+\i sql/tables/broker_job_attempts.sql
+\i sql/tables/broker_job_actions.sql
+\i sql/tables/broker_queue_pause.sql
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
+-- </extension-only>
+
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
 -- ---------------------------------------------------------------------------
@@ -171,6 +187,9 @@ CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release F
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
     'Read the pending releases of the current tenant.';
+
+-- The operator tables' policies (they reference the functions above)
+\i sql/policies_operate.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/grants.sql
