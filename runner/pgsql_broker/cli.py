@@ -135,8 +135,8 @@ _FLAG_HELP = {
 def runner_options(command):
     """Every broker setting as a flag (flags beat environment beat config file)."""
     for f in reversed(dataclasses.fields(BrokerSettings)):
-        if f.name in ("metrics_enabled", "enable_debug", "dashboard_public"):
-            continue
+        if f.name in ("metrics_enabled", "enable_debug", "dashboard_public", "console_token"):
+            continue  # (a token on the command line would show in ps: file or environment only)
         if f.type == "bool":
             command = click.option(f"--{f.name.replace('_', '-')}", f.name, is_flag=True, default=None,
                                    help=_FLAG_HELP.get(f.name, f"broker.{f.name}."))(command)

@@ -47,6 +47,7 @@ class DatabaseConfig:
     max_idle_conns: int = 5
     conn_max_lifetime: str = "5m"
     conn_max_idle_time: str = "10m"
+    console_dsn: str | None = None  # the console's login (reads jobs, acts); None: the runner's own
     raw_dsn: str | None = None  # when given as a connection string (--dsn)
 
     @classmethod
@@ -65,7 +66,7 @@ class DatabaseConfig:
 _REQUIRED = ("name", "database", "user")
 _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "password": str, "sslmode": str,
           "queue_count": int, "tenant_id": str, "max_open_conns": int, "max_idle_conns": int,
-          "conn_max_lifetime": str, "conn_max_idle_time": str}
+          "conn_max_lifetime": str, "conn_max_idle_time": str, "console_dsn": str}
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 

@@ -39,6 +39,7 @@ class BrokerSettings:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9469
     dashboard_public: bool = False
+    console_token: str = field(default="", repr=False)  # no default token: without one the console is read-only
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
     allow_privileged_login: bool = False
@@ -60,6 +61,7 @@ class Settings:
 _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0}
+MIN_TOKEN_CHARS = 16  # the console token (broker.console_token)
 _LEVELS = ("debug", "info", "warning", "error")
 _BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
@@ -86,6 +88,9 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         raise ConfigError(f"{label} must be >= {_MINIMUM[name]}, got {value!r}")
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
+    if name == "console_token" and value and (len(value) < MIN_TOKEN_CHARS or value != value.strip()):
+        raise ConfigError(f"{label} must be at least {MIN_TOKEN_CHARS} characters without surrounding spaces "
+                          f"(for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
     if section == "logging" and name == "level" and value.lower() not in _LEVELS:
