@@ -4639,6 +4639,39 @@ COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
     'Internal: a run that ended with 57014 under a cancel request ends cancelled (attempt recorded); NULL when that is not the case.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_requests(p_job_ids)
+--   For the runner: which of the jobs p_job_ids (the ones it is running) are
+--   still running with a cancel request for their current attempt, whatever
+--   their tenant. A NOTIFY '<database>/cancel/<job id>' is only a hint (any
+--   login may send one): the runner cancels a job's statement only when this
+--   names the job, so no one can stop another tenant's job without a request
+--   the policies accepted.
+-- Errors: 22023 more than 1000 ids.
+-- Example:
+--   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_cancel_requests: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+           AND j.complete_status OPERATOR(pg_catalog.=) 1
+           AND broker._cancel_requested(j.job_id) IS NOT NULL
+         ORDER BY j.job_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_requests(bigint[]) IS
+    'For the runner: the jobs among those given that are running with a cancel request for their current attempt (a NOTIFY is only a hint).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
 --   Cancels a job of the caller's tenant:
 --   * pending: it is cancelled at once, and, transitively, every pending job
@@ -4723,7 +4756,7 @@ DECLARE
     v_groups text[];
     v_counts integer[];
     v_queues integer[];
-    t        record;
+    v_target record;
 BEGIN
     SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id FOR NO KEY UPDATE;
     IF v_job.complete_status OPERATOR(pg_catalog.<>) ALL (ARRAY[3, 4]::smallint[]) THEN
@@ -4779,7 +4812,7 @@ BEGIN
        SET pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id)
      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
     -- what else they wait on that failed or was cancelled cancels them again
-    FOR t IN
+    FOR v_target IN
         SELECT DISTINCT x.job_id, x.job_group, x.job_name, x.complete_status
           FROM broker.broker_job_dependency AS e
           JOIN broker.broker_jobs AS x
@@ -4789,9 +4822,9 @@ BEGIN
            AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[3, 4]::smallint[])
          ORDER BY x.job_id
     LOOP
-        PERFORM broker._cancel_dependents(v_job.tenant_id, t.job_id, t.job_group,
-            pg_catalog.format('dependency job %s (%s) %s', t.job_id, t.job_name,
-                              CASE t.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END));
+        PERFORM broker._cancel_dependents(v_job.tenant_id, v_target.job_id, v_target.job_group,
+            pg_catalog.format('dependency job %s (%s) %s', v_target.job_id, v_target.job_name,
+                              CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END));
     END LOOP;
     SELECT pg_catalog.array_agg(j.job_queue) INTO v_queues
       FROM broker.broker_jobs AS j
@@ -6396,7 +6429,7 @@ AS $$
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4),
-           pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused')
+           COALESCE(pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused'), false)
                OR EXISTS (SELECT 1 FROM broker.broker_queue_pause AS g
                            WHERE g.job_queue OPERATOR(pg_catalog.=) s.job_queue AND g.tenant_id IS NULL),
            COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.run_after)

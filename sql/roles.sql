@@ -206,6 +206,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_recover_stale_jobs(integer),
     broker.broker_release_jobs(bigint[], uuid[]),
     broker.broker_interrupt_jobs(bigint[], uuid[]),
+    broker.broker_cancel_requests(bigint[]),
     broker.broker_apply_deferred_releases(integer),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),

@@ -67,7 +67,7 @@ SELECT functions_are('broker', ARRAY[
     -- operating jobs: cancel running ones, retry, pause queues, attempt history and output
     '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
     '_job_action', 'broker_pause_queue', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
-    'broker_set_output']);
+    'broker_set_output', 'broker_cancel_requests']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text'], 'setof record');

@@ -88,6 +88,39 @@ COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
     'Internal: a run that ended with 57014 under a cancel request ends cancelled (attempt recorded); NULL when that is not the case.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_requests(p_job_ids)
+--   For the runner: which of the jobs p_job_ids (the ones it is running) are
+--   still running with a cancel request for their current attempt, whatever
+--   their tenant. A NOTIFY '<database>/cancel/<job id>' is only a hint (any
+--   login may send one): the runner cancels a job's statement only when this
+--   names the job, so no one can stop another tenant's job without a request
+--   the policies accepted.
+-- Errors: 22023 more than 1000 ids.
+-- Example:
+--   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_cancel_requests: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+           AND j.complete_status OPERATOR(pg_catalog.=) 1
+           AND broker._cancel_requested(j.job_id) IS NOT NULL
+         ORDER BY j.job_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_requests(bigint[]) IS
+    'For the runner: the jobs among those given that are running with a cancel request for their current attempt (a NOTIFY is only a hint).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
 --   Cancels a job of the caller's tenant:
 --   * pending: it is cancelled at once, and, transitively, every pending job

@@ -65,7 +65,7 @@ AS $$
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4),
-           pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused')
+           COALESCE(pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused'), false)
                OR EXISTS (SELECT 1 FROM broker.broker_queue_pause AS g
                            WHERE g.job_queue OPERATOR(pg_catalog.=) s.job_queue AND g.tenant_id IS NULL),
            COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.run_after)

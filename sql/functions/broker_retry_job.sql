@@ -25,7 +25,7 @@ DECLARE
     v_groups text[];
     v_counts integer[];
     v_queues integer[];
-    t        record;
+    v_target record;
 BEGIN
     SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id FOR NO KEY UPDATE;
     IF v_job.complete_status OPERATOR(pg_catalog.<>) ALL (ARRAY[3, 4]::smallint[]) THEN
@@ -81,7 +81,7 @@ BEGIN
        SET pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id)
      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
     -- what else they wait on that failed or was cancelled cancels them again
-    FOR t IN
+    FOR v_target IN
         SELECT DISTINCT x.job_id, x.job_group, x.job_name, x.complete_status
           FROM broker.broker_job_dependency AS e
           JOIN broker.broker_jobs AS x
@@ -91,9 +91,9 @@ BEGIN
            AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[3, 4]::smallint[])
          ORDER BY x.job_id
     LOOP
-        PERFORM broker._cancel_dependents(v_job.tenant_id, t.job_id, t.job_group,
-            pg_catalog.format('dependency job %s (%s) %s', t.job_id, t.job_name,
-                              CASE t.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END));
+        PERFORM broker._cancel_dependents(v_job.tenant_id, v_target.job_id, v_target.job_group,
+            pg_catalog.format('dependency job %s (%s) %s', v_target.job_id, v_target.job_name,
+                              CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END));
     END LOOP;
     SELECT pg_catalog.array_agg(j.job_queue) INTO v_queues
       FROM broker.broker_jobs AS j
