@@ -137,10 +137,10 @@ test: deps all
 
 test-in-cluster: installcheck pytest
 
-# Retakes docs/dashboard.png through the dashboard test.
+# Retakes docs/img/console.png through the console's browser test (headless Chromium, loopback only).
 screenshot: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_runner_process_serves_databases.py -k dashboard'
+	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_console_operates_jobs_in_a_browser.py -k signs_in'
 
 demo: deps all
 	$(MAKE) install >/dev/null
