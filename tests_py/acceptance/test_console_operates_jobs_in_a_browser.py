@@ -54,6 +54,11 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
     runner = start(user=tenants["runner"], extra=("--config", str(config)))
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     broken, after = failed_dag(db, tenants)
+    with connect(db, user=tenants["acme"], autocommit=False) as conn:
+        conn.execute("SELECT broker.broker_set_tenant('acme')")
+        later = conn.execute("SELECT job_id FROM broker.broker_add_job('next month', 'SELECT 4', p_job_queue => 2, "
+                             "p_run_after => now() + interval '30 days')").fetchone()[0]
+        conn.commit()
 
     # over HTTP: without the token, with a wrong one, and CSRF-shaped requests are refused
     retry = runner.url(f"/api/jobs/{broken}/retry")
@@ -75,6 +80,17 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         browser.find_element(By.ID, "sign-in").click()
         text_in(browser, "#mode", "actions enabled")
+        browser.find_element(By.CSS_SELECTOR, f"#jobs a[data-job='{broken}']").click()
+        visible(browser, "#retry-job")
+        text_in(browser, "#job-sql", "public.console_fix")
+        screenshot(browser)
+
+        visible(browser, "#pause-1-acme").click()  # acme's own jobs of queue 1
+        wait(browser, lambda b: "paused" in b.find_element(By.ID, "queues").text)
+        assert paused(db) == [(1, "acme")]
+        visible(browser, "#resume-1-acme").click()
+        wait(browser, lambda b: "paused" not in b.find_element(By.ID, "queues").text)
+        assert paused(db) == []
 
         Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("failed")
         browser.find_element(By.ID, "filter-tenant").send_keys("acme")
@@ -97,10 +113,25 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         browser.find_element(By.ID, "apply-filters").click()
         text_in(browser, "#jobs", "mail the report")
         wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, "#jobs [data-state='failed']"))
-        docs = os.environ.get("PGBROKER_SCREENSHOT_DIR")  # `make screenshot`
-        if docs:
-            os.makedirs(os.path.join(docs, "img"), exist_ok=True)
-            assert browser.save_screenshot(os.path.join(docs, "img", "console.png"))
+
+        visible(browser, f"#jobs a[data-job='{later}']").click()  # a pending job: Cancel
+        visible(browser, "#cancel-job").click()
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
+        text_in(browser, "#job", "cancelled by " + tenants["acme"])
+    assert status(db, later) == 4
+
+
+def screenshot(browser) -> None:
+    """`make screenshot` sets PGBROKER_SCREENSHOT_DIR: the console with a failed job open, for the docs."""
+    docs = os.environ.get("PGBROKER_SCREENSHOT_DIR")
+    if docs:
+        os.makedirs(os.path.join(docs, "img"), exist_ok=True)
+        assert browser.save_screenshot(os.path.join(docs, "img", "console.png"))
+
+
+def paused(db: str) -> list[tuple]:
+    with connect(db) as owner:
+        return owner.execute("SELECT job_queue, tenant_id FROM broker.broker_queue_pause ORDER BY 1, 2").fetchall()
 
 
 def test_without_a_token_the_console_is_read_only_and_hides_job_sql(db, tenants, start, tmp_path):

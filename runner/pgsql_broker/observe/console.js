@@ -109,7 +109,7 @@ function renderJobs(data) {
   document.getElementById("jobs").replaceChildren(table(["job", "name", "tenant", "queue", "state", "attempts", "created", "finished", "last error"],
     data.jobs.map(j => [jobLink(j.job_id, j.tenant_id), jobLink(j.job_id, j.tenant_id, j.job_name), j.tenant_id, j.job_queue,
                         stateBadge(j.complete_status, j), `${j.attempts}/${j.max_attempts}`, time(j.created_at),
-                        time(j.finished_at), el("span", {class: "error"}, j.last_error_message)]), [3]));
+                        time(j.finished_at), el("span", {class: "error"}, j.complete_status === 2 ? "" : j.last_error_message)]), [3]));
 }
 function fields(pairs) {
   const dl = el("dl", {class: "fields"});
