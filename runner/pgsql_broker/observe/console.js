@@ -135,6 +135,7 @@ function renderJob(data) {
     ["output", el("span", {id: "job-output"}, last ? [last.command_status, last.output].filter(x => x != null).join(" · ") : "")]])];
   parts.push(el("h3", {}, "SQL"), data.sql_shown ? el("pre", {class: "sql", id: "job-sql"}, j.execute_str)
     : el("div", {class: "muted", id: "job-sql-hidden"}, "hidden: sign in with the console token to see job SQL"));
+  if (data.sql_shown && j.execute_str_cut) parts.push(el("div", {class: "muted"}, "(the first 100,000 characters)"));
   parts.push(el("h3", {}, "Attempts (newest first)"), table(["attempt", "outcome", "started", "finished", "instance", "SQLSTATE", "error", "status", "rows", "output"],
     j.attempt_history.map(a => [a.attempt, a.outcome, time(a.started_at), time(a.finished_at), a.instance_id, a.error_sqlstate,
                                 el("span", {class: "error"}, a.error_message), a.command_status, a.rows_affected, a.output])));

@@ -8,11 +8,13 @@ itself: row-level security and the functions' checks decide what it may see and 
 only on its tenant, an administrator's on every tenant, and the runner's (broker_runtime) may act on nothing.
 
 Every session is short (one transaction, statement_timeout, search_path pinned) and at most MAX_SESSIONS run
-at once per database: the HTTP server's threads cannot take the database's connections.
+at once per database, on at most MAX_SESSIONS connections per login kept between requests: the HTTP server's
+threads cannot take the database's connections.
 """
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -25,6 +27,7 @@ from .logs import cap_text
 
 MAX_SESSIONS = 2
 SESSION_WAIT_SEC = 5.0
+IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its next use
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
 STATES = {state.name.lower(): state for state in JobState}
@@ -43,7 +46,8 @@ JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_
  LIMIT %(limit)s"""
 JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
        j.job_timeout::text AS job_timeout, j.cancel_reason, j.interruptions, j.lease_instance_id, j.lease_expires_at,
-       CASE WHEN %(with_sql)s THEN j.execute_str END AS execute_str
+       CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
+       length(j.execute_str) > 100000 AS execute_str_cut
   FROM broker.broker_jobs AS j
  WHERE j.job_id = %(job_id)s"""
 ATTEMPTS = """SELECT a.attempt, a.instance_id, a.started_at, a.finished_at, a.outcome, a.error_sqlstate, a.error_message,
@@ -145,22 +149,40 @@ class ConsoleDatabase:
         self._runner_dsn, self._console_dsn = runner_dsn, console_dsn or runner_dsn
         self._application_name = f"{application_name}:console"
         self._slots = threading.BoundedSemaphore(MAX_SESSIONS)
+        self._idle: dict[str, list[tuple[psycopg.Connection, float]]] = {}
+        self._idle_lock = threading.Lock()
+
+    def _connection(self, dsn: str) -> psycopg.Connection:
+        """An idle connection of this login kept from an earlier request (the page asks every 2 s), or a new one."""
+        with self._idle_lock:
+            while self._idle.get(dsn):
+                conn, since = self._idle[dsn].pop()
+                if not conn.closed and time.monotonic() - since < IDLE_KEEP_SEC:
+                    return conn
+                conn.close()
+        conn = psycopg.connect(dsn, connect_timeout=5, application_name=self._application_name, autocommit=True)
+        conn.prepare_threshold = None
+        return conn
 
     @contextmanager
     def _session(self, dsn: str, tenant: str | None = None, read_only: bool = True) -> Iterator[psycopg.Cursor]:
+        """One transaction; every setting in it is transaction-local, so a kept connection carries nothing over."""
         if not self._slots.acquire(timeout=SESSION_WAIT_SEC):
             raise ConsoleError(503, "the console is busy: try again")
+        conn = None
         try:
-            with psycopg.connect(dsn, connect_timeout=5, application_name=self._application_name) as conn:
-                conn.prepare_threshold = None
-                with conn.cursor(row_factory=dict_row) as cur:
-                    if read_only:
-                        cur.execute("SET TRANSACTION READ ONLY")
-                    cur.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), "
-                                "pg_catalog.set_config('statement_timeout', %s, true)", (STATEMENT_TIMEOUT,))
-                    if tenant is not None:
-                        cur.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
-                    yield cur
+            conn = self._connection(dsn)
+            with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                if read_only:
+                    cur.execute("SET TRANSACTION READ ONLY")
+                cur.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), "
+                            "pg_catalog.set_config('statement_timeout', %s, true)", (STATEMENT_TIMEOUT,))
+                if tenant is not None:
+                    cur.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
+                yield cur
+            with self._idle_lock:
+                self._idle.setdefault(dsn, []).append((conn, time.monotonic()))
+            conn = None
         except psycopg.OperationalError as exc:
             if exc.sqlstate:
                 raise _refused(exc) from None
@@ -168,6 +190,8 @@ class ConsoleDatabase:
         except psycopg.Error as exc:
             raise _refused(exc) from None
         finally:
+            if conn is not None:
+                conn.close()
             self._slots.release()
 
     def jobs(self, filters: Filters) -> list[dict]:
