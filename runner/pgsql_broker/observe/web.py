@@ -32,9 +32,9 @@ IDLE_TIMEOUT_SEC = 5.0
 REQUEST_DEADLINE_SEC = 30.0
 JOB_DETAILS = ("/api/state", "/", "/index.html")
 _BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-_LOCAL_ONLY = (b"job details (/api/state and the dashboard) are served to loopback connections only: connect to "
-               b"127.0.0.1 on the runner's host, or set broker.dashboard_public (PGBROKER_DASHBOARD_PUBLIC, "
-               b"--dashboard-public) to serve them on every address\n")
+_LOCAL_ONLY = (b"job details (/api/state and the console) are served to loopback connections only, addressed as "
+               b"127.0.0.1, [::1] or localhost: connect so on the runner's host, or set broker.dashboard_public "
+               b"(PGBROKER_DASHBOARD_PUBLIC, --dashboard-public) to serve them on every address and name\n")
 
 
 def is_loopback(address: str) -> bool:
