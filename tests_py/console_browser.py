@@ -12,7 +12,7 @@ from typing import Iterator
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -41,10 +41,23 @@ def chromium(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 def wait(driver, condition, timeout: float = 30):
     """Wait for a page condition; on a timeout, fail with what the page shows."""
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+        return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                             ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(condition)
     except TimeoutException:
         page = driver.find_element(By.TAG_NAME, "body").text
         raise AssertionError(f"the page did not get there in {timeout} s; it shows:\n{page[:4000]}") from None
+
+
+def click(driver, selector: str, timeout: float = 30) -> None:
+    """Click the element once it is shown; the page redraws a section when its data changes, so an element
+    found just before a redraw is looked up again."""
+    def clicked(d) -> bool:
+        element = d.find_element(By.CSS_SELECTOR, selector)
+        if not element.is_displayed():
+            return False
+        element.click()
+        return True
+    wait(driver, clicked, timeout)
 
 
 def visible(driver, selector: str, timeout: float = 30):

@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from conftest import connect
-from console_browser import TOKEN, chromium, config_file, request, text_in, visible, wait
+from console_browser import TOKEN, chromium, click, config_file, request, text_in, visible, wait
 from job_checks import wait_until
 from tenant_logins import enqueue_as, tenant_logins
 
@@ -78,44 +78,44 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         text_in(browser, "#jobs", "broken report")
         assert "other tenant's payroll" not in browser.find_element(By.ID, "jobs").text  # the database's tenancy
         browser.find_element(By.ID, "token").send_keys(TOKEN)
-        browser.find_element(By.ID, "sign-in").click()
+        click(browser, "#sign-in")
         text_in(browser, "#mode", "actions enabled")
-        browser.find_element(By.CSS_SELECTOR, f"#jobs a[data-job='{broken}']").click()
+        click(browser, f"#jobs a[data-job='{broken}']")
         visible(browser, "#retry-job")
         text_in(browser, "#job-sql", "public.console_fix")
         screenshot(browser)
 
-        visible(browser, "#pause-1-acme").click()  # acme's own jobs of queue 1
+        click(browser, "#pause-1-acme")  # acme's own jobs of queue 1
         wait(browser, lambda b: "paused" in b.find_element(By.ID, "queues").text)
         assert paused(db) == [(1, "acme")]
-        visible(browser, "#resume-1-acme").click()
+        click(browser, "#resume-1-acme")
         wait(browser, lambda b: "paused" not in b.find_element(By.ID, "queues").text)
         assert paused(db) == []
 
         Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("failed")
         browser.find_element(By.ID, "filter-tenant").send_keys("acme")
-        browser.find_element(By.ID, "apply-filters").click()
+        click(browser, "#apply-filters")
         wait(browser, lambda b: "nightly import" not in b.find_element(By.ID, "jobs").text
              and "broken report" in b.find_element(By.ID, "jobs").text)
 
-        browser.find_element(By.CSS_SELECTOR, f"#jobs a[data-job='{broken}']").click()
+        click(browser, f"#jobs a[data-job='{broken}']")
         text_in(browser, "#job-sql", "public.console_fix")
         text_in(browser, "#job", "division by zero")
         text_in(browser, "#job", "mail the report")  # waited on by
         with connect(db) as owner:
             owner.execute("INSERT INTO public.console_fix VALUES (1)")
-        visible(browser, "#retry-job").click()
+        click(browser, "#retry-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='completed']"), timeout=60)
         text_in(browser, "#job-output", "SELECT 1")
         wait_until(lambda: status(db, after) == 2, what="the dependent ran after the retry")
 
         Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("any")
-        browser.find_element(By.ID, "apply-filters").click()
+        click(browser, "#apply-filters")
         text_in(browser, "#jobs", "mail the report")
         wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, "#jobs [data-state='failed']"))
 
-        visible(browser, f"#jobs a[data-job='{later}']").click()  # a pending job: Cancel
-        visible(browser, "#cancel-job").click()
+        click(browser, f"#jobs a[data-job='{later}']")  # a pending job: Cancel
+        click(browser, "#cancel-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
         text_in(browser, "#job", "cancelled by " + tenants["acme"])
     assert status(db, later) == 4
@@ -150,7 +150,7 @@ def test_without_a_token_the_console_is_read_only_and_hides_job_sql(db, tenants,
         browser.get(runner.url("/"))
         text_in(browser, "#mode", "read-only: no console token configured")
         assert not browser.find_element(By.ID, "login").is_displayed()
-        visible(browser, f"#jobs a[data-job='{broken}']").click()
+        click(browser, f"#jobs a[data-job='{broken}']")
         text_in(browser, "#job", "division by zero")
         visible(browser, "#job-sql-hidden")
         assert "console_fix" not in browser.find_element(By.TAG_NAME, "body").text

@@ -146,18 +146,25 @@ function renderJob(data) {
   document.getElementById("job").replaceChildren(...parts);
 }
 
+// a section is rebuilt only when what it shows changed: no flicker, and what the operator points at stays put
+const shown = {};
+function render(section, data, draw) {
+  const key = JSON.stringify([data, actionsAllowed()]);
+  if (shown[section] !== key) { shown[section] = key; draw(data); }
+}
 async function refreshJob() {
   if (!openJob) return;
   const params = new URLSearchParams({database: database()});
   if (openJob.tenant) params.set("tenant", openJob.tenant);
-  try { renderJob(await api(`/api/jobs/${openJob.id}?${params}`)); } catch (e) { say(e.message); }
+  try { render("job", await api(`/api/jobs/${openJob.id}?${params}`), renderJob); } catch (e) { say(e.message); }
 }
 async function refresh() {
   try {
     const state = await api("/api/state");
-    renderRunner(state);
-    renderQueues(await api("/api/queues?" + new URLSearchParams({database: database()})));
-    renderJobs(await api("/api/jobs?" + filterQuery()));
+    for (const d of state.databases) delete d.running;  // (this process's running jobs: the job list shows them)
+    render("runner", state, renderRunner);
+    render("queues", await api("/api/queues?" + new URLSearchParams({database: database()})), renderQueues);
+    render("jobs", await api("/api/jobs?" + filterQuery()), renderJobs);
     await refreshJob();
   } catch (e) { say(e.message); }
 }

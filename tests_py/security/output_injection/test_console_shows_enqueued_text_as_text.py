@@ -9,7 +9,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from conftest import connect
-from console_browser import TOKEN, chromium, text_in, visible, wait
+from console_browser import TOKEN, chromium, click, text_in, visible, wait
 from job_checks import wait_until
 from tenant_logins import tenant_logins
 
@@ -46,11 +46,11 @@ def test_enqueued_markup_is_shown_as_text_in_the_console(db, mallory, start, tmp
     with chromium(tmp_path) as browser:
         browser.get(runner.url("/"))
         visible(browser, "#token").send_keys(TOKEN)
-        browser.find_element(By.ID, "sign-in").click()
+        click(browser, "#sign-in")
         text_in(browser, "#mode", "actions enabled")
         text_in(browser, "#jobs", NAME)
         text_in(browser, "#queues", TENANT)
-        browser.find_element(By.CSS_SELECTOR, f"#jobs a[data-job='{job}']").click()
+        click(browser, f"#jobs a[data-job='{job}']")
         text_in(browser, "#job-error", ERROR)
         text_in(browser, "#job-sql", SQL)
         text_in(browser, "#job-title", NAME)
