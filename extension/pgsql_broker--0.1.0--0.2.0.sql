@@ -6182,8 +6182,8 @@ AS $$
       FROM s
      GROUP BY s.job_queue, s.tenant_id
     UNION ALL
-    -- a queue paused for every tenant, where no tenant has a row above
-    SELECT g.job_queue, NULL, 0, 0, 0, 0, 0, 0, 0, true, 0, 0, 0, 0
+    -- a queue paused for every tenant, where no tenant has a row above (tenant '': no tenant id is blank)
+    SELECT g.job_queue, ''::text, 0, 0, 0, 0, 0, 0, 0, true, 0, 0, 0, 0
       FROM broker.broker_queue_pause AS g
      WHERE g.tenant_id IS NULL
        AND NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j

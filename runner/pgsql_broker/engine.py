@@ -16,6 +16,7 @@ import psycopg
 from psycopg import errors
 
 from . import __version__, queries, stopping
+from .cancelling import Canceller
 from .config import DatabaseConfig, parse_duration
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
@@ -90,6 +91,7 @@ class DatabaseRunner:
         self._buffers: dict[int, list[tuple]] = {q: [] for q in self._wake}
         self._executing: dict[int, tuple[int, list[tuple]]] = {}
         self._interrupting: set[int] = set()
+        self._cancels = Canceller(db.name, self._executing, metrics.cancels_sent)  # cancel requests (cancelling.py)
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self._max_lifetime = parse_duration(db.conn_max_lifetime)
         self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
@@ -203,10 +205,12 @@ class DatabaseRunner:
             async for note in conn.notifies(timeout=STOP_POLL_SEC):
                 if note.channel == "pgsql_broker_schedule":
                     self._schedules_changed.set()
-                elif note.payload.startswith(prefix):
+                elif note.payload.startswith(prefix) and not self._cancels.hint(note.payload[len(prefix):]):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
+            if not self.stopping.is_set():
+                await self._cancels.apply(conn)
             if time.monotonic() >= next_ping and not self.stopping.is_set():
                 await conn.execute(queries.PING, {"instance": self.instance_id})
                 next_ping = time.monotonic() + min(PING_SEC, 1.0)
@@ -290,6 +294,10 @@ class DatabaseRunner:
                 got = await (await conn.execute(queries.CLAIM, params)).fetchall()
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
+        except psycopg.errors.QueryCanceled:  # a job's cancel that came late (cancelling.py): transient
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                await conn.execute("ROLLBACK")
+            return False, dirty
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise
@@ -369,6 +377,11 @@ class DatabaseRunner:
         self._executing[queue] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
         try:
             outcomes = await self._jobs_result(conn, sql, params)
+        except psycopg.errors.QueryCanceled as exc:  # a cancel outside a job's own statement (cancelling.py)
+            outcomes = None
+            log.info("a transaction of %d job(s) was cancelled outside a job; its jobs run again one by one",
+                     len(batch), extra={"database": self.db.name, "queue": queue, "job_id": batch[0][0],
+                                        "error": cap_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")})
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
@@ -418,6 +431,9 @@ class DatabaseRunner:
             log.warning("job not run: %s", message, extra=fields)
             return
         self._duration[queue].observe(seconds)
+        if status == 4:  # its cancel request stopped it (cancelling.py)
+            log.info("job cancelled", extra=fields | {"sqlstate": sqlstate, "attempt": attempts})
+            return
         (self.metrics.retried if status == 0 else self.metrics.failed).labels(self.db.name, str(queue)).inc()
         self.failures.appendleft({"job_id": job_id, "job_name": name, "queue": queue, "tenant": short_label(tenant),
                                   "attempt": attempts, "max_attempts": max_attempts, "sqlstate": sqlstate,

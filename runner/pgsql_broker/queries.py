@@ -19,6 +19,9 @@ READ_ONLY = "SET LOCAL transaction_read_only = on"
 RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
+# Cancelling running jobs (cancelling.py): which of ours have a cancel request, then the worker backend's statement.
+CANCEL_REQUESTS = "SELECT job_id FROM broker.broker_cancel_requests(%(jobs)s::bigint[])"
+CANCEL_BACKEND = "SELECT pg_catalog.pg_cancel_backend(%(pid)s)"
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
 # The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
 # record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
