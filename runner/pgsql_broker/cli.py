@@ -218,7 +218,8 @@ def status_command(dsns, config_path) -> None:
                 stats = conn.execute(queries.QUEUE_STATS).fetchall()
                 click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
                 for q in stats:
-                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
+                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}"
+                               + ("  paused" if q[9] else ""))
                 if not stats:
                     click.echo("  (no jobs)")
                 for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
@@ -231,3 +232,9 @@ def status_command(dsns, config_path) -> None:
             click.echo(f"database {safe_text(label)}: error: {safe_text(exc)}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+# jobs, queues and purge: operating jobs (jobs_cli.py)
+from .jobs_cli import register as _register_operate  # noqa: E402  (after main exists)
+_register_operate(main)
+

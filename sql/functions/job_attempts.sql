@@ -7,7 +7,8 @@
 --   The command status of a job's last statement, as psql shows it: the
 --   first keyword of the text after the job's last semicolon, with the rows
 --   it processed where PostgreSQL's tag has them (INSERT 0 5, UPDATE 3,
---   SELECT 1, DO). PL/pgSQL gives the row count of an EXECUTE (GET
+--   SELECT 1, DO; the keyword alone when the row count is unknown, as for
+--   a job run by broker_run). PL/pgSQL gives the row count of an EXECUTE (GET
 --   DIAGNOSTICS ROW_COUNT) but not its command tag, hence the keyword: a
 --   last statement that starts with WITH is shown as WITH <rows>. NULL when
 --   no keyword is found.
@@ -28,10 +29,11 @@ BEGIN
     v_last := pg_catalog.regexp_replace(v_last, '^([[:space:]]|--[^\n]*(\n|$))*', '');
     v_word := pg_catalog.upper(pg_catalog.substring(v_last, '^([A-Za-z]+)'));
     RETURN CASE WHEN v_word IS NULL THEN NULL
-                WHEN v_word OPERATOR(pg_catalog.=) 'INSERT' THEN 'INSERT 0 ' OPERATOR(pg_catalog.||) COALESCE(p_rows, 0)::text
+                WHEN p_rows IS NULL THEN v_word
+                WHEN v_word OPERATOR(pg_catalog.=) 'INSERT' THEN 'INSERT 0 ' OPERATOR(pg_catalog.||) p_rows::text
                 WHEN v_word OPERATOR(pg_catalog.=) ANY (ARRAY['UPDATE', 'DELETE', 'SELECT', 'MERGE', 'COPY', 'FETCH', 'MOVE',
                                                               'WITH', 'VALUES', 'TABLE'])
-                    THEN v_word OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) COALESCE(p_rows, 0)::text
+                    THEN v_word OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) p_rows::text
                 ELSE v_word END;
 END;
 $$;
