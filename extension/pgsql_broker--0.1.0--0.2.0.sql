@@ -4720,7 +4720,8 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
 --   transaction holds are skipped, not waited for.
 -- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
 --   that is not final.
--- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
+-- Tables: broker_jobs (delete), broker_job_dependency, broker_job_attempts,
+--   broker_job_actions (delete, by cascade, each by its job_id index)
 -- Example:
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
