@@ -4,7 +4,7 @@
 -- outcome; a 57014 without a request is an ordinary failed attempt. (The runner's cancel is
 -- played here by the job raising query_canceled, or cancelling its own backend.)
 BEGIN;
-SELECT plan(18);
+SELECT plan(20);
 
 SELECT broker.broker_add_job('long', 'BEGIN RAISE query_canceled; END', 1, p_job_language => 'plpgsql', p_job_group => 'long',
                              p_max_attempts => 3);
@@ -65,6 +65,21 @@ CREATE TEMP TABLE f AS SELECT job_id, lease_token FROM broker.broker_get(6);
 SELECT broker.broker_cancel_job((SELECT job_id FROM f), 'stop retrying');
 SELECT results_eq($$SELECT complete_status FROM broker.broker_run_batch((SELECT array_agg(job_id) FROM f), NULL)$$,
                   $$VALUES (4::smallint)$$, 'failed under a request with attempts left: cancelled, not retried');
+
+-- a run interrupted by its runner's stop, or lost with its lease, under a request: cancelled, not run again
+SELECT broker.broker_add_job('interrupted', 'SELECT 1', 8, p_max_attempts => 3);
+SELECT broker.broker_add_job('lost', 'SELECT 1', 8, p_max_attempts => 3);
+CREATE TEMP TABLE il AS SELECT job_id, job_name, lease_token FROM broker.broker_get(8, NULL, 60, 2);
+SELECT broker.broker_cancel_job(job_id, 'stop ' || job_name) FROM il;
+SELECT broker.broker_interrupt_jobs(ARRAY[job_id], ARRAY[lease_token]) FROM il WHERE job_name = 'interrupted';
+UPDATE broker.broker_jobs SET lease_expires_at = now() - interval '1 second' WHERE job_name = 'lost';
+SELECT broker.broker_recover_stale_jobs();
+SELECT results_eq($$SELECT job_name, complete_status, cancel_reason FROM broker.broker_jobs WHERE job_queue = 8 ORDER BY job_id$$,
+                  $$VALUES ('interrupted'::text, 4::smallint, 'stop interrupted'::text), ('lost', 4::smallint, 'stop lost')$$,
+                  'interrupted or lost under a request: cancelled with its reason');
+SELECT results_eq($$SELECT a.outcome FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j USING (job_id)
+                     WHERE j.job_queue = 8 ORDER BY j.job_id$$,
+                  $$VALUES ('interrupted'::text), ('lost')$$, 'each attempt as it ended');
 
 -- a request is only for a running job
 SELECT broker.broker_add_job('pending', 'SELECT 1', 7);
