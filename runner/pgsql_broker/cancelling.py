@@ -23,6 +23,7 @@ from . import queries
 
 log = logging.getLogger("pgsql_broker")
 POLL_SEC = 1.0
+CHECK_AT_ONCE = 1000  # broker_cancel_requests takes at most 1000 ids
 PREFIX = "cancel/"
 
 
@@ -59,8 +60,10 @@ class Canceller:
         self._sent &= {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
         if not wanted:
             return
-        ids = "{" + ",".join(str(i) for i in sorted(wanted)) + "}"
-        confirmed = [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
+        ordered, confirmed = sorted(wanted), []
+        for i in range(0, len(ordered), CHECK_AT_ONCE):
+            ids = "{" + ",".join(str(j) for j in ordered[i:i + CHECK_AT_ONCE]) + "}"
+            confirmed += [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
         for job_id in confirmed:
             now_running = self._running().get(job_id)
             if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent:
