@@ -14,8 +14,8 @@ from datetime import datetime
 import click
 import psycopg
 
-from . import queries
-from .logs import safe_text
+from .run import queries
+from .observe.logs import safe_text
 from .states import JobState
 
 _STATE_NAMES = [s.label for s in JobState]
