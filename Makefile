@@ -16,7 +16,7 @@ EXTENSION  = pgsql_broker
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
 GENERATED  = extension/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(wildcard extension/$(EXTENSION)--*.sql)
-SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql)
+SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql sql/*/*/*.sql)
 
 BROKER_PYTHON ?= python3
 VENV   ?= .venv

@@ -220,7 +220,7 @@ def status_command(dsns, config_path) -> None:
                 for q in stats:
                     click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} "
                                f"{q.delayed:7d} {q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} "
-                               f"{q.cancelled_last_hour:12d}")
+                               f"{q.cancelled_last_hour:12d}" + ("  paused" if q.paused else ""))
                 if not stats:
                     click.echo("  (no jobs)")
                 for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
@@ -233,3 +233,9 @@ def status_command(dsns, config_path) -> None:
             click.echo(f"database {safe_text(label)}: error: {safe_text(exc)}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+# jobs, queues and purge: operating jobs (jobs_cli.py)
+from .jobs_cli import register as _register_operate  # noqa: E402  (after main exists)
+_register_operate(main)
+

@@ -21,6 +21,7 @@ from ..observe.metrics import Metrics
 from ..observe.state import DatabaseView
 from ..settings import BrokerSettings
 from . import queries, stopping
+from .cancelling import Canceller
 from .connections import connect
 from .login import LoginRefused, check_login
 from .maintenance import maintain
@@ -57,6 +58,7 @@ class DatabaseRunner:
         self._buffers: dict[int, list[Claimed]] = {q: [] for q in self._wake}
         self._executing: dict[int, tuple[int, list[Claimed]]] = {}
         self._interrupting: set[int] = set()
+        self._cancels = Canceller(db.name, self._executing, metrics.cancels_sent)  # cancel requests (cancelling.py)
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self._max_lifetime = parse_duration(db.conn_max_lifetime)
         self._max_idle = min(parse_duration(db.conn_max_idle_time), settings.worker_idle_timeout_sec)
@@ -158,10 +160,12 @@ class DatabaseRunner:
             async for note in conn.notifies(timeout=STOP_POLL_SEC):
                 if note.channel == queries.SCHEDULE_CHANNEL:
                     self._schedules_changed.set()
-                elif note.payload.startswith(prefix):
+                elif note.payload.startswith(prefix) and not self._cancels.hint(note.payload[len(prefix):]):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
+            if not self.stopping.is_set():
+                await self._cancels.apply(conn)
             if time.monotonic() >= next_ping and not self.stopping.is_set():
                 await conn.execute(queries.PING, {"instance": self.instance_id})
                 next_ping = time.monotonic() + min(PING_SEC, 1.0)

@@ -108,6 +108,11 @@ class QueueWorker:
             return await (await cur.execute(queries.CLAIM, params)).fetchall()
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
+        except psycopg.errors.QueryCanceled:  # a job's cancel that came late (cancelling.py): transient
+            await rollback_failed(conn)
+            if dirty:  # the reset may be what it cancelled: again, so the session is clean when the worker waits
+                await conn.execute(queries.RESET_TRANSACTION)
+            return []
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise
@@ -186,6 +191,11 @@ class QueueWorker:
         self.runner._executing[queue] = (conn.info.backend_pid, batch)  # what the stop interrupts at its deadline
         try:
             outcomes = await job_id_result(conn, sql, params, queries.OUTCOME_ROW)
+        except psycopg.errors.QueryCanceled as exc:  # a cancel outside a job's own statement (cancelling.py)
+            outcomes = None
+            log.info("a transaction of %d job(s) was cancelled outside a job; its jobs run again one by one",
+                     len(batch), extra={"database": self.db.name, "queue": queue, "job_id": batch[0].job_id,
+                                        "error": cap_text((str(exc).strip().splitlines() or [""])[0])})
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:  # also at COMMIT, after broker_run_batch returned its outcomes
