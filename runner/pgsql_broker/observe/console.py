@@ -30,7 +30,7 @@ SESSION_WAIT_SEC = 5.0
 IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its next use
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
-STATES = {state.name.lower(): state for state in JobState}
+STATES = {state.label: state for state in JobState}
 
 _JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j.job_priority, j.complete_status,
        j.pending_deps, j.run_after, j.attempts, j.max_attempts, j.created_at, j.started_at, j.finished_at,
