@@ -21,7 +21,7 @@ SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql sql/*/*/*.sql)
 BROKER_PYTHON ?= python3
 VENV   ?= .venv
 APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl \
-               chromium docker-compose
+               chromium chromium-driver docker-compose
 
 TEST_DB ?= pgsql_broker_test
 
@@ -137,10 +137,10 @@ test: deps all
 
 test-in-cluster: installcheck pytest
 
-# Retakes docs/dashboard.png through the dashboard test.
+# Retakes docs/img/console.png through the console's browser test (headless Chromium, loopback only).
 screenshot: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c 'PGBROKER_TEST_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_runner_process_serves_databases.py -k dashboard'
+	.ci/with-cluster sh -c 'PGBROKER_TEST_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_console_operates_jobs_in_a_browser.py -k signs_in'
 
 demo: deps all
 	$(MAKE) install >/dev/null

@@ -209,6 +209,134 @@ COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the com
 COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
 COMMENT ON COLUMN broker.broker_deferred_release.amounts IS 'For each of job_ids, how much its pending_deps goes down.';
 COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the completion deferred them.';
+-- Operating jobs: the job that cancelled a job, attempt history, operator actions, paused queues.
+ALTER TABLE broker.broker_jobs ADD COLUMN cancel_cause_job_id bigint;
+CREATE INDEX broker_jobs_cancel_cause_idx ON broker.broker_jobs (cancel_cause_job_id)
+    WHERE cancel_cause_job_id IS NOT NULL;
+COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
+-- source: sql/tables/broker_job_attempts.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_job_attempts
+--   One row per attempt of a job, like pg_cron's job_run_details: when it
+--   was claimed and ended, its outcome, SQLSTATE and message, the runner
+--   instance that held it and, for a completed attempt, what the job did (the
+--   command status of its last statement, the rows it affected, and the small
+--   value it returned with broker_set_output). Written in the transaction
+--   that records the outcome, so an attempt and its job never disagree; kept
+--   with the job and purged with it (ON DELETE CASCADE, by the job_id index).
+--   outcome: completed, failed (the job may still be retried), cancelled (a
+--   cancel request stopped it), interrupted (its runner ended it at shutdown:
+--   not counted), lost (its lease expired with no session executing it).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_job_attempts (
+    attempt_id      bigint      GENERATED ALWAYS AS IDENTITY,
+    job_id          bigint      NOT NULL,
+    tenant_id       text        NOT NULL,
+    attempt         integer     NOT NULL,
+    instance_id     bigint,
+    started_at      timestamptz,
+    finished_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    outcome         text        NOT NULL,
+    error_sqlstate  text,
+    error_message   text,
+    command_status  text,
+    rows_affected   bigint,
+    output          text,
+    CONSTRAINT broker_job_attempts_pkey PRIMARY KEY (attempt_id),
+    CONSTRAINT broker_job_attempts_job_id_fkey FOREIGN KEY (job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_attempts_outcome_check
+        CHECK (outcome OPERATOR(pg_catalog.=) ANY (ARRAY['completed', 'failed', 'cancelled', 'interrupted', 'lost']))
+);
+-- A job's attempts in order, and the purge's cascade (by job_id alone).
+CREATE INDEX broker_job_attempts_job_idx ON broker.broker_job_attempts (job_id, attempt_id);
+-- Monitoring: recent lost leases (broker_queue_stats).
+CREATE INDEX broker_job_attempts_lost_idx ON broker.broker_job_attempts (finished_at)
+    WHERE outcome OPERATOR(pg_catalog.=) 'lost';
+
+COMMENT ON TABLE broker.broker_job_attempts IS
+    'Attempt history: every attempt of a job with its start, end, outcome, SQLSTATE, message, runner instance and output; purged with its job.';
+COMMENT ON COLUMN broker.broker_job_attempts.attempt_id IS 'Attempt row id (ascending in the order attempts ended).';
+COMMENT ON COLUMN broker.broker_job_attempts.job_id IS 'The job.';
+COMMENT ON COLUMN broker.broker_job_attempts.tenant_id IS 'Tenant of the job.';
+COMMENT ON COLUMN broker.broker_job_attempts.attempt IS 'The job''s attempts counter for this attempt (1 for the first; a retried job starts again at 1).';
+COMMENT ON COLUMN broker.broker_job_attempts.instance_id IS 'Runner instance that held the claim, when it said so.';
+COMMENT ON COLUMN broker.broker_job_attempts.started_at IS 'When the attempt was claimed.';
+COMMENT ON COLUMN broker.broker_job_attempts.finished_at IS 'When its outcome was recorded.';
+COMMENT ON COLUMN broker.broker_job_attempts.outcome IS 'completed, failed, cancelled, interrupted (ended by its runner at shutdown, not counted) or lost (lease expired).';
+COMMENT ON COLUMN broker.broker_job_attempts.error_sqlstate IS 'SQLSTATE of a failed or cancelled attempt.';
+COMMENT ON COLUMN broker.broker_job_attempts.error_message IS 'Its message (at most 2,000 characters).';
+COMMENT ON COLUMN broker.broker_job_attempts.command_status IS 'Completed attempt: the command status of the job''s last statement, as psql shows it (INSERT 0 5, UPDATE 3, DO).';
+COMMENT ON COLUMN broker.broker_job_attempts.rows_affected IS 'Completed attempt: rows processed by the job''s last statement (GET DIAGNOSTICS ROW_COUNT).';
+COMMENT ON COLUMN broker.broker_job_attempts.output IS 'Completed attempt: the value the job passed to broker_set_output (at most 2,000 characters).';
+-- source: sql/tables/broker_job_actions.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_job_actions
+--   Operator actions on jobs, one row each: a cancel request for a running
+--   job (broker_cancel_job) or a retry (broker_retry_job). Inserting the row
+--   is the action: the policies check it as the caller (its own tenant, its
+--   own name), then a trigger does the work with the broker's rights
+--   (broker._job_action). A cancel request is committed on its own, so the
+--   transaction running the job sees it (READ COMMITTED) when its runner
+--   cancels the statement; it applies to the attempt under way when it was
+--   made (requested_at >= the job's started_at). Kept with the job and purged
+--   with it.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_job_actions (
+    action_id        bigint      GENERATED ALWAYS AS IDENTITY,
+    job_id           bigint      NOT NULL,
+    tenant_id        text        NOT NULL DEFAULT broker.broker_current_tenant(),
+    action           text        NOT NULL,
+    reason           text,
+    run_after        timestamptz,
+    with_dependents  boolean     NOT NULL DEFAULT true,
+    requested_by     name        NOT NULL DEFAULT CURRENT_USER,
+    requested_at     timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CONSTRAINT broker_job_actions_pkey PRIMARY KEY (action_id),
+    CONSTRAINT broker_job_actions_job_id_fkey FOREIGN KEY (job_id)
+        REFERENCES broker.broker_jobs (job_id) ON DELETE CASCADE,
+    CONSTRAINT broker_job_actions_action_check CHECK (action OPERATOR(pg_catalog.=) ANY (ARRAY['cancel', 'retry'])),
+    CONSTRAINT broker_job_actions_reason_check CHECK (pg_catalog.length(reason) OPERATOR(pg_catalog.<=) 2000)
+);
+CREATE INDEX broker_job_actions_job_idx ON broker.broker_job_actions (job_id, action_id);
+-- Monitoring: recent cancels and retries (broker_queue_stats).
+CREATE INDEX broker_job_actions_requested_idx ON broker.broker_job_actions (requested_at);
+
+COMMENT ON TABLE broker.broker_job_actions IS
+    'Operator actions on jobs: cancel requests for running jobs and retries; inserting a row performs it (checked as the caller, done by a trigger).';
+COMMENT ON COLUMN broker.broker_job_actions.action_id IS 'Action id.';
+COMMENT ON COLUMN broker.broker_job_actions.job_id IS 'The job acted on.';
+COMMENT ON COLUMN broker.broker_job_actions.tenant_id IS 'Tenant of the job (the caller''s).';
+COMMENT ON COLUMN broker.broker_job_actions.action IS 'cancel (a running job) or retry (a failed or cancelled job).';
+COMMENT ON COLUMN broker.broker_job_actions.reason IS 'cancel: the reason the job ends with (at most 2,000 characters).';
+COMMENT ON COLUMN broker.broker_job_actions.run_after IS 'retry: not claimable before this time (NULL: now).';
+COMMENT ON COLUMN broker.broker_job_actions.with_dependents IS 'retry: also return the jobs cancelled because of this one.';
+COMMENT ON COLUMN broker.broker_job_actions.requested_by IS 'Role that asked.';
+COMMENT ON COLUMN broker.broker_job_actions.requested_at IS 'When it was asked.';
+-- source: sql/tables/broker_queue_pause.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_queue_pause
+--   Paused queues: claims (broker_get) skip the jobs of a paused queue;
+--   running jobs finish. A row with tenant_id NULL pauses the queue for every
+--   tenant (administrators only); a row with a tenant pauses only that
+--   tenant's jobs in it (broker_pause_queue).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_queue_pause (
+    job_queue  integer     NOT NULL,
+    tenant_id  text        DEFAULT broker.broker_current_tenant(),
+    paused_by  name        NOT NULL DEFAULT CURRENT_USER,
+    paused_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_queue_pause_key UNIQUE NULLS NOT DISTINCT (job_queue, tenant_id),
+    CONSTRAINT broker_queue_pause_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000)
+);
+
+COMMENT ON TABLE broker.broker_queue_pause IS
+    'Paused queues: claims skip them (running jobs finish); tenant_id NULL pauses a queue for every tenant, a tenant only its own jobs.';
+COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue.';
+COMMENT ON COLUMN broker.broker_queue_pause.tenant_id IS 'The tenant whose jobs are paused there; NULL: every tenant''s.';
+COMMENT ON COLUMN broker.broker_queue_pause.paused_by IS 'Role that paused it.';
+COMMENT ON COLUMN broker.broker_queue_pause.paused_at IS 'When.';
 -- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 -- source: sql/tables/dump.sql
@@ -235,6 +363,11 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
 -- </extension-only>
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
@@ -257,6 +390,7 @@ DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 -- broker.broker_add_job: a new signature, created plain
+
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
@@ -450,9 +584,10 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 -- source: sql/core/notify.sql
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
--- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'.
--- broker._notify_queue writes that notification, and nothing else notifies
--- that channel (schedule changes have their own, pgsql_broker_schedule:
+-- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'
+-- (a queue has a job to claim) or '<database>/cancel/<job id>' (a running job
+-- has a cancel request). broker._notify_queue and broker._notify_cancel write
+-- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
 -- dependents, and by the enqueue functions once they have added a job's
@@ -502,6 +637,28 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_cancel(p_job_id)
+--   NOTIFY pgsql_broker, '<database>/cancel/<job id>' (sent on commit, so the
+--   cancel request is visible when it arrives): the runner executing the job
+--   checks the request (broker_cancel_requests) and cancels its statement;
+--   every other runner ignores it.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_cancel(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/cancel/' OPERATOR(pg_catalog.||) p_job_id::text);
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/cancel/<job id>'' (sent on commit): a running job has a cancel request.';
 -- source: sql/tenancy/tenant.sql
 -- sql/tenancy/tenant.sql: the current tenant (setting broker.tenant_id); table defaults call it.
 -- ---------------------------------------------------------------------------
@@ -803,6 +960,34 @@ END;
 $$;
 COMMENT ON FUNCTION broker._check_run_as(text, text) IS
     'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
+-- source: sql/tenancy/admin.sql
+-- sql/tenancy/admin.sql: who administers the broker (pauses queues for every tenant).
+-- ---------------------------------------------------------------------------
+-- Function: broker._is_broker_admin(p_role)
+--   Policy helper: is p_role an administrator of the broker (a superuser, or
+--   a member of broker_admin with its privileges)? Administrators pause a
+--   queue for every tenant.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._is_broker_admin(p_role name)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role  oid := pg_catalog.to_regrole(pg_catalog.quote_ident(p_role));
+    v_admin oid := pg_catalog.to_regrole('broker_admin');
+BEGIN
+    IF v_role IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) v_role), false)
+        OR (v_admin IS NOT NULL AND pg_catalog.pg_has_role(v_role, v_admin, 'USAGE'));
+END;
+$$;
+COMMENT ON FUNCTION broker._is_broker_admin(name) IS
+    'Policy helper: true for a superuser or a role with the privileges of broker_admin.';
 -- source: sql/dependencies/locks.sql
 -- sql/dependencies/locks.sql: taking the dependency locks of jobs and groups.
 -- ---------------------------------------------------------------------------
@@ -1235,7 +1420,8 @@ COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
 -- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
---   waiting on those, is cancelled with p_reason. Returns how many.
+--   waiting on those, is cancelled with p_reason and cancel_cause_job_id
+--   p_job_id (what broker_retry_job brings back with it). Returns how many.
 --   Calls: _lock_dependency_keys, _lock_dependents
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -1264,7 +1450,8 @@ BEGIN
             UPDATE broker.broker_jobs AS d
                SET complete_status = broker._state('cancelled'),
                    finished_at = pg_catalog.clock_timestamp(),
-                   cancel_reason = p_reason
+                   cancel_reason = p_reason,
+                   cancel_cause_job_id = p_job_id
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
                AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
             RETURNING d.job_id, d.job_group
@@ -2520,7 +2707,10 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- run_job is the one place a job's SQL runs (its search_path, its language).
 -- Next to it, run_jobs(sqls, languages, search_paths, tenant) runs the jobs
 -- of a batch in one call, each through run_job in a subtransaction of its
--- own, and returns each one's error (NULL: success) and run time;
+-- own, and returns each one's error (NULL: success; the message then reports
+-- the run: rows of its last statement, chr(31), the value it set with
+-- broker_set_output, as run_job leaves them in broker.job_rows and
+-- broker.job_output) and run time;
 -- broker_run_batch calls it under the same checks. An executor without
 -- run_jobs (made by 0.1.0) runs its jobs one run_job call each
 -- (sql/compat/executor_fallback.sql; broker_create_executor adds run_jobs).
@@ -2704,6 +2894,8 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    v_rows bigint;
 BEGIN
     -- the job's own search_path, with pg_temp explicitly last: temporary
     -- objects never shadow anything that exists elsewhere
@@ -2714,6 +2906,9 @@ BEGIN
         EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
     ELSE
         EXECUTE p_sql;
+        -- the rows of its last statement, for the attempt history (run_jobs reports them)
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        PERFORM pg_catalog.set_config('broker.job_rows', v_rows::text, true);
     END IF;
 END;
 $body$$ddl$, v_schema);
@@ -2757,7 +2952,12 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('broker.job_rows', '', true);
+            v_set := pg_catalog.set_config('broker.job_output', '', true);
             PERFORM %I.run_job(p_sqls[i], p_languages[i], p_search_paths[i]);
+            -- on success the message reports the run: rows of its last statement, chr(31), its output
+            error_message := pg_catalog.current_setting('broker.job_rows', true) OPERATOR(pg_catalog.||) pg_catalog.chr(31)
+                OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;
@@ -3210,6 +3410,126 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._refusal(text, name) IS
     'Internal: the message of a job refused because it left code for COMMIT (what, and what to do instead).';
+-- source: sql/run/attempts.sql
+-- sql/run/attempts.sql: the attempt history (broker_job_attempts) and a job's output.
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._command_status(p_sql, p_language, p_rows)
+--   The command status of a job's last statement, as psql shows it: the
+--   first keyword of the text after the job's last semicolon, with the rows
+--   it processed where PostgreSQL's tag has them (INSERT 0 5, UPDATE 3,
+--   SELECT 1, DO; the keyword alone when the row count is unknown, as for
+--   a job run by broker_run). PL/pgSQL gives the row count of an EXECUTE (GET
+--   DIAGNOSTICS ROW_COUNT) but not its command tag, hence the keyword: a
+--   last statement that starts with WITH is shown as WITH <rows>. NULL when
+--   no keyword is found.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._command_status(p_sql text, p_language text, p_rows bigint)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_last text := pg_catalog.rtrim(p_sql, E' \t\r\n;');
+    v_word text;
+    v_n    integer := pg_catalog.strpos(pg_catalog.reverse(v_last), ';');
+BEGIN
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        RETURN 'DO';
+    END IF;
+    -- string functions, not regular expressions over the whole text: a third of the cost, once per job
+    IF v_n OPERATOR(pg_catalog.>) 0 THEN
+        v_last := pg_catalog.right(v_last, v_n OPERATOR(pg_catalog.-) 1);
+    END IF;
+    LOOP  -- past blanks and -- comments
+        v_last := pg_catalog.ltrim(v_last, E' \t\r\n');
+        EXIT WHEN NOT pg_catalog.starts_with(v_last, '--');
+        v_n := pg_catalog.strpos(v_last, E'\n');
+        v_last := CASE WHEN v_n OPERATOR(pg_catalog.=) 0 THEN '' ELSE pg_catalog.substr(v_last, v_n OPERATOR(pg_catalog.+) 1) END;
+    END LOOP;
+    v_word := pg_catalog.upper(pg_catalog.substring(v_last, '^[A-Za-z]+'));
+    RETURN CASE WHEN v_word IS NULL OR p_rows IS NULL THEN v_word
+                WHEN v_word OPERATOR(pg_catalog.=) 'INSERT' THEN 'INSERT 0 ' OPERATOR(pg_catalog.||) p_rows::text
+                WHEN v_word OPERATOR(pg_catalog.=) ANY (ARRAY['UPDATE', 'DELETE', 'SELECT', 'MERGE', 'COPY', 'FETCH', 'MOVE',
+                                                              'WITH', 'VALUES', 'TABLE'])
+                    THEN v_word OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) p_rows::text
+                ELSE v_word END;
+END;
+$$;
+COMMENT ON FUNCTION broker._command_status(text, text, bigint) IS
+    'Internal: the command status of a job''s last statement (its first keyword, with the row count where PostgreSQL''s tag has one).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._record_attempts(p_job_ids, p_outcome, p_sqlstates,
+--     p_messages, p_outputs)
+--   Appends one attempt row per job to broker_job_attempts, from the job's
+--   row as it is before its outcome is written (attempt number, claim time,
+--   instance), with outcome p_outcome and, by position, SQLSTATE, message
+--   and, for a completed attempt, the executor's report of the run
+--   (p_outputs: '<rows>' || chr(31) || '<broker.job_output>'; anything else
+--   is ignored, never an error: run_jobs is the job role's own function).
+--   Messages and outputs are capped like error messages (_error_text).
+--   Calls: _error_text, _command_status
+--   Tables: reads broker_jobs, writes broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._record_attempts(p_job_ids bigint[], p_outcome text, p_sqlstates text[] DEFAULT NULL,
+    p_messages text[] DEFAULT NULL, p_outputs text[] DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    INSERT INTO broker.broker_job_attempts AS a
+           (job_id, tenant_id, attempt, instance_id, started_at, outcome, error_sqlstate, error_message,
+            command_status, rows_affected, output)
+    SELECT j.job_id, j.tenant_id, j.attempts, j.lease_instance_id, j.started_at, p_outcome, u.state,
+           CASE WHEN u.msg IS NOT NULL THEN broker._error_text(u.msg) END,
+           CASE WHEN p_outcome OPERATOR(pg_catalog.=) 'completed'
+                THEN broker._command_status(j.execute_str, j.job_language, r.n) END,
+           r.n, CASE WHEN r.o OPERATOR(pg_catalog.<>) '' THEN broker._error_text(r.o) END
+      FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_sqlstates), pg_catalog.unnest(p_messages),
+                      pg_catalog.unnest(p_outputs)) WITH ORDINALITY AS u(id, state, msg, raw, ord)
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) u.id
+      CROSS JOIN LATERAL (
+          SELECT CASE WHEN pg_catalog.split_part(u.raw, pg_catalog.chr(31), 1) OPERATOR(pg_catalog.~) '^[0-9]{1,18}$'
+                      THEN pg_catalog.split_part(u.raw, pg_catalog.chr(31), 1)::bigint END AS n,
+                 CASE WHEN pg_catalog.strpos(u.raw, pg_catalog.chr(31)) OPERATOR(pg_catalog.>) 0
+                      THEN pg_catalog.substr(u.raw, pg_catalog.strpos(u.raw, pg_catalog.chr(31)) OPERATOR(pg_catalog.+) 1) END AS o
+      ) AS r
+     WHERE u.id IS NOT NULL
+     ORDER BY u.ord;
+END;
+$$;
+COMMENT ON FUNCTION broker._record_attempts(bigint[], text, text[], text[], text[]) IS
+    'Internal: append attempt rows (outcome, SQLSTATE, message, output) for jobs, read before their outcome is written.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_output(p_value)
+--   Called by a job: the small value its attempt returns, kept in
+--   broker_job_attempts.output when the attempt completes (at most 2,000
+--   characters, then a truncation marker; the last call wins). It sets the
+--   transaction-local setting broker.job_output, which a job whose role may
+--   not use schema broker can set itself:
+--   SELECT set_config('broker.job_output', '...', true). NULL clears it.
+-- Example:
+--   SELECT broker.broker_set_output(format('%s rows archived', 1200));   -- inside the job's SQL
+--   Calls: _error_text
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_output(p_value text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN pg_catalog.set_config('broker.job_output', COALESCE(broker._error_text(p_value), ''), true);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_output(text) IS
+    'Called by a job: the small value (at most 2,000 characters) its completed attempt records as output.';
 -- source: sql/run/finish.sql
 -- sql/run/finish.sql: completing jobs.
 -- ---------------------------------------------------------------------------
@@ -3365,12 +3685,15 @@ COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
---   Records a failed attempt of a running job. While attempts < max_attempts
---   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled (_fail_job). Returns the
---   new status.
---   Calls: _count_pending_deps, _retry_delay, _error_text, _fail_job
---   Tables: writes broker_jobs
+--   Records a failed attempt of a running job (in the attempt history:
+--   failed, or lost when p_sqlstate is NULL, as lease recovery passes it).
+--   While attempts < max_attempts the job returns to pending with run_after =
+--   now + backoff, unless a cancel request was made for this attempt
+--   (broker_cancel_job while it ran): then it ends cancelled instead of
+--   running again. With no attempts left it is failed (3) and its dependents
+--   are cancelled (_fail_job). Returns the new status.
+--   Calls: _record_attempts, _cancel_requested, _end_cancelled, _count_pending_deps, _retry_delay, _error_text, _fail_job
+--   Tables: reads broker_jobs, writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -3383,6 +3706,12 @@ BEGIN
     SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], CASE WHEN p_sqlstate IS NULL THEN 'lost' ELSE 'failed' END,
+                                    ARRAY[p_sqlstate], ARRAY[p_message]);
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts
+       AND broker._cancel_requested(p_job_id) IS NOT NULL THEN
+        RETURN broker._end_cancelled(p_job_id, broker._cancel_requested(p_job_id));
     END IF;
     IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
         -- Back to pending: count again what it waits on. Jobs that joined one of
@@ -3401,6 +3730,86 @@ END;
 $$;
 COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
     'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/run/pause.sql
+-- sql/run/pause.sql: paused queues (broker_queue_pause): pausing and resuming, and what claims skip.
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._paused_tenants(p_job_queue)
+--   For the claim: the tenants whose jobs of queue p_job_queue are paused,
+--   NULL when none is. An element NULL means the queue is paused for every
+--   tenant. One lookup per claim; the claim filters on the array.
+--   Calls: none
+--   Tables: reads broker_queue_pause
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._paused_tenants(p_job_queue integer)
+RETURNS text[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.array_agg(p.tenant_id) FROM broker.broker_queue_pause AS p
+             WHERE p.job_queue OPERATOR(pg_catalog.=) p_job_queue);
+END;
+$$;
+COMMENT ON FUNCTION broker._paused_tenants(integer) IS
+    'Internal: the tenants whose jobs of a queue are paused (an element NULL: every tenant), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_queue(p_job_queue, p_paused)
+--   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
+--   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
+--   A tenant pauses and resumes only its own jobs in that queue (the current
+--   tenant); an administrator (superuser or broker_admin) pauses it for
+--   every tenant, and resuming as one lifts every pause of that queue.
+--   Returns whether anything changed. Paused queues show in
+--   broker_queue_stats (paused).
+-- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
+--   caller may not act for the current tenant (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_queue(3);          -- pause queue 3
+--   SELECT broker.broker_pause_queue(3, false);   -- resume it
+--   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed, _notify_queues
+--   Tables: writes broker_queue_pause
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_admin  boolean := broker._is_broker_admin(CURRENT_USER);
+    v_tenant text := broker.broker_current_tenant();
+    v_n      integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_pause_queue: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF p_paused THEN
+        IF v_admin THEN
+            INSERT INTO broker.broker_queue_pause (job_queue, tenant_id) VALUES (p_job_queue, NULL) ON CONFLICT DO NOTHING;
+        ELSE
+            INSERT INTO broker.broker_queue_pause (job_queue) VALUES (p_job_queue) ON CONFLICT DO NOTHING;
+        END IF;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    ELSE
+        DELETE FROM broker.broker_queue_pause AS p
+         WHERE p.job_queue OPERATOR(pg_catalog.=) p_job_queue
+           AND (v_admin OR p.tenant_id OPERATOR(pg_catalog.=) v_tenant);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        PERFORM broker._notify_queues(ARRAY[p_job_queue]);  -- its workers claim again at once
+    END IF;
+    RETURN v_n OPERATOR(pg_catalog.>) 0;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
+    'Pauses or resumes a queue: claims skip it, running jobs finish; a tenant pauses its own jobs there, an administrator the queue for everyone. Returns whether anything changed.';
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
@@ -3426,6 +3835,9 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   skips that tenant's jobs (broker._paused_tenants, one lookup per claim,
+--   a filter on the same index scan).
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
@@ -3462,6 +3874,7 @@ DECLARE
     v_bound    bigint := 2147483648;  -- above every integer priority
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_claimed  integer;
+    v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
@@ -3482,6 +3895,10 @@ BEGIN
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
+        RETURN;  -- paused for every tenant (broker_pause_queue)
     END IF;
 
     LOOP
@@ -3512,7 +3929,8 @@ BEGIN
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
                           AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now
+                          AND (v_paused IS NULL OR j.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused)))
          LIMIT 1
         -- </priority-probe>
         ;
@@ -3536,6 +3954,7 @@ BEGIN
                       AND broker._claimable(r.complete_status, r.pending_deps)
                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
                       AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                      AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
                     ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
                     LIMIT v_left
                       FOR NO KEY UPDATE SKIP LOCKED))
@@ -3716,7 +4135,7 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
---   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _complete_job, _fail_job, _job_error, _fail_attempt
+--   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
@@ -3763,14 +4182,18 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL, ARRAY[v_run.error_message]);
         PERFORM broker._complete_job(p_job_id);
         v_status := broker._state('completed');
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY[v_run.error_sqlstate], ARRAY[v_message]);
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
     ELSE
         v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
-        v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
+        -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+        v_status := COALESCE(broker._cancel_running(p_job_id, v_run.error_sqlstate, v_message),
+                             broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message));
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
 END;
@@ -3888,7 +4311,7 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 --   BEGIN; SET LOCAL statement_timeout = '200ms';
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid], '200ms'); COMMIT;
---   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs
+--   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
 --   Tables: writes broker_jobs (run_alone)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL,
@@ -3924,6 +4347,7 @@ DECLARE
     v_msgs    text[];
     v_durs    interval[];
     v_done    bigint[];
+    v_done_msgs text[];
     v_call    text;    -- the statement that runs jobs through the executor
     v_guard   record;  -- _run_guarded's outcome
     v_ran     integer := 0; -- how many of r_pos the executor ran (fewer under a budget)
@@ -4070,8 +4494,10 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
         -- under a budget, the last job run ended with 57014 once the budget passed: the budget's timeout
         -- ended it (a job cannot arm one of its own inside this statement); it was rolled back alone
+        -- (unless a cancel request for it came in: then the cancel ended it, and it ends cancelled)
         IF p_budget IS NOT NULL AND v_ran OPERATOR(pg_catalog.>) 0 AND v_states[v_ran] OPERATOR(pg_catalog.=) '57014'
-           AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) p_budget) THEN
+           AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) p_budget)
+           AND broker._cancel_requested((o[r_pos[v_ran]]).job_id) IS NULL THEN
             v_cut := r_pos[v_ran];
             o[v_cut].complete_status := NULL;
             o[v_cut].error_sqlstate := 'PB002';
@@ -4091,10 +4517,14 @@ BEGIN
                    THEN r_pos[v_ran OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.-) 1 ELSE pg_catalog.cardinality(o) END;
     o := o[1:v_keep];
     -- the jobs that succeeded, completed together (their effects and their completion still commit
-    -- together, their dependents released at once)
+    -- together, their dependents released at once), with what the executor reported of each run
     v_done := ARRAY(SELECT (o[p.pos]).job_id
                       FROM ROWS FROM (pg_catalog.unnest(r_pos[1:v_ran]), pg_catalog.unnest(v_states)) AS p(pos, state)
                      WHERE p.state IS NULL AND p.pos IS DISTINCT FROM v_cut);
+    v_done_msgs := ARRAY(SELECT p.msg
+                           FROM ROWS FROM (pg_catalog.unnest(r_pos[1:v_ran]), pg_catalog.unnest(v_states),
+                                           pg_catalog.unnest(v_msgs)) AS p(pos, state, msg)
+                          WHERE p.state IS NULL AND p.pos IS DISTINCT FROM v_cut);
     -- the bookkeeping, done again should the budget's timeout fire in it (it fires once)
     FOR v_try IN 1 .. 2 LOOP
         BEGIN
@@ -4103,15 +4533,23 @@ BEGIN
             IF v_failed THEN
                 FOR i IN 1 .. pg_catalog.cardinality(o) LOOP
                     CONTINUE WHEN (o[i]).complete_status IS NULL OR (o[i]).error_sqlstate IS NULL;
-                    o[i].complete_status := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                        THEN broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message)
-                                        ELSE broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message) END;
+                    IF i OPERATOR(pg_catalog.=) ANY (x_pos) THEN
+                        PERFORM broker._record_attempts(ARRAY[(o[i]).job_id], 'failed', ARRAY[(o[i]).error_sqlstate],
+                                                        ARRAY[(o[i]).error_message]);
+                        o[i].complete_status := broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                        CONTINUE;
+                    END IF;
+                    -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+                    o[i].complete_status := broker._cancel_running((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                    CONTINUE WHEN (o[i]).complete_status IS NOT NULL;
+                    o[i].complete_status := broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
                 END LOOP;
             END IF;
             IF v_cut IS NOT NULL THEN
                 UPDATE broker.broker_jobs AS j SET run_alone = true WHERE j.job_id OPERATOR(pg_catalog.=) (o[v_cut]).job_id;
             END IF;
             IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+                PERFORM broker._record_attempts(v_done, 'completed', NULL, NULL, v_done_msgs);
                 PERFORM broker._complete_jobs(v_done);
             END IF;
             EXIT;
@@ -4251,6 +4689,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_queues integer[];
+    v_mine   bigint[];
 BEGIN
     PERFORM broker._check_lease_args('broker_interrupt_jobs', p_job_ids, p_lease_tokens);
     -- lock first (job_id order, waiting for an executing session to end), then read the state the
@@ -4259,25 +4698,29 @@ BEGIN
       WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
       ORDER BY j.job_id
         FOR NO KEY UPDATE;
-    WITH mine AS (
-        SELECT j.job_id FROM broker.broker_jobs AS j
-          JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
-            ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND j.lease_token OPERATOR(pg_catalog.=) u.token
-    ), interrupted AS (
+    SELECT pg_catalog.array_agg(j.job_id ORDER BY j.job_id) INTO v_mine
+      FROM broker.broker_jobs AS j
+      JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+        ON j.job_id OPERATOR(pg_catalog.=) u.id
+     WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+       AND j.lease_token OPERATOR(pg_catalog.=) u.token;
+    PERFORM broker._record_attempts(v_mine, 'interrupted');  -- the attempt history keeps the run
+    WITH interrupted AS (
         UPDATE broker.broker_jobs AS j
            SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                interruptions = j.interruptions OPERATOR(pg_catalog.+) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
-          FROM mine
-         WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_mine)
         RETURNING j.job_id, j.job_queue
     )
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM interrupted AS r;
+    -- a run ended while a cancel request for it was on its way is not run again: cancelled
+    -- (the cancel trigger of a pending job, dependents and all)
+    UPDATE broker.broker_jobs AS j SET cancel_reason = broker._cancel_requested(j.job_id)
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids) AND broker._cancel_requested(j.job_id) IS NOT NULL;
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;
@@ -4285,20 +4728,157 @@ $$;
 COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
     'Returns jobs whose run their runner ended (shutdown deadline) to pending without counting the attempt and without touching their dependents, counting the interruption (only under the lease token of their claim; waits for a session still executing them); returns the ids interrupted.';
 -- source: sql/run/cancel.sql
--- sql/run/cancel.sql: cancelling pending jobs (broker_cancel_job and the cancel_reason trigger).
+-- sql/run/cancel.sql: cancelling jobs: pending ones at once (broker_cancel_job, the cancel_reason trigger), running ones
+-- by a cancel request the runner acts on (broker_cancel_requests) and the run path's rule (_cancel_running).
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_requested(p_job_id)
+--   The reason of the cancel request made for the current attempt of job
+--   p_job_id (a broker_job_actions row 'cancel' made since it was claimed),
+--   or NULL when there is none. Read with a fresh snapshot: the request is
+--   committed by another session while the job runs.
+--   Calls: none
+--   Tables: reads broker_job_actions, broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_requested(p_job_id bigint)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
+              FROM broker.broker_job_actions AS a
+              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+             WHERE a.job_id OPERATOR(pg_catalog.=) p_job_id
+               AND a.action OPERATOR(pg_catalog.=) 'cancel'
+               AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
+             ORDER BY a.action_id DESC
+             LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
+    'Internal: the reason of a cancel request for the current attempt of a running job, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._end_cancelled(p_job_id, p_reason)
+--   Ends running job p_job_id cancelled (4) with p_reason, and cancels its
+--   dependents as a pending job's cancel does. Returns 4 (NULL: the job is
+--   not running).
+--   Calls: _cancel_dependents
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._end_cancelled(p_job_id bigint, p_reason text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = broker._state('cancelled'),
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           cancel_reason = p_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', v_job.job_id, v_job.job_name));
+    RETURN 4;
+END;
+$$;
+COMMENT ON FUNCTION broker._end_cancelled(bigint, text) IS
+    'Internal: end a running job cancelled (status 4) with a reason, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_running(p_job_id, p_sqlstate, p_message)
+--   The run path's cancel rule: an attempt that ended with 57014
+--   (query_canceled) while a cancel request exists for it was stopped by
+--   that request: the attempt is recorded cancelled and the job ends
+--   cancelled with the request's reason (_end_cancelled). Returns 4, or NULL
+--   when this is not such an attempt (the caller handles it as before).
+--   Calls: _cancel_requested, _record_attempts, _end_cancelled
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_running(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text;
+BEGIN
+    IF p_sqlstate IS DISTINCT FROM '57014' THEN
+        RETURN NULL;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], 'cancelled', ARRAY[p_sqlstate], ARRAY[p_message]);
+    RETURN broker._end_cancelled(p_job_id, v_reason);
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
+    'Internal: a run that ended with 57014 under a cancel request ends cancelled (attempt recorded); NULL when that is not the case.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_requests(p_job_ids)
+--   For the runner: which of the jobs p_job_ids (the ones it is running) are
+--   still running with a cancel request for their current attempt, whatever
+--   their tenant. A NOTIFY '<database>/cancel/<job id>' is only a hint (any
+--   login may send one): the runner cancels a job's statement only when this
+--   names the job, so no one can stop another tenant's job without a request
+--   the policies accepted.
+-- Errors: 22023 more than 1000 ids.
+-- Example:
+--   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
+--   Calls: _cancel_requested
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_cancel_requests: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+           AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+           AND broker._cancel_requested(j.job_id) IS NOT NULL
+         ORDER BY j.job_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_requests(bigint[]) IS
+    'For the runner: the jobs among those given that are running with a cancel request for their current attempt (a NOTIFY is only a hint).';
+
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
---   Cancels a pending job of the caller's tenant and, transitively, every
---   pending job waiting on it. Returns the number of jobs cancelled.
---   SECURITY INVOKER: it sets cancel_reason on the job with the caller's
---   rights (policies: own tenant, pending jobs only); the trigger
---   broker_jobs_cancel_request_trg does the cancelling.
--- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
---   running or already finished.
+--   Cancels a job of the caller's tenant:
+--   * pending: it is cancelled at once, and, transitively, every pending job
+--     waiting on it (sets cancel_reason with the caller's rights; the
+--     trigger broker_jobs_cancel_request_trg does the cancelling);
+--   * running: a cancel request is recorded (broker_job_actions, committed
+--     with the caller's transaction) and the runner holding the job is told
+--     (NOTIFY pgsql_broker '<database>/cancel/<job id>'): it cancels the
+--     statement running the job, which then ends cancelled with p_reason and
+--     its dependents cancelled. A job that finishes before the cancel lands
+--     keeps its result; one that fails meanwhile is not retried.
+--   Returns the number of jobs cancelled (for a running job: 1, the request).
+-- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job
+--   already finished (completed, failed or cancelled).
 -- Example:
 --   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
 --   Calls: broker_current_tenant
---   Tables: writes broker_jobs
+--   Tables: writes broker_jobs, broker_job_actions
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -4326,13 +4906,19 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
     END IF;
-    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
-        CASE v_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+    IF v_status OPERATOR(pg_catalog.=) broker._state('running') THEN
+        -- the trigger broker_job_actions_trg checks it is still running and tells its runner
+        INSERT INTO broker.broker_job_actions (job_id, action, reason)
+        VALUES (p_job_id, 'cancel', pg_catalog.left(v_reason, 2000));
+        RETURN 1;
+    END IF;
+    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending or running jobs can be cancelled', p_job_id,
+        CASE v_status WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
         USING ERRCODE = 'object_not_in_prerequisite_state';
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
-    'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
+    'Cancels a pending or running job of the current tenant and every pending job that waits on it; returns how many were cancelled (a running job: 1, ended by its runner).';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_cancel_request()
@@ -4371,6 +4957,201 @@ CREATE OR REPLACE TRIGGER broker_jobs_cancel_request_trg
     EXECUTE FUNCTION broker._jobs_cancel_request();
 COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
     'A cancel_reason set on a pending job cancels it and its dependents.';
+-- source: sql/run/retry.sql
+-- sql/run/retry.sql: retrying failed and cancelled jobs by hand (broker_retry_job, the broker_job_actions trigger).
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_job(p_job_id, p_run_after, p_with_dependents)
+--   A failed or cancelled job goes back to pending with fresh attempts
+--   (attempts 0, claimable from p_run_after, default now), and with
+--   p_with_dependents every job cancelled because of it (cancel_cause_job_id,
+--   transitively: _cancel_dependents records the job that started it) comes
+--   back too, each waiting again on what it depends on (pending_deps
+--   recounted), so a DAG resumes where it broke. A job brought back that
+--   also waits on another failed or cancelled job is cancelled again,
+--   because of that one. Pending jobs waiting on the group of a job brought
+--   back wait on it again. Returns how many jobs are pending again.
+-- Errors: 55000 the job is not failed or cancelled, or it waits on a job
+--   that failed or was cancelled (retry that one); 23505 another unfinished
+--   job took its idempotency key meanwhile.
+--   Calls: _lock_dependency_keys, _jobs_join_groups, _count_pending_deps, _cancel_dependents, _notify_queues
+--   Tables: reads broker_job_dependency, writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._retry_job(p_job_id bigint, p_run_after timestamptz, p_with_dependents boolean)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_dep    record;
+    v_ids    bigint[];
+    v_groups text[];
+    v_counts integer[];
+    v_queues integer[];
+    v_target record;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id FOR NO KEY UPDATE;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) ALL (ARRAY[broker._state('failed'), broker._state('cancelled')]) THEN
+        RAISE EXCEPTION 'broker_retry_job: job % is %; only failed or cancelled jobs can be retried', p_job_id,
+            CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 1 THEN 'running' ELSE 'completed' END
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT t.job_id, t.complete_status INTO v_dep
+      FROM broker.broker_job_dependency AS e
+      JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[broker._state('failed'), broker._state('cancelled')])
+    UNION ALL
+    SELECT t.job_id, t.complete_status
+      FROM broker.broker_job_dependency AS e
+      JOIN broker.broker_jobs AS t ON t.tenant_id OPERATOR(pg_catalog.=) e.tenant_id
+                                  AND t.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+     WHERE e.job_id OPERATOR(pg_catalog.=) p_job_id AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[broker._state('failed'), broker._state('cancelled')])
+       AND t.job_id OPERATOR(pg_catalog.<>) p_job_id
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_retry_job: job % waits on job %, which %', p_job_id, v_dep.job_id,
+            CASE v_dep.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = pg_catalog.format('Retry job %s (with its dependents) instead.', v_dep.job_id);
+    END IF;
+
+    v_ids := ARRAY[p_job_id] OPERATOR(pg_catalog.||) CASE WHEN p_with_dependents THEN ARRAY(
+        SELECT d.job_id FROM broker.broker_jobs AS d
+         WHERE d.cancel_cause_job_id OPERATOR(pg_catalog.=) p_job_id AND d.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')
+         ORDER BY d.job_id) ELSE '{}'::bigint[] END;
+    PERFORM FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) ORDER BY j.job_id FOR NO KEY UPDATE;
+    SELECT pg_catalog.array_agg(g.job_group ORDER BY g.job_group), pg_catalog.array_agg(g.n ORDER BY g.job_group)
+      INTO v_groups, v_counts
+      FROM (SELECT j.job_group, pg_catalog.count(*)::integer AS n FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) GROUP BY j.job_group) AS g;
+    -- as finishing or enqueueing a member of these groups would: their keys shared, then the
+    -- pending jobs waiting on the groups count the members coming back (still cancelled here)
+    PERFORM broker._lock_dependency_keys(v_job.tenant_id, v_groups, NULL, v_ids, NULL);
+    PERFORM broker._jobs_join_groups(pg_catalog.array_fill(v_job.tenant_id, ARRAY[pg_catalog.cardinality(v_groups)]),
+                                     v_groups, v_counts);
+    BEGIN
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = broker._state('pending'), attempts = 0, pending_deps = 0, finished_at = NULL,
+               cancel_reason = NULL, cancel_cause_job_id = NULL,
+               run_after = CASE WHEN j.job_id OPERATOR(pg_catalog.=) p_job_id
+                                THEN COALESCE(p_run_after, pg_catalog.clock_timestamp()) ELSE j.run_after END
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'broker_retry_job: another unfinished job has the idempotency key of job % or of a job cancelled because of it',
+            p_job_id USING ERRCODE = 'unique_violation';
+    END;
+    UPDATE broker.broker_jobs AS j
+       SET pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id)
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
+    -- what else they wait on that failed or was cancelled cancels them again
+    FOR v_target IN
+        SELECT DISTINCT x.job_id, x.job_group, x.job_name, x.complete_status
+          FROM broker.broker_job_dependency AS e
+          JOIN broker.broker_jobs AS x
+            ON (x.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id)
+            OR (x.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND x.job_group OPERATOR(pg_catalog.=) e.depends_on_group)
+         WHERE e.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[broker._state('failed'), broker._state('cancelled')])
+         ORDER BY x.job_id
+    LOOP
+        PERFORM broker._cancel_dependents(v_job.tenant_id, v_target.job_id, v_target.job_group,
+            pg_catalog.format('dependency job %s (%s) %s', v_target.job_id, v_target.job_name,
+                              CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END));
+    END LOOP;
+    SELECT pg_catalog.array_agg(j.job_queue) INTO v_queues
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids) AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
+    PERFORM broker._notify_queues(v_queues);
+    RETURN pg_catalog.cardinality(COALESCE(v_queues, '{}'));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_job(bigint, timestamptz, boolean) IS
+    'Internal: a failed or cancelled job (and the jobs cancelled because of it) back to pending with fresh attempts; returns how many.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._job_action()
+--   AFTER INSERT on broker_job_actions, once the policies accepted the row
+--   as the caller's (own tenant, own name, a job it can see): performs it
+--   with the broker's rights. cancel: the job must still be running; its
+--   runner is told (NOTIFY pgsql_broker '<database>/cancel/<job id>', sent
+--   at commit). retry: _retry_job; the number of jobs pending again goes to
+--   broker.last_retry_count.
+-- Errors: 55000 (cancel) the job is no longer running; _retry_job's.
+--   Calls: _notify_cancel, _retry_job
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._job_action()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_status smallint;
+BEGIN
+    IF NEW.action OPERATOR(pg_catalog.=) 'cancel' THEN
+        SELECT j.complete_status INTO v_status FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) NEW.job_id;
+        IF v_status OPERATOR(pg_catalog.<>) broker._state('running') THEN
+            RAISE EXCEPTION 'broker_cancel_job: job % is %; a cancel request applies to a running job', NEW.job_id,
+                CASE v_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'broker.broker_cancel_job() cancels pending and running jobs.';
+        END IF;
+        PERFORM broker._notify_cancel(NEW.job_id);
+    ELSE
+        PERFORM pg_catalog.set_config('broker.last_retry_count',
+            broker._retry_job(NEW.job_id, NEW.run_after, NEW.with_dependents)::text, true);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._job_action() IS
+    'Internal trigger: performs an operator action (cancel request, retry) once the policies accepted it as the caller''s.';
+
+CREATE TRIGGER broker_job_actions_trg
+    AFTER INSERT ON broker.broker_job_actions
+    FOR EACH ROW EXECUTE FUNCTION broker._job_action();
+COMMENT ON TRIGGER broker_job_actions_trg ON broker.broker_job_actions IS
+    'Inserting an action performs it: a cancel request tells the runner, a retry returns the job (and its dependents) to pending.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_retry_job(p_job_id, p_run_after, p_with_dependents)
+--   Returns a failed or cancelled job of the caller's tenant to pending with
+--   fresh attempts, claimable from p_run_after (NULL: now). With
+--   p_with_dependents (default) the jobs that were cancelled because of it,
+--   transitively, come back too, so a DAG resumes where it broke. Recorded
+--   in broker_job_actions. Returns how many jobs are pending again.
+-- Errors: 22004 NULL id or p_with_dependents; P0002 no such job in this
+--   tenant; 55000 the job is pending, running or completed, or it waits on
+--   a job that failed or was cancelled (the hint names it); 23505 another
+--   unfinished job has its idempotency key.
+-- Example:
+--   SELECT broker.broker_retry_job(42);                               -- and the jobs it cancelled
+--   SELECT broker.broker_retry_job(42, now() + interval '10 minutes', false);
+--   Calls: broker_current_tenant
+--   Tables: reads broker_jobs, writes broker_job_actions
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_retry_job(p_job_id bigint, p_run_after timestamptz DEFAULT NULL,
+    p_with_dependents boolean DEFAULT true)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_id IS NULL OR p_with_dependents IS NULL THEN
+        RAISE EXCEPTION 'broker_retry_job: p_job_id and p_with_dependents must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id AND j.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant();
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_retry_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    INSERT INTO broker.broker_job_actions (job_id, action, run_after, with_dependents)
+    VALUES (p_job_id, 'retry', p_run_after, p_with_dependents);
+    RETURN pg_catalog.current_setting('broker.last_retry_count')::integer;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_retry_job(bigint, timestamptz, boolean) IS
+    'Returns a failed or cancelled job (and, by default, the jobs cancelled because of it) to pending with fresh attempts; returns how many.';
 -- source: sql/run/recovery.sql
 -- sql/run/recovery.sql: recovering jobs whose lease expired (broker_recover_stale_jobs).
 -- ---------------------------------------------------------------------------
@@ -4428,7 +5209,8 @@ COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
 --   What an executor's run_jobs does, for an executor without run_jobs (made
 --   by 0.1.0): each job through p_call (the SELECT that calls its run_job, see
 --   _executor_call) in a subtransaction of its own, with broker.tenant_id
---   p_tenant_id; its error (NULL: success) and run time, in order.
+--   p_tenant_id; its error (NULL: success; the message then reports the run,
+--   as run_jobs does) and run time, in order.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -4455,7 +5237,12 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            PERFORM pg_catalog.set_config('broker.job_rows', '', true);
+            PERFORM pg_catalog.set_config('broker.job_output', '', true);
             EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+            -- the run's report, as run_jobs gives it (a 0.1.0 run_job leaves no row count)
+            error_message := pg_catalog.current_setting('broker.job_rows', true) OPERATOR(pg_catalog.||) pg_catalog.chr(31)
+                OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;
@@ -5852,13 +6639,17 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
 --   status run as broker_runtime, which sees one tenant through row-level
 --   security). One row per queue and tenant with unfinished or recently
---   finished jobs: ready, blocked (waiting on dependencies), delayed (future
---   run_after), running, and completed/failed/cancelled in the last hour.
+--   finished jobs, or a pause: ready, blocked (waiting on dependencies),
+--   delayed (future run_after), running, and completed/failed/cancelled in
+--   the last hour; paused (broker_pause_queue, for every tenant or this
+--   one); the age of the oldest ready job (seconds since its run_after);
+--   and in the last hour: attempts lost with their lease (recovered), cancel
+--   requests for running jobs and retries (broker_job_actions).
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
 -- Example:
---   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
---   Calls: _claimable
---   Tables: reads broker_jobs
+--   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
+--   Calls: _claimable, _state
+--   Tables: reads broker_jobs, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (
@@ -5870,10 +6661,38 @@ RETURNS TABLE (
     running            bigint,
     completed_last_hour bigint,
     failed_last_hour   bigint,
-    cancelled_last_hour bigint)
+    cancelled_last_hour bigint,
+    paused             boolean,
+    oldest_ready_seconds double precision,
+    lost_last_hour     bigint,
+    cancels_last_hour  bigint,
+    retries_last_hour  bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+    WITH since AS (SELECT pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour' AS t),
+    s AS (
+        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL::text AS event
+          FROM broker.broker_jobs AS j
+         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        UNION ALL
+        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL
+          FROM broker.broker_jobs AS j, since
+         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+           AND j.finished_at OPERATOR(pg_catalog.>) since.t
+        UNION ALL
+        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, 'lost'
+          FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
+         WHERE a.outcome OPERATOR(pg_catalog.=) 'lost' AND a.finished_at OPERATOR(pg_catalog.>) since.t
+        UNION ALL
+        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, a.action
+          FROM broker.broker_job_actions AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
+         WHERE a.requested_at OPERATOR(pg_catalog.>) since.t
+        UNION ALL
+        SELECT p.job_queue, p.tenant_id, NULL, NULL, NULL, 'paused'
+          FROM broker.broker_queue_pause AS p
+         WHERE p.tenant_id IS NOT NULL
+    )
     SELECT s.job_queue, s.tenant_id,
            pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
@@ -5883,20 +6702,30 @@ AS $$
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
            pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled'))
-      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-            UNION ALL
-            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')),
+           COALESCE(pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused'), false)
+               OR EXISTS (SELECT 1 FROM broker.broker_queue_pause AS g
+                           WHERE g.job_queue OPERATOR(pg_catalog.=) s.job_queue AND g.tenant_id IS NULL),
+           COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.run_after)
+                        FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
+                                  AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())), 0),
+           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'lost'),
+           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'cancel'),
+           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'retry')
+      FROM s
      GROUP BY s.job_queue, s.tenant_id
-     ORDER BY s.job_queue, s.tenant_id
+    UNION ALL
+    -- a queue paused for every tenant, where no tenant has a row above (tenant '': no tenant id is blank)
+    SELECT g.job_queue, ''::text, 0, 0, 0, 0, 0, 0, 0, true, 0, 0, 0, 0
+      FROM broker.broker_queue_pause AS g
+     WHERE g.tenant_id IS NULL
+       AND NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) g.job_queue
+                          AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))
+     ORDER BY 1, 2
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
-    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
+    'Queue depth across all tenants for monitoring, per queue and tenant: ready, blocked, delayed, running, finished in the last hour, paused, oldest ready job''s age, lost leases, cancels and retries in the last hour.';
 -- source: sql/instances/runner_reads.sql
 -- sql/instances/runner_reads.sql: what a runner reads on its session connection (the poll), and what status shows.
 -- ---------------------------------------------------------------------------
@@ -5995,7 +6824,8 @@ COMMENT ON FUNCTION broker.broker_job_activity() IS
 -- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
 --   that is not final.
 -- Calls: none
--- Tables: writes broker_jobs, broker_job_dependency (by cascade)
+-- Tables: writes broker_jobs, broker_job_dependency, broker_job_attempts, broker_job_actions (by cascade,
+--   each by its job_id index)
 -- Example:
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
@@ -6187,6 +7017,55 @@ ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
+-- source: sql/security/policies/broker_job_attempts.sql
+-- sql/security/policies/broker_job_attempts.sql: row-level security of broker.broker_job_attempts (written only by the runtime functions).
+ALTER TABLE broker.broker_job_attempts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_job_attempts FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_job_attempts_select ON broker.broker_job_attempts FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_job_attempts_select ON broker.broker_job_attempts IS 'Read the attempts of the current tenant''s jobs.';
+-- source: sql/security/policies/broker_job_actions.sql
+-- sql/security/policies/broker_job_actions.sql: row-level security of broker.broker_job_actions (inserting a row performs it: trigger broker_job_actions_trg).
+ALTER TABLE broker.broker_job_actions ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_job_actions FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_job_actions_select ON broker.broker_job_actions FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_job_actions_select ON broker.broker_job_actions IS 'Read the actions on the current tenant''s jobs.';
+CREATE POLICY broker_job_actions_insert ON broker.broker_job_actions FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND requested_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                             WHERE j.job_id OPERATOR(pg_catalog.=) broker_job_actions.job_id
+                               AND j.tenant_id OPERATOR(pg_catalog.=) broker_job_actions.tenant_id));
+COMMENT ON POLICY broker_job_actions_insert ON broker.broker_job_actions IS
+    'Actions: on a job of the current tenant (one the inserting role can read), in the inserting role''s name.';
+-- source: sql/security/policies/broker_queue_pause.sql
+-- sql/security/policies/broker_queue_pause.sql: row-level security of broker.broker_queue_pause (a tenant's own pauses; pauses for every tenant (tenant_id NULL) are the administrators').
+ALTER TABLE broker.broker_queue_pause ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_queue_pause FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_queue_pause_select ON broker.broker_queue_pause FOR SELECT
+    USING (tenant_id IS NULL
+           OR (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+               AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_queue_pause_select ON broker.broker_queue_pause IS
+    'Read the pauses for every tenant and those of the current tenant (administrators: all).';
+CREATE POLICY broker_queue_pause_insert ON broker.broker_queue_pause FOR INSERT
+    WITH CHECK ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                 AND paused_by OPERATOR(pg_catalog.=) CURRENT_USER)
+                OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_queue_pause_insert ON broker.broker_queue_pause IS
+    'A tenant pauses its own jobs of a queue; administrators pause a queue for every tenant.';
+CREATE POLICY broker_queue_pause_delete ON broker.broker_queue_pause FOR DELETE
+    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_queue_pause_delete ON broker.broker_queue_pause IS
+    'A tenant resumes its own jobs of a queue; administrators any pause.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/security/grants.sql

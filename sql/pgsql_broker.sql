@@ -17,6 +17,7 @@
 \i sql/tenancy/tenant.sql
 \i sql/tenancy/strict.sql
 \i sql/tenancy/run_as.sql
+\i sql/tenancy/admin.sql
 
 -- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 \i sql/tables/broker_schema_migrations.sql
@@ -27,6 +28,9 @@
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
+\i sql/tables/broker_job_attempts.sql
+\i sql/tables/broker_job_actions.sql
+\i sql/tables/broker_queue_pause.sql
 \i sql/tables/dump.sql
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -42,17 +46,21 @@
 \i sql/enqueue/add_jobs.sql
 \i sql/enqueue/add_plain_jobs.sql
 
--- Group: run: executors, the run guard, claim, run, finish/fail and retries, release/interrupt, cancel, recovery
+-- Group: run: executors, the run guard, attempts, claim (and paused queues), run, finish/fail and retries,
+-- release/interrupt, cancel, operator retries, recovery
 \i sql/run/executors.sql
 \i sql/run/guard.sql
+\i sql/run/attempts.sql
 \i sql/run/finish.sql
 \i sql/run/fail.sql
+\i sql/run/pause.sql
 \i sql/run/claim.sql
 \i sql/run/run.sql
 \i sql/run/run_batch.sql
 \i sql/run/release.sql
 \i sql/run/interrupt.sql
 \i sql/run/cancel.sql
+\i sql/run/retry.sql
 \i sql/run/recovery.sql
 
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
@@ -84,4 +92,7 @@
 \i sql/security/policies/broker_schema_migrations.sql
 \i sql/security/policies/broker_config.sql
 \i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_job_attempts.sql
+\i sql/security/policies/broker_job_actions.sql
+\i sql/security/policies/broker_queue_pause.sql
 \i sql/security/grants.sql

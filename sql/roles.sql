@@ -283,6 +283,7 @@ GRANT EXECUTE ON FUNCTION
     broker._whole_transaction(timestamptz, timestamptz, text),
     broker.broker_set(text, text, boolean),
     broker._tenant_allowed(text, name),
+    broker._is_broker_admin(name),
     broker._strict_tenancy(),
     broker._setting_int(text, integer, integer),
     broker._state(text),
@@ -303,6 +304,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_recover_stale_jobs(integer),
     broker.broker_release_jobs(bigint[], uuid[]),
     broker.broker_interrupt_jobs(bigint[], uuid[]),
+    broker.broker_cancel_requests(bigint[]),
     broker.broker_apply_deferred_releases(integer),
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
@@ -314,7 +316,8 @@ GRANT EXECUTE ON FUNCTION
     TO broker_runtime;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_queueinstance,
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config,
-                broker.broker_deferred_release
+                broker.broker_deferred_release, broker.broker_job_attempts, broker.broker_job_actions,
+                broker.broker_queue_pause
     TO broker_runtime;
 -- retention is maintenance (broker_admin, or a superuser), not the runner's: a runtime login
 -- that deletes jobs could delete every tenant's history (the runner never purges)
@@ -335,6 +338,10 @@ GRANT EXECUTE ON FUNCTION
     broker._add_plain_jobs(jsonb, text),
     broker._element_error(integer, text[]),
     broker.broker_cancel_job(bigint, text),
+    broker.broker_retry_job(bigint, timestamptz, boolean),
+    broker.broker_pause_queue(integer, boolean),
+    broker.broker_set_output(text),
+    broker._error_text(text),
     broker.broker_create_executor(name),
     broker._executor(name),
     broker._executor_schema(name),
@@ -344,7 +351,11 @@ GRANT EXECUTE ON FUNCTION
     broker._dependency_lock_key(text, text, bigint),
     broker._notify_queues(integer[])
     TO broker_enqueue;
-GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule TO broker_enqueue;
+GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, broker.broker_job_attempts,
+                broker.broker_job_actions, broker.broker_queue_pause TO broker_enqueue;
+-- operator actions (cancel a running job, retry) and pauses: rows the policies check, a trigger performs
+GRANT INSERT (job_id, action, reason, run_after, with_dependents) ON broker.broker_job_actions TO broker_enqueue;
+GRANT INSERT (job_queue), DELETE ON broker.broker_queue_pause TO broker_enqueue;
 -- schedules: the management functions (or, equivalently, column-limited writes
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION

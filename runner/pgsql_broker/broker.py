@@ -12,6 +12,8 @@ import psycopg
 from psycopg import sql
 
 from . import __version__
+from .observe.console import ConsoleDatabase
+from .observe.console_api import ConsoleAPI
 from .observe.metrics import Metrics
 from .observe.web import is_loopback, serve
 from .run import queries
@@ -60,19 +62,23 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         if broker.metrics_enabled:
+            console = ConsoleAPI([ConsoleDatabase(db.name, db.dsn(), db.console_dsn, broker.name)
+                                  for db in self.settings.databases], broker.console_token)
             try:
                 self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
-                                   job_details_anywhere=broker.dashboard_public)
+                                   job_details_anywhere=broker.dashboard_public, console=console)
             except OSError as exc:  # the port is taken, or the host is not an address of this machine
                 raise ListenError(f"metrics_host:metrics_port (--metrics-host/--metrics-port, PGBROKER_METRICS_HOST/"
                                   f"PORT, or --no-metrics): cannot listen on {broker.metrics_host}:{broker.metrics_port}: "
                                   f"{exc.strerror or exc}") from None
             address = f"{broker.metrics_host}:{self._http.server_address[1]}"
             log.info("metrics and dashboard listening", extra={
-                "address": address, "job_details": "every peer" if broker.dashboard_public else "loopback peers only"})
+                "address": address, "job_details": "every peer" if broker.dashboard_public else "loopback peers only",
+                "console": "actions with the console token" if broker.console_token else "read-only"})
             if broker.dashboard_public and not is_loopback(broker.metrics_host):
                 log.warning("dashboard_public: job names, tenants and error messages of every tenant are served "
-                            "without authentication on every address of the HTTP port", extra={"address": address})
+                            "without authentication on every address of the HTTP port (and the console token "
+                            "travels unencrypted: put a TLS proxy in front)", extra={"address": address})
         try:
             await asyncio.gather(*(r.run() for r in self._runners))
         finally:

@@ -151,8 +151,8 @@ _FLAG_HELP = {
 def runner_options(command):
     """Every broker setting as a flag (flags beat environment beat config file)."""
     for f in reversed(dataclasses.fields(BrokerSettings)):
-        if f.name in ("metrics_enabled", "enable_debug", "dashboard_public"):
-            continue
+        if f.name in ("metrics_enabled", "enable_debug", "dashboard_public", "console_token"):
+            continue  # (a token on the command line would show in ps: file or environment only)
         if f.type == "bool":
             command = click.option(f"--{f.name.replace('_', '-')}", f.name, is_flag=True, default=None,
                                    help=_FLAG_HELP.get(f.name, f"broker.{f.name}."))(command)
@@ -290,7 +290,8 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
                 schedules += conn.execute(queries.SCHEDULES).fetchall()
     for q in stats:
         click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} {q.delayed:7d} "
-                   f"{q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} {q.cancelled_last_hour:12d}")
+                   f"{q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} {q.cancelled_last_hour:12d}"
+                   + ("  paused" if getattr(q, "paused", False) else ""))
     if not stats:
         click.echo("  (no jobs)")
     if access.runtime and access.instances:
@@ -300,3 +301,9 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
         last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
         click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
                    f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))
+
+
+# jobs, queues and purge: operating jobs (jobs_cli.py)
+from .jobs_cli import register as _register_operate  # noqa: E402  (after main exists)
+_register_operate(main)
+

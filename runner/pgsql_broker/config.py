@@ -45,6 +45,7 @@ class DatabaseConfig:
     max_open_conns: int = 25
     conn_max_lifetime: str = "5m"
     conn_max_idle_time: str = "10m"
+    console_dsn: str | None = None  # the console's login (reads jobs, acts); None: the runner's own
     raw_dsn: str | None = None  # when given as a connection string (--dsn)
 
     @classmethod
@@ -62,7 +63,8 @@ class DatabaseConfig:
 
 _REQUIRED = ("name", "database", "user")
 _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "password": str, "sslmode": str,
-          "queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str}
+          "queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str,
+          "console_dsn": str}
 # Fields of the original broker's configuration that would do nothing here: refused, with what to do instead.
 REMOVED = {
     "tenant_id": "the runner serves every tenant of its databases (the SECURITY DEFINER runtime functions); a job's "

@@ -40,6 +40,7 @@ class BrokerSettings:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9469
     dashboard_public: bool = False
+    console_token: str = field(default="", repr=False)  # no default token: without one the console is read-only
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
     allow_privileged_login: bool = False
@@ -73,6 +74,7 @@ _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_si
             "max_open_conns_total": 0}
 _MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
             "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}
+MIN_TOKEN_CHARS = 16  # the console token (broker.console_token)
 _LEVELS = ("debug", "info", "warning", "error")
 _BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
@@ -106,6 +108,9 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         parse_queue_list(value, label)
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
+    if name == "console_token" and value and (len(value) < MIN_TOKEN_CHARS or value != value.strip()):
+        raise ConfigError(f"{label} must be at least {MIN_TOKEN_CHARS} characters without surrounding spaces "
+                          f"(for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
     if section == "logging" and name == "level" and value.lower() not in _LEVELS:

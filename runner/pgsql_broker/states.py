@@ -15,3 +15,19 @@ class JobState(IntEnum):
     @classmethod
     def finished(cls) -> tuple["JobState", ...]:
         return (cls.COMPLETED, cls.FAILED, cls.CANCELLED)
+
+    @property
+    def label(self) -> str:
+        """Its name as the command line and JSON show it (pending, running, ...)."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "JobState":
+        """A state by name (any case) or number; ValueError otherwise."""
+        key = text.strip()
+        if key.isdigit():
+            return cls(int(key))
+        try:
+            return cls[key.upper()]
+        except KeyError:
+            raise ValueError(text) from None

@@ -8,7 +8,8 @@
 --   What an executor's run_jobs does, for an executor without run_jobs (made
 --   by 0.1.0): each job through p_call (the SELECT that calls its run_job, see
 --   _executor_call) in a subtransaction of its own, with broker.tenant_id
---   p_tenant_id; its error (NULL: success) and run time, in order.
+--   p_tenant_id; its error (NULL: success; the message then reports the run,
+--   as run_jobs does) and run time, in order.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -35,7 +36,12 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            PERFORM pg_catalog.set_config('broker.job_rows', '', true);
+            PERFORM pg_catalog.set_config('broker.job_output', '', true);
             EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+            -- the run's report, as run_jobs gives it (a 0.1.0 run_job leaves no row count)
+            error_message := pg_catalog.current_setting('broker.job_rows', true) OPERATOR(pg_catalog.||) pg_catalog.chr(31)
+                OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;

@@ -1,8 +1,9 @@
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
--- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'.
--- broker._notify_queue writes that notification, and nothing else notifies
--- that channel (schedule changes have their own, pgsql_broker_schedule:
+-- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'
+-- (a queue has a job to claim) or '<database>/cancel/<job id>' (a running job
+-- has a cancel request). broker._notify_queue and broker._notify_cancel write
+-- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
 -- dependents, and by the enqueue functions once they have added a job's
@@ -52,3 +53,25 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_cancel(p_job_id)
+--   NOTIFY pgsql_broker, '<database>/cancel/<job id>' (sent on commit, so the
+--   cancel request is visible when it arrives): the runner executing the job
+--   checks the request (broker_cancel_requests) and cancels its statement;
+--   every other runner ignores it.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_cancel(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker',
+                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/cancel/' OPERATOR(pg_catalog.||) p_job_id::text);
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/cancel/<job id>'' (sent on commit): a running job has a cancel request.';

@@ -3,7 +3,8 @@
 -- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
---   waiting on those, is cancelled with p_reason. Returns how many.
+--   waiting on those, is cancelled with p_reason and cancel_cause_job_id
+--   p_job_id (what broker_retry_job brings back with it). Returns how many.
 --   Calls: _lock_dependency_keys, _lock_dependents
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -32,7 +33,8 @@ BEGIN
             UPDATE broker.broker_jobs AS d
                SET complete_status = broker._state('cancelled'),
                    finished_at = pg_catalog.clock_timestamp(),
-                   cancel_reason = p_reason
+                   cancel_reason = p_reason,
+                   cancel_cause_job_id = p_job_id
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
                AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
             RETURNING d.job_id, d.job_group

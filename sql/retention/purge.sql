@@ -13,7 +13,8 @@
 -- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
 --   that is not final.
 -- Calls: none
--- Tables: writes broker_jobs, broker_job_dependency (by cascade)
+-- Tables: writes broker_jobs, broker_job_dependency, broker_job_attempts, broker_job_actions (by cascade,
+--   each by its job_id index)
 -- Example:
 --   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
 --   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs

@@ -1,17 +1,154 @@
--- sql/run/cancel.sql: cancelling pending jobs (broker_cancel_job and the cancel_reason trigger).
+-- sql/run/cancel.sql: cancelling jobs: pending ones at once (broker_cancel_job, the cancel_reason trigger), running ones
+-- by a cancel request the runner acts on (broker_cancel_requests) and the run path's rule (_cancel_running).
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_requested(p_job_id)
+--   The reason of the cancel request made for the current attempt of job
+--   p_job_id (a broker_job_actions row 'cancel' made since it was claimed),
+--   or NULL when there is none. Read with a fresh snapshot: the request is
+--   committed by another session while the job runs.
+--   Calls: none
+--   Tables: reads broker_job_actions, broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_requested(p_job_id bigint)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
+              FROM broker.broker_job_actions AS a
+              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+             WHERE a.job_id OPERATOR(pg_catalog.=) p_job_id
+               AND a.action OPERATOR(pg_catalog.=) 'cancel'
+               AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
+             ORDER BY a.action_id DESC
+             LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
+    'Internal: the reason of a cancel request for the current attempt of a running job, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._end_cancelled(p_job_id, p_reason)
+--   Ends running job p_job_id cancelled (4) with p_reason, and cancels its
+--   dependents as a pending job's cancel does. Returns 4 (NULL: the job is
+--   not running).
+--   Calls: _cancel_dependents
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._end_cancelled(p_job_id bigint, p_reason text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = broker._state('cancelled'),
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           cancel_reason = p_reason
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', v_job.job_id, v_job.job_name));
+    RETURN 4;
+END;
+$$;
+COMMENT ON FUNCTION broker._end_cancelled(bigint, text) IS
+    'Internal: end a running job cancelled (status 4) with a reason, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_running(p_job_id, p_sqlstate, p_message)
+--   The run path's cancel rule: an attempt that ended with 57014
+--   (query_canceled) while a cancel request exists for it was stopped by
+--   that request: the attempt is recorded cancelled and the job ends
+--   cancelled with the request's reason (_end_cancelled). Returns 4, or NULL
+--   when this is not such an attempt (the caller handles it as before).
+--   Calls: _cancel_requested, _record_attempts, _end_cancelled
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_running(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text;
+BEGIN
+    IF p_sqlstate IS DISTINCT FROM '57014' THEN
+        RETURN NULL;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], 'cancelled', ARRAY[p_sqlstate], ARRAY[p_message]);
+    RETURN broker._end_cancelled(p_job_id, v_reason);
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
+    'Internal: a run that ended with 57014 under a cancel request ends cancelled (attempt recorded); NULL when that is not the case.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_cancel_requests(p_job_ids)
+--   For the runner: which of the jobs p_job_ids (the ones it is running) are
+--   still running with a cancel request for their current attempt, whatever
+--   their tenant. A NOTIFY '<database>/cancel/<job id>' is only a hint (any
+--   login may send one): the runner cancels a job's statement only when this
+--   names the job, so no one can stop another tenant's job without a request
+--   the policies accepted.
+-- Errors: 22023 more than 1000 ids.
+-- Example:
+--   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
+--   Calls: _cancel_requested
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_cancel_requests: at most 1000 jobs per call, got %', pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT j.job_id FROM broker.broker_jobs AS j
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+           AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+           AND broker._cancel_requested(j.job_id) IS NOT NULL
+         ORDER BY j.job_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_cancel_requests(bigint[]) IS
+    'For the runner: the jobs among those given that are running with a cancel request for their current attempt (a NOTIFY is only a hint).';
+
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
---   Cancels a pending job of the caller's tenant and, transitively, every
---   pending job waiting on it. Returns the number of jobs cancelled.
---   SECURITY INVOKER: it sets cancel_reason on the job with the caller's
---   rights (policies: own tenant, pending jobs only); the trigger
---   broker_jobs_cancel_request_trg does the cancelling.
--- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job is
---   running or already finished.
+--   Cancels a job of the caller's tenant:
+--   * pending: it is cancelled at once, and, transitively, every pending job
+--     waiting on it (sets cancel_reason with the caller's rights; the
+--     trigger broker_jobs_cancel_request_trg does the cancelling);
+--   * running: a cancel request is recorded (broker_job_actions, committed
+--     with the caller's transaction) and the runner holding the job is told
+--     (NOTIFY pgsql_broker '<database>/cancel/<job id>'): it cancels the
+--     statement running the job, which then ends cancelled with p_reason and
+--     its dependents cancelled. A job that finishes before the cancel lands
+--     keeps its result; one that fails meanwhile is not retried.
+--   Returns the number of jobs cancelled (for a running job: 1, the request).
+-- Errors: 22004 NULL id; P0002 no such job in this tenant; 55000 the job
+--   already finished (completed, failed or cancelled).
 -- Example:
 --   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
 --   Calls: broker_current_tenant
---   Tables: writes broker_jobs
+--   Tables: writes broker_jobs, broker_job_actions
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -39,13 +176,19 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'broker_cancel_job: job % does not exist', p_job_id USING ERRCODE = 'no_data_found';
     END IF;
-    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending jobs can be cancelled', p_job_id,
-        CASE v_status WHEN 1 THEN 'running' WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
+    IF v_status OPERATOR(pg_catalog.=) broker._state('running') THEN
+        -- the trigger broker_job_actions_trg checks it is still running and tells its runner
+        INSERT INTO broker.broker_job_actions (job_id, action, reason)
+        VALUES (p_job_id, 'cancel', pg_catalog.left(v_reason, 2000));
+        RETURN 1;
+    END IF;
+    RAISE EXCEPTION 'broker_cancel_job: job % is %; only pending or running jobs can be cancelled', p_job_id,
+        CASE v_status WHEN 2 THEN 'completed' WHEN 3 THEN 'failed' ELSE 'cancelled' END
         USING ERRCODE = 'object_not_in_prerequisite_state';
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
-    'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
+    'Cancels a pending or running job of the current tenant and every pending job that waits on it; returns how many were cancelled (a running job: 1, ended by its runner).';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_cancel_request()

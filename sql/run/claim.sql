@@ -22,6 +22,9 @@
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   skips that tenant's jobs (broker._paused_tenants, one lookup per claim,
+--   a filter on the same index scan).
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
@@ -58,6 +61,7 @@ DECLARE
     v_bound    bigint := 2147483648;  -- above every integer priority
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_claimed  integer;
+    v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
@@ -78,6 +82,10 @@ BEGIN
     IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
+        RETURN;  -- paused for every tenant (broker_pause_queue)
     END IF;
 
     LOOP
@@ -108,7 +116,8 @@ BEGIN
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
                           AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now
+                          AND (v_paused IS NULL OR j.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused)))
          LIMIT 1
         -- </priority-probe>
         ;
@@ -132,6 +141,7 @@ BEGIN
                       AND broker._claimable(r.complete_status, r.pending_deps)
                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
                       AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                      AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
                     ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
                     LIMIT v_left
                       FOR NO KEY UPDATE SKIP LOCKED))

@@ -14,7 +14,10 @@
 -- run_job is the one place a job's SQL runs (its search_path, its language).
 -- Next to it, run_jobs(sqls, languages, search_paths, tenant) runs the jobs
 -- of a batch in one call, each through run_job in a subtransaction of its
--- own, and returns each one's error (NULL: success) and run time;
+-- own, and returns each one's error (NULL: success; the message then reports
+-- the run: rows of its last statement, chr(31), the value it set with
+-- broker_set_output, as run_job leaves them in broker.job_rows and
+-- broker.job_output) and run time;
 -- broker_run_batch calls it under the same checks. An executor without
 -- run_jobs (made by 0.1.0) runs its jobs one run_job call each
 -- (sql/compat/executor_fallback.sql; broker_create_executor adds run_jobs).
@@ -198,6 +201,8 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    v_rows bigint;
 BEGIN
     -- the job's own search_path, with pg_temp explicitly last: temporary
     -- objects never shadow anything that exists elsewhere
@@ -208,6 +213,9 @@ BEGIN
         EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
     ELSE
         EXECUTE p_sql;
+        -- the rows of its last statement, for the attempt history (run_jobs reports them)
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        PERFORM pg_catalog.set_config('broker.job_rows', v_rows::text, true);
     END IF;
 END;
 $body$$ddl$, v_schema);
@@ -251,7 +259,12 @@ BEGIN
         v_started := pg_catalog.clock_timestamp();
         BEGIN
             v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            v_set := pg_catalog.set_config('broker.job_rows', '', true);
+            v_set := pg_catalog.set_config('broker.job_output', '', true);
             PERFORM %I.run_job(p_sqls[i], p_languages[i], p_search_paths[i]);
+            -- on success the message reports the run: rows of its last statement, chr(31), its output
+            error_message := pg_catalog.current_setting('broker.job_rows', true) OPERATOR(pg_catalog.||) pg_catalog.chr(31)
+                OPERATOR(pg_catalog.||) pg_catalog.current_setting('broker.job_output', true);
         EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
             GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         END;

@@ -84,12 +84,15 @@ COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
---   Records a failed attempt of a running job. While attempts < max_attempts
---   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled (_fail_job). Returns the
---   new status.
---   Calls: _count_pending_deps, _retry_delay, _error_text, _fail_job
---   Tables: writes broker_jobs
+--   Records a failed attempt of a running job (in the attempt history:
+--   failed, or lost when p_sqlstate is NULL, as lease recovery passes it).
+--   While attempts < max_attempts the job returns to pending with run_after =
+--   now + backoff, unless a cancel request was made for this attempt
+--   (broker_cancel_job while it ran): then it ends cancelled instead of
+--   running again. With no attempts left it is failed (3) and its dependents
+--   are cancelled (_fail_job). Returns the new status.
+--   Calls: _record_attempts, _cancel_requested, _end_cancelled, _count_pending_deps, _retry_delay, _error_text, _fail_job
+--   Tables: reads broker_jobs, writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
 RETURNS smallint
@@ -102,6 +105,12 @@ BEGIN
     SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], CASE WHEN p_sqlstate IS NULL THEN 'lost' ELSE 'failed' END,
+                                    ARRAY[p_sqlstate], ARRAY[p_message]);
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts
+       AND broker._cancel_requested(p_job_id) IS NOT NULL THEN
+        RETURN broker._end_cancelled(p_job_id, broker._cancel_requested(p_job_id));
     END IF;
     IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
         -- Back to pending: count again what it waits on. Jobs that joined one of

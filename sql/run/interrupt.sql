@@ -30,6 +30,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_queues integer[];
+    v_mine   bigint[];
 BEGIN
     PERFORM broker._check_lease_args('broker_interrupt_jobs', p_job_ids, p_lease_tokens);
     -- lock first (job_id order, waiting for an executing session to end), then read the state the
@@ -38,25 +39,29 @@ BEGIN
       WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
       ORDER BY j.job_id
         FOR NO KEY UPDATE;
-    WITH mine AS (
-        SELECT j.job_id FROM broker.broker_jobs AS j
-          JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
-            ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND j.lease_token OPERATOR(pg_catalog.=) u.token
-    ), interrupted AS (
+    SELECT pg_catalog.array_agg(j.job_id ORDER BY j.job_id) INTO v_mine
+      FROM broker.broker_jobs AS j
+      JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+        ON j.job_id OPERATOR(pg_catalog.=) u.id
+     WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+       AND j.lease_token OPERATOR(pg_catalog.=) u.token;
+    PERFORM broker._record_attempts(v_mine, 'interrupted');  -- the attempt history keeps the run
+    WITH interrupted AS (
         UPDATE broker.broker_jobs AS j
            SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                interruptions = j.interruptions OPERATOR(pg_catalog.+) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
-          FROM mine
-         WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_mine)
         RETURNING j.job_id, j.job_queue
     )
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM interrupted AS r;
+    -- a run ended while a cancel request for it was on its way is not run again: cancelled
+    -- (the cancel trigger of a pending job, dependents and all)
+    UPDATE broker.broker_jobs AS j SET cancel_reason = broker._cancel_requested(j.job_id)
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids) AND broker._cancel_requested(j.job_id) IS NOT NULL;
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;

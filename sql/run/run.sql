@@ -154,7 +154,7 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
---   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _complete_job, _fail_job, _job_error, _fail_attempt
+--   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
@@ -201,14 +201,18 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL, ARRAY[v_run.error_message]);
         PERFORM broker._complete_job(p_job_id);
         v_status := broker._state('completed');
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY[v_run.error_sqlstate], ARRAY[v_message]);
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
     ELSE
         v_message := broker._job_error(v_job.run_as, v_exec, v_run.error_sqlstate, v_run.error_message);
-        v_status := broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message);
+        -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+        v_status := COALESCE(broker._cancel_running(p_job_id, v_run.error_sqlstate, v_message),
+                             broker._fail_attempt(p_job_id, v_run.error_sqlstate, v_message));
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, v_run.error_sqlstate, v_message, v_run.duration;
 END;

@@ -108,7 +108,7 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 --   BEGIN; SET LOCAL statement_timeout = '200ms';
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid], '200ms'); COMMIT;
---   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs
+--   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
 --   Tables: writes broker_jobs (run_alone)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL,
@@ -144,6 +144,7 @@ DECLARE
     v_msgs    text[];
     v_durs    interval[];
     v_done    bigint[];
+    v_done_msgs text[];
     v_call    text;    -- the statement that runs jobs through the executor
     v_guard   record;  -- _run_guarded's outcome
     v_ran     integer := 0; -- how many of r_pos the executor ran (fewer under a budget)
@@ -290,8 +291,10 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_caller, ''), true);
         -- under a budget, the last job run ended with 57014 once the budget passed: the budget's timeout
         -- ended it (a job cannot arm one of its own inside this statement); it was rolled back alone
+        -- (unless a cancel request for it came in: then the cancel ended it, and it ends cancelled)
         IF p_budget IS NOT NULL AND v_ran OPERATOR(pg_catalog.>) 0 AND v_states[v_ran] OPERATOR(pg_catalog.=) '57014'
-           AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) p_budget) THEN
+           AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) p_budget)
+           AND broker._cancel_requested((o[r_pos[v_ran]]).job_id) IS NULL THEN
             v_cut := r_pos[v_ran];
             o[v_cut].complete_status := NULL;
             o[v_cut].error_sqlstate := 'PB002';
@@ -311,10 +314,14 @@ BEGIN
                    THEN r_pos[v_ran OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.-) 1 ELSE pg_catalog.cardinality(o) END;
     o := o[1:v_keep];
     -- the jobs that succeeded, completed together (their effects and their completion still commit
-    -- together, their dependents released at once)
+    -- together, their dependents released at once), with what the executor reported of each run
     v_done := ARRAY(SELECT (o[p.pos]).job_id
                       FROM ROWS FROM (pg_catalog.unnest(r_pos[1:v_ran]), pg_catalog.unnest(v_states)) AS p(pos, state)
                      WHERE p.state IS NULL AND p.pos IS DISTINCT FROM v_cut);
+    v_done_msgs := ARRAY(SELECT p.msg
+                           FROM ROWS FROM (pg_catalog.unnest(r_pos[1:v_ran]), pg_catalog.unnest(v_states),
+                                           pg_catalog.unnest(v_msgs)) AS p(pos, state, msg)
+                          WHERE p.state IS NULL AND p.pos IS DISTINCT FROM v_cut);
     -- the bookkeeping, done again should the budget's timeout fire in it (it fires once)
     FOR v_try IN 1 .. 2 LOOP
         BEGIN
@@ -323,15 +330,23 @@ BEGIN
             IF v_failed THEN
                 FOR i IN 1 .. pg_catalog.cardinality(o) LOOP
                     CONTINUE WHEN (o[i]).complete_status IS NULL OR (o[i]).error_sqlstate IS NULL;
-                    o[i].complete_status := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                        THEN broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message)
-                                        ELSE broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message) END;
+                    IF i OPERATOR(pg_catalog.=) ANY (x_pos) THEN
+                        PERFORM broker._record_attempts(ARRAY[(o[i]).job_id], 'failed', ARRAY[(o[i]).error_sqlstate],
+                                                        ARRAY[(o[i]).error_message]);
+                        o[i].complete_status := broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                        CONTINUE;
+                    END IF;
+                    -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
+                    o[i].complete_status := broker._cancel_running((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                    CONTINUE WHEN (o[i]).complete_status IS NOT NULL;
+                    o[i].complete_status := broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
                 END LOOP;
             END IF;
             IF v_cut IS NOT NULL THEN
                 UPDATE broker.broker_jobs AS j SET run_alone = true WHERE j.job_id OPERATOR(pg_catalog.=) (o[v_cut]).job_id;
             END IF;
             IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
+                PERFORM broker._record_attempts(v_done, 'completed', NULL, NULL, v_done_msgs);
                 PERFORM broker._complete_jobs(v_done);
             END IF;
             EXIT;

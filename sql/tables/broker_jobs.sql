@@ -44,6 +44,7 @@ CREATE TABLE broker.broker_jobs (
     cancel_reason       text,
     interruptions       integer     NOT NULL DEFAULT 0,
     run_alone           boolean     NOT NULL DEFAULT false,
+    cancel_cause_job_id bigint,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -86,6 +87,9 @@ CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenan
 -- oldest first, so each batch reads only the rows it deletes).
 CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, finished_at)
     WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
+-- Retry with dependents: the jobs cancelled because of a job.
+CREATE INDEX broker_jobs_cancel_cause_idx ON broker.broker_jobs (cancel_cause_job_id)
+    WHERE cancel_cause_job_id IS NOT NULL;
 CREATE INDEX broker_jobs_schedule_idx ON broker.broker_jobs (schedule_id)
     WHERE schedule_id IS NOT NULL;
 
@@ -127,3 +131,4 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';

@@ -21,4 +21,9 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
 -- </extension-only>

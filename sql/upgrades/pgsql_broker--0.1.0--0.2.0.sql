@@ -92,6 +92,14 @@ COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job we
 
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
+-- Operating jobs: the job that cancelled a job, attempt history, operator actions, paused queues.
+ALTER TABLE broker.broker_jobs ADD COLUMN cancel_cause_job_id bigint;
+CREATE INDEX broker_jobs_cancel_cause_idx ON broker.broker_jobs (cancel_cause_job_id)
+    WHERE cancel_cause_job_id IS NOT NULL;
+COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
+\i sql/tables/broker_job_attempts.sql
+\i sql/tables/broker_job_actions.sql
+\i sql/tables/broker_queue_pause.sql
 -- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 \i sql/tables/dump.sql
@@ -116,6 +124,7 @@ DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 \new-signature broker_add_job
+
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
@@ -146,6 +155,9 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_schema_migrations.sql
 \i sql/security/policies/broker_config.sql
 \i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_job_attempts.sql
+\i sql/security/policies/broker_job_actions.sql
+\i sql/security/policies/broker_queue_pause.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/security/grants.sql

@@ -186,10 +186,6 @@ def test_dashboard_in_headless_chromium_shows_a_failed_jobs_error(db, start, tmp
     shot = tmp_path / "dashboard.png"
     subprocess.run([*flags, f"--screenshot={shot}", runner.url("/")], capture_output=True, timeout=120)
     assert shot.stat().st_size > 10_000
-    docs = os.environ.get("PGBROKER_TEST_SCREENSHOT_DIR")  # set by `make screenshot`: keep it for the README
-    if docs:
-        os.makedirs(docs, exist_ok=True)
-        os.replace(shot, os.path.join(docs, "dashboard.png"))
 
 
 def test_the_library_api_runs_a_broker_inside_another_application(db):

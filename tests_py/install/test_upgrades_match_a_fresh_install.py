@@ -55,7 +55,8 @@ def test_upgrade(version, no_extension, empty_db, template_db):
                            "LATERAL broker.broker_run(g.job_id, g.lease_token) r ORDER BY 1").fetchall()
         assert ran == [("acme",), ("first",)]
         # the suite expects an empty broker: clear the data, keep the upgraded schema
-        conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, "
+        conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_job_attempts, "
+                     "broker.broker_job_actions, broker.broker_schedule, "
                      "broker.broker_queueinstance")
         conn.execute("CREATE EXTENSION pgtap")
     prove = subprocess.run(["pg_prove", "-d", empty_db, *sorted(str(p) for p in (ROOT / "tests_sql").rglob("*.sql"))],

@@ -8,13 +8,14 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
-                                   'broker_deferred_release', 'broker_schedule_count']);
+                                   'broker_deferred_release', 'broker_schedule_count',
+                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'cancel_cause_job_id']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -29,7 +30,8 @@ SELECT col_is_fk('broker', 'broker_job_dependency', 'depends_on_job_id', 'id edg
 SELECT col_is_fk('broker', 'broker_jobs', ARRAY['tenant_id', 'schedule_id'], 'jobs reference a schedule of their own tenant');
 SELECT indexes_are('broker', 'broker_jobs', ARRAY[
     'broker_jobs_pkey', 'broker_jobs_claim_idx', 'broker_jobs_lease_idx', 'broker_jobs_group_idx',
-    'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx']);
+    'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx',
+    'broker_jobs_cancel_cause_idx']);
 SELECT index_is_unique('broker', 'broker_jobs', 'broker_jobs_idempotency_key_idx');
 SELECT index_is_unique('broker', 'broker_queueinstance', 'broker_queueinstance_one_active_idx');
 SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_after_insert_trg', 'enqueue trigger (group joins, NOTIFY) exists');
@@ -63,7 +65,12 @@ SELECT functions_are('broker', ARRAY[
     -- what the runner ended at shutdown
     'broker_interrupt_jobs',
     -- what a runner reads on its session connection, and shows
-    'broker_ready_queues', 'broker_job_activity']);
+    'broker_ready_queues', 'broker_job_activity',
+
+    -- operating jobs: cancel running ones, retry, pause queues, attempt history and output
+    '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
+    '_job_action', 'broker_pause_queue', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
+    'broker_set_output', 'broker_cancel_requests']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text'], 'setof record');

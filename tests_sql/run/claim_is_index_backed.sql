@@ -1,6 +1,6 @@
 -- The claim is index-backed: its cost must not grow with finished, blocked or future jobs.
 BEGIN;
-SELECT plan(8);
+SELECT plan(10);
 
 -- A realistic mix: many finished, blocked and future jobs, a few ready ones.
 INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, complete_status, finished_at)
@@ -15,7 +15,7 @@ ANALYZE broker.broker_jobs;
 
 -- EXPLAIN broker_get's statements exactly as the function has them (the text between
 -- its <marker> comments), with its variables as parameters.
-CREATE FUNCTION pg_temp.plan_of(p_marker text) RETURNS text LANGUAGE plpgsql AS $f$
+CREATE FUNCTION pg_temp.plan_of(p_marker text, p_paused text[] DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
     v_src text := (SELECT prosrc FROM pg_proc WHERE oid = 'broker.broker_get(integer,bigint,integer,integer)'::regprocedure);
     v_sql text;
@@ -33,8 +33,9 @@ BEGIN
     v_sql := regexp_replace(v_sql, '\mv_lease\M', '$5', 'g');
     v_sql := regexp_replace(v_sql, '\mp_instance_id\M', '$6', 'g');
     v_sql := regexp_replace(v_sql, '\mv_bound\M', '$7', 'g');
-    EXECUTE 'PREPARE pg_temp_q(integer, integer, timestamptz, integer, integer, bigint, bigint) AS ' || v_sql;
-    EXECUTE 'EXPLAIN (FORMAT JSON) EXECUTE pg_temp_q(1, 0, now(), 10, 60, NULL, 2147483648)' INTO v_plan;
+    v_sql := regexp_replace(v_sql, '\mv_paused\M', '$8', 'g');
+    EXECUTE 'PREPARE pg_temp_q(integer, integer, timestamptz, integer, integer, bigint, bigint, text[]) AS ' || v_sql;
+    EXECUTE format('EXPLAIN (FORMAT JSON) EXECUTE pg_temp_q(1, 0, now(), 10, 60, NULL, 2147483648, %L::text[])', p_paused) INTO v_plan;
     DEALLOCATE pg_temp_q;
     RETURN v_plan::text;
 END;
@@ -52,6 +53,11 @@ SET LOCAL plan_cache_mode = force_generic_plan;
 SELECT matches(pg_temp.plan_of('claim-query'), '"Index Name": "broker_jobs_claim_idx"', 'generic plan: the claim uses broker_jobs_claim_idx');
 SELECT doesnt_match(pg_temp.plan_of('claim-query') || pg_temp.plan_of('priority-probe'), '"Node Type": "Seq Scan"',
                     'generic plans: no sequential scan');
+-- with a tenant's pause (broker_pause_queue) the claim is the same index scan, with a filter
+SELECT matches(pg_temp.plan_of('claim-query', ARRAY['paused tenant']), '"Index Name": "broker_jobs_claim_idx"',
+               'generic plan, a tenant paused: the claim uses broker_jobs_claim_idx');
+SELECT doesnt_match(pg_temp.plan_of('claim-query', ARRAY['paused tenant']) || pg_temp.plan_of('priority-probe', ARRAY['paused tenant']),
+                    '"Node Type": "Seq Scan"', 'generic plans, a tenant paused: no sequential scan');
 
 -- And the function as it runs: no sequential scan of broker_jobs at all.
 RESET plan_cache_mode;

@@ -10,6 +10,16 @@ from .logs import MAX_LABEL_CHARS, short_label
 
 _DEPTH_STATES = ("ready", "blocked", "delayed", "running", "completed_last_hour", "failed_last_hour",
                  "cancelled_last_hour")
+# what an operator alerts on, from the same rows: gauge name -> (help, column, how the 'other' row sums it)
+_QUEUE_GAUGES = {
+    "broker_queue_paused": ("1 when claims skip the queue for this tenant (broker_pause_queue)", "paused", any),
+    "broker_queue_oldest_ready_seconds": ("Age of the oldest ready job (since its run_after)", "oldest_ready_seconds",
+                                          max),
+    "broker_jobs_lost_last_hour": ("Attempts whose lease expired with no session executing them (recovered)",
+                                   "lost_last_hour", sum),
+    "broker_job_cancels_last_hour": ("Cancel requests for running jobs (broker_cancel_job)", "cancels_last_hour", sum),
+    "broker_job_retries_last_hour": ("Jobs retried by an operator (broker_retry_job)", "retries_last_hour", sum),
+}
 
 
 class Metrics:
@@ -35,6 +45,10 @@ class Metrics:
                                       registry=self.registry)
         self.schedule_jobs = Counter("broker_schedule_jobs", "Jobs enqueued by schedules", ["database"],
                                      registry=self.registry)
+        self.queue_gauges = {name: Gauge(name, doc, ["database", "queue", "tenant"], registry=self.registry)
+                             for name, (doc, _, _) in _QUEUE_GAUGES.items()}
+        self.cancels_sent = Counter("broker_job_cancel_signals", "Statements of running jobs cancelled for a cancel "
+                                    "request", labels, registry=self.registry)
         self._depth_labels: dict[str, set[tuple[str, ...]]] = {}
         self.connect_seconds = Histogram("broker_connect_seconds", "Time to open a worker connection (a cold "
                                          "connect on the hot path)", ["database"], registry=self.registry,
@@ -43,6 +57,7 @@ class Metrics:
                               "runner serves (beyond the database's queue_count)", ["database", "queue"],
                               registry=self.registry)
         self._unserved_labels: dict[str, set[str]] = {}
+        self._gauge_labels: dict[str, set[tuple[str, ...]]] = {}
         self.listen_connected = Gauge("broker_listen_connected", "1 when the LISTEN connection is up", ["database"],
                                       registry=self.registry)
 
@@ -68,6 +83,13 @@ class Metrics:
         for labels in self._depth_labels.get(database, set()) - current:
             self.depth.remove(*labels)
         self._depth_labels[database] = current
+        rows = {(database, str(row["job_queue"]), row["tenant_id"]): row for row in stats}
+        for name, (_, column, _) in _QUEUE_GAUGES.items():
+            for labels, row in rows.items():
+                self.queue_gauges[name].labels(*labels).set(float(row.get(column) or 0))
+            for labels in self._gauge_labels.get(database, set()) - rows.keys():
+                self.queue_gauges[name].remove(*labels)
+        self._gauge_labels[database] = set(rows)
 
 
 def observe_many(child, amounts: list[float]) -> None:
@@ -108,4 +130,5 @@ def bounded_stats(stats: list[dict], queue_count: int, limit: int = MAX_DEPTH_RO
     kept, rest = ordered[:limit - 1], ordered[limit - 1:]
     other = {"job_queue": OTHER, "tenant_id": OTHER}
     other.update({state: sum(r[state] for r in rest) for state in _DEPTH_STATES})
+    other.update({column: fold(r.get(column) or 0 for r in rest) for _, column, fold in _QUEUE_GAUGES.values()})
     return kept + [other]

@@ -85,7 +85,7 @@ class DatabaseView:
                     self._record(queue, row, outcome)
 
     def _record(self, queue: int, row, outcome) -> None:
-        """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
+        """A job that did not complete: not run (lease lost, or gone), cancelled, or failed (retried or for good)."""
         message = cap_text(outcome.error_message)  # the extension caps it too (broker._error_text); this holds for any caller
         fields = {"database": self.database, "queue": queue, "job_id": row.job_id, "job_name": row.job_name}
         if outcome.status is None:  # lease lost meanwhile (55000), or the job is gone
@@ -93,6 +93,9 @@ class DatabaseView:
             return
         retried = outcome.status == JobState.PENDING
         self._duration[queue].observe(outcome.seconds)
+        if outcome.status == JobState.CANCELLED:  # its cancel request stopped it (run/cancelling.py)
+            log.info("job cancelled", extra=fields | {"sqlstate": outcome.error_sqlstate, "attempt": outcome.attempts})
+            return
         (self.metrics.retried if retried else self.metrics.failed).labels(self.database, str(queue)).inc()
         self.failures.appendleft({"job_id": row.job_id, "job_name": row.job_name, "queue": queue,
                                   "tenant": short_label(row.tenant_id), "attempt": outcome.attempts,

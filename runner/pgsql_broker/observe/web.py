@@ -1,9 +1,10 @@
-"""HTTP endpoints on metrics_host:metrics_port: /metrics (Prometheus), /healthz, /api/state and the dashboard at /.
+"""HTTP endpoints on metrics_host:metrics_port: /metrics (Prometheus), /healthz, /api/state (this runner's own
+state) and the console at / with its API under /api/ (observe/console_api.py, which authenticates its actions).
 
-Nothing here is authenticated, so:
-- /api/state and the dashboard (job names, tenants, error messages) answer only connections made to and from a
-  loopback address, unless the operator sets broker.dashboard_public; /metrics and /healthz (counts per
-  queue and tenant, roles) answer on whatever address metrics_host binds (default 127.0.0.1);
+- /api/state and the console (job names, tenants, error messages) answer only connections made to and from a
+  loopback address with a loopback Host header, unless the operator sets broker.dashboard_public; /metrics and
+  /healthz (counts per queue and tenant, roles) answer on whatever address metrics_host binds (default
+  127.0.0.1);
 - at most MAX_CONNECTIONS connections are served at once (more are answered 503 and closed), a connection
   must send its request within IDLE_TIMEOUT_SEC and every read or write must progress within it, and a
   connection open longer than REQUEST_DEADLINE_SEC is cut: idle or slow clients cannot take the runner's
@@ -18,11 +19,11 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from typing import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from .console_api import MAX_BODY_BYTES, ConsoleAPI, Reply
 from .metrics import Metrics
 
 log = logging.getLogger("pgsql_broker")
@@ -31,9 +32,9 @@ IDLE_TIMEOUT_SEC = 5.0
 REQUEST_DEADLINE_SEC = 30.0
 JOB_DETAILS = ("/api/state", "/", "/index.html")
 _BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-_LOCAL_ONLY = (b"job details (/api/state and the dashboard) are served to loopback connections only: connect to "
-               b"127.0.0.1 on the runner's host, or set broker.dashboard_public (PGBROKER_DASHBOARD_PUBLIC, "
-               b"--dashboard-public) to serve them on every address\n")
+_LOCAL_ONLY = (b"job details (/api/state and the console) are served to loopback connections only, addressed as "
+               b"127.0.0.1, [::1] or localhost: connect so on the runner's host, or set broker.dashboard_public "
+               b"(PGBROKER_DASHBOARD_PUBLIC, --dashboard-public) to serve them on every address and name\n")
 
 
 def is_loopback(address: str) -> bool:
@@ -113,21 +114,41 @@ def health_of(db: dict) -> str:
     if db["role"] in ("active", "standby"):
         return "unserved_queues" if db["role"] == "active" and db.get("unserved_queues") else db["role"]
     return "unavailable" if db.get("error") else db["role"]
+def _loopback_host(host_header: str | None) -> bool:
+    """Is the Host header a loopback name or address? A page of another site that a DNS name rebound to
+    127.0.0.1 sends its own name: it is refused the job details."""
+    host = (host_header or "").strip().lower()
+    host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return host == "localhost" or is_loopback(host)
 
 
 def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, job_details_anywhere: bool = False,
-          max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT_SEC,
-          deadline: float = REQUEST_DEADLINE_SEC) -> BoundedHTTPServer:
-    page = (resources.files(__package__) / "dashboard.html").read_bytes()
+          console: ConsoleAPI | None = None, max_connections: int = MAX_CONNECTIONS,
+          idle_timeout: float = IDLE_TIMEOUT_SEC, deadline: float = REQUEST_DEADLINE_SEC) -> BoundedHTTPServer:
+    """`console`: the console's page and API (observe/console_api.py); without it / is not served."""
 
     class Handler(BaseHTTPRequestHandler):
         timeout = idle_timeout  # socket timeout of every read and write
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._dispatch("POST")
+
+        def _dispatch(self, method: str) -> None:
             path = self.path.split("?", 1)[0]
-            if path in JOB_DETAILS and not job_details_anywhere and not (
-                    is_loopback(self.connection.getsockname()[0]) and is_loopback(self.client_address[0])):
+            details = path in JOB_DETAILS or (console is not None and console.serves(path))
+            if details and not job_details_anywhere and not (
+                    is_loopback(self.connection.getsockname()[0]) and is_loopback(self.client_address[0])
+                    and _loopback_host(self.headers.get("Host"))):
                 self._send(403, "text/plain; charset=utf-8", _LOCAL_ONLY)
+            elif method == "POST":
+                length = self.headers.get("Content-Length") or "0"
+                if not length.isdigit() or int(length) > MAX_BODY_BYTES or console is None:
+                    self._send(413 if console else 404, "text/plain", b"refused\n")
+                    return
+                self._reply(console.handle("POST", self.path, self.headers, self.rfile.read(int(length))))
             elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry))
             elif path == "/healthz":
@@ -140,17 +161,22 @@ def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, 
                     "status": {db["database"]: health_of(db) for db in snapshot["databases"]}}).encode())
             elif path == "/api/state":
                 self._send(200, "application/json", json.dumps(state(), default=str).encode())
-            elif path in ("/", "/index.html"):
-                self._send(200, "text/html; charset=utf-8", page)
+            elif console is not None and console.serves(path):
+                self._reply(console.handle("GET", self.path, self.headers))
             else:
                 self._send(404, "text/plain", b"not found\n")
 
-        def _send(self, code: int, ctype: str, body: bytes) -> None:
+        def _reply(self, reply: Reply) -> None:
+            self._send(reply.status, reply.content_type, reply.body, reply.headers)
+
+        def _send(self, code: int, ctype: str, body: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 

@@ -23,6 +23,7 @@ from ..observe.state import DatabaseView
 from ..settings import BrokerSettings
 from . import queries, stopping
 from .connect_errors import PermanentCounter
+from .cancelling import Canceller
 from .connections import connect
 from ..settings import parse_queue_list, parse_queue_workers
 from .login import LoginRefused, check_login
@@ -69,6 +70,7 @@ class DatabaseRunner(Workers):
         self._executing: dict[tuple[int, int], tuple[int, list[Claimed]]] = {}
         self._executing_since: dict[tuple[int, int], float] = {}
         self._interrupting: set[tuple[int, int]] = set()
+        self._cancels = Canceller(db.name, self._executing, metrics.cancels_sent)  # cancel requests (cancelling.py)
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self.pool = WorkerPool(lambda: self._connect("worker"), db.max_open_conns - 1,
                                budget if budget is not None else RunnerBudget(None),
@@ -186,10 +188,12 @@ class DatabaseRunner(Workers):
             async for note in conn.notifies(timeout=max(0.0, min(wait, STOP_POLL_SEC))):
                 if note.channel == queries.SCHEDULE_CHANNEL:
                     self._ticker.changed()
-                elif note.payload.startswith(prefix):
+                elif note.payload.startswith(prefix) and not self._cancels.hint(note.payload[len(prefix):]):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():
                     break
+            if not self.stopping.is_set():
+                await self._cancels.apply(conn)
 
     def _wake_queue(self, channel: str, queue: str) -> None:
         """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:

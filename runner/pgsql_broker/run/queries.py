@@ -84,6 +84,9 @@ RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + RE
 RUN_TRANSACTION_BUDGET = ("BEGIN; SELECT set_config('statement_timeout', %(budget_ms)s, true); " + RUN_BATCH + "; "
                           + READ_ONLY + "; COMMIT")
 # Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
+# Cancelling running jobs (cancelling.py): which of ours have a cancel request, then the worker backend's statement.
+CANCEL_REQUESTS = "SELECT job_id FROM broker.broker_cancel_requests(%(jobs)s::bigint[])"
+CANCEL_BACKEND = "SELECT pg_catalog.pg_cancel_backend(%(pid)s)"
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
 # The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
 # record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
@@ -161,3 +164,40 @@ SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE e
 ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
 HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
 ROLLBACK = "ROLLBACK"
+
+# Operating jobs (jobs_cli.py): what an operator lists, reads and does. Reads are tenant-scoped by row-level security.
+JOBS_LIST = """SELECT job_id, job_name, complete_status, job_queue, tenant_id, attempts, max_attempts, run_after,
+                      finished_at, coalesce(cancel_reason, last_error_message) AS note
+                 FROM broker.broker_jobs
+                WHERE (%(state)s::smallint IS NULL OR complete_status = %(state)s::smallint)
+                  AND (%(queue)s::integer IS NULL OR job_queue = %(queue)s::integer)
+                  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+                  AND (%(name)s::text IS NULL OR job_name LIKE %(name)s::text)
+                ORDER BY job_id DESC
+                LIMIT %(limit)s"""
+JOB_SHOW = """SELECT job_id, job_name, job_group, complete_status, job_queue, job_priority, tenant_id, run_as, enqueued_by,
+                     attempts, max_attempts, interruptions, created_at, run_after, started_at, finished_at, job_timeout,
+                     job_language, execute_str, last_error_sqlstate, last_error_message, cancel_reason, cancel_cause_job_id,
+                     pending_deps
+                FROM broker.broker_jobs WHERE job_id = %(job)s"""
+JOB_ATTEMPTS = """SELECT attempt, outcome, started_at, finished_at, instance_id, error_sqlstate, error_message, command_status,
+                         rows_affected, output
+                    FROM broker.broker_job_attempts WHERE job_id = %(job)s ORDER BY attempt_id"""
+# the jobs (or groups) it waits on, and the jobs that wait on it (by id or by its group)
+JOB_WAITS_ON = """SELECT e.depends_on_job_id, e.depends_on_group, t.job_name, t.complete_status
+                    FROM broker.broker_job_dependency AS e
+                    LEFT JOIN broker.broker_jobs AS t ON t.job_id = e.depends_on_job_id
+                   WHERE e.job_id = %(job)s ORDER BY e.dependency_id"""
+JOB_WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, e.depends_on_group
+                        FROM broker.broker_jobs AS s
+                        JOIN broker.broker_job_dependency AS e
+                          ON e.depends_on_job_id = s.job_id
+                          OR (e.tenant_id = s.tenant_id AND e.depends_on_group = s.job_group)
+                        JOIN broker.broker_jobs AS j ON j.job_id = e.job_id
+                       WHERE s.job_id = %(job)s ORDER BY j.job_id"""
+JOB_CANCEL = "SELECT broker.broker_cancel_job(%(job)s, %(reason)s)"
+JOB_RETRY = "SELECT broker.broker_retry_job(%(job)s, %(run_after)s::timestamptz, %(with_dependents)s)"
+QUEUE_PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s)"
+PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint)"
+SET_TENANT = "SELECT broker.broker_set_tenant(%(tenant)s)"
+

@@ -164,6 +164,11 @@ class Workers:
                 got = await (await cur.execute(queries.CLAIM, params)).fetchall()
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
+        except psycopg.errors.QueryCanceled:  # a job's cancel that came late (cancelling.py): transient
+            await rollback_failed(conn)
+            if dirty:  # the reset may be what it cancelled: again, so the session is clean when the worker waits
+                await conn.execute(queries.RESET_TRANSACTION)
+            return []
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise

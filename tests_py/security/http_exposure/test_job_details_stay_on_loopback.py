@@ -16,6 +16,8 @@ import pytest
 
 from conftest import add_job, connect
 from pgsql_broker.observe import web
+from pgsql_broker.observe.console import ConsoleDatabase
+from pgsql_broker.observe.console_api import ConsoleAPI
 from pgsql_broker.observe.metrics import Metrics
 from job_checks import finished, wait_until
 
@@ -23,9 +25,11 @@ SECRET_STATE = {"running": True, "databases": [{"database": "d", "role": "active
                                                 "failures": [{"job_name": "secret payroll export"}]}]}
 
 
-def http_get(host: str, port: int, path: str, source: str | None = None) -> tuple[int, bytes]:
+def http_get(host: str, port: int, path: str, source: str | None = None, host_header: str | None = None,
+             method: str = "GET") -> tuple[int, bytes]:
     with socket.create_connection((host, port), timeout=10, source_address=(source, 0) if source else None) as s:
-        s.sendall(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        s.sendall(f"{method} {path} HTTP/1.0\r\nHost: {host_header or f'{host}:{port}'}\r\n"
+                  f"Content-Length: 0\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -40,7 +44,8 @@ def server(monkeypatch):
     started = []
 
     def start(**kwargs):
-        srv = web.serve("127.0.0.1", 0, Metrics(), lambda: SECRET_STATE, **kwargs)
+        console = ConsoleAPI([ConsoleDatabase("d", "dbname=d", None, "test")], "a-console-token-of-the-test")
+        srv = web.serve("127.0.0.1", 0, Metrics(), lambda: SECRET_STATE, console=console, **kwargs)
         started.append(srv)
         return srv.server_address[1]
     yield start
@@ -60,15 +65,29 @@ def test_by_default_the_runner_listens_on_loopback_only(db, start):
 
 def test_job_details_are_refused_to_a_remote_peer(server):
     port = server()
-    for path in ("/api/state", "/", "/index.html", "/api/state?x=1"):
+    for path in ("/api/state", "/", "/index.html", "/api/state?x=1", "/console.js", "/api/session", "/api/jobs",
+                 "/api/jobs/1", "/api/queues"):
         status, body = http_get("127.0.0.1", port, path, source="127.0.0.2")
         assert status == 403 and b"payroll" not in body, (path, status, body[:200])
         assert b"dashboard_public" in body
+    assert http_get("127.0.0.1", port, "/api/jobs/1/retry", source="127.0.0.2", method="POST")[0] == 403
     status, body = http_get("127.0.0.1", port, "/metrics", source="127.0.0.2")
     assert status == 200 and b"payroll" not in body
     assert http_get("127.0.0.1", port, "/healthz", source="127.0.0.2")[0] == 200
     status, body = http_get("127.0.0.1", port, "/api/state")  # the operator, on the runner's host
     assert status == 200 and b"secret payroll export" in body
+
+
+def test_job_details_are_refused_to_a_page_of_another_name_on_loopback(server):
+    """DNS rebinding: a page of another site whose name now resolves to 127.0.0.1 connects over loopback, but
+    its requests carry that name in Host: no job details, no console."""
+    port = server()
+    for path in ("/api/state", "/", "/api/jobs", "/api/session"):
+        status, body = http_get("127.0.0.1", port, path, host_header=f"rebound.example:{port}")
+        assert status == 403 and b"payroll" not in body, (path, status, body[:200])
+    for name in ("127.0.0.1", f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST"):
+        assert http_get("127.0.0.1", port, "/api/state", host_header=name)[0] == 200, name
+    assert http_get("127.0.0.1", port, "/metrics", host_header="rebound.example")[0] == 200
 
 
 def test_dashboard_public_serves_job_details_to_every_peer(server):
@@ -89,3 +108,10 @@ def test_the_runner_passes_dashboard_public_through_and_logs_it(db, start):
     assert status == 200 and b"secret payroll export" in body
     listening = [json.loads(line) for line in runner.log().splitlines() if '"metrics and dashboard listening"' in line]
     assert listening and listening[0]["job_details"] == "every peer"
+
+
+def test_the_host_header_check_reads_names_addresses_and_ports():
+    assert all(web._loopback_host(h) for h in ("localhost", "localhost:9469", "127.0.0.1", "127.0.0.9:80", "[::1]:9469",
+                                                "::1", "[::ffff:127.0.0.1]:1"))
+    assert not any(web._loopback_host(h) for h in (None, "", "rebound.example", "10.0.0.1:9469", "[2001:db8::1]:80",
+                                                   "localhost.evil.example", "127.0.0.1.nip.io"))

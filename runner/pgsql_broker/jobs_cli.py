@@ -1,0 +1,255 @@
+"""pgsql-broker jobs | queues | purge: operate jobs from the command line (issue 22).
+
+Every command works on one database (--dsn, or --config with one database) through the extension's functions, as
+the login given: reads are tenant-scoped by row-level security and --tenant acts for that tenant
+(broker_set_tenant). Tables for people, --json for scripts. Exit codes as the other commands: 0 ok, 1 failure (one
+line: the server's message and SQLSTATE), 2 usage.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+import click
+import psycopg
+
+from .run import queries
+from .observe.logs import safe_text
+from .states import JobState
+
+_STATE_NAMES = [s.label for s in JobState]
+
+
+def _one_database(dsns: tuple[str, ...], config_path: str | None) -> str:
+    from .cli import _targets  # (cli imports this module)
+    targets = _targets(dsns, config_path)
+    if len(targets) != 1:
+        raise click.UsageError(f"name one database (got {len(targets)}): --dsn DSN, or a --config with one database")
+    return targets[0][1]
+
+
+def _fail(exc: psycopg.Error) -> None:
+    """One line on stderr, exit 1 (a bad argument the server refused, 22xxx, is a usage error: exit 2)."""
+    text = exc.diag.message_primary or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    line = f"error: {safe_text(text)}" + (f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else "")
+    if exc.diag.message_hint:
+        line += f"; hint: {safe_text(exc.diag.message_hint)}"
+    click.echo(line, err=True)
+    sys.exit(2 if (exc.sqlstate or "").startswith("22") else 1)
+
+
+def _run(dsn: str, tenant: str | None, work):
+    """work(conn) in one transaction, acting for `tenant` when given; psycopg errors end the command."""
+    try:
+        with psycopg.connect(dsn) as conn:
+            if tenant is not None:
+                conn.execute(queries.SET_TENANT, {"tenant": tenant})
+            result = work(conn)
+            conn.commit()
+            return result
+    except psycopg.Error as exc:
+        _fail(exc)
+
+
+def _jsonable(value):
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _emit_json(data) -> None:
+    click.echo(json.dumps(data, default=_jsonable, indent=2))
+
+
+def _when(value) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S}" if value else "-"
+
+
+def db_options(command):
+    for decorator in (
+        click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="The database (libpq string or URI)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file with one database."),
+        click.option("--tenant", help="Act for this tenant (broker_set_tenant); jobs list also shows only its jobs."),
+        click.option("--json", "as_json", is_flag=True, help="JSON for scripts instead of a table."),
+    ):
+        command = decorator(command)
+    return command
+
+
+@click.group("jobs")
+def jobs() -> None:
+    """List, show, cancel and retry jobs."""
+
+
+@jobs.command("list")
+@db_options
+@click.option("--state", type=click.Choice(_STATE_NAMES, case_sensitive=False), help="Only jobs in this state.")
+@click.option("--queue", type=click.IntRange(1, 1000), help="Only this queue.")
+@click.option("--name", help="Only job names matching this LIKE pattern (say 'nightly%').")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True, help="At most this many, newest first.")
+def jobs_list(dsns, config_path, tenant, as_json, state, queue, name, limit) -> None:
+    """The newest jobs, with filters."""
+    dsn = _one_database(dsns, config_path)
+    params = {"state": int(JobState.parse(state)) if state else None, "queue": queue, "tenant": tenant,
+              "name": name, "limit": limit}
+    cur_rows = _run(dsn, tenant, lambda conn: _rows(conn, queries.JOBS_LIST, params))
+    if as_json:
+        _emit_json([dict(r, state=JobState(r["complete_status"]).label) for r in cur_rows])
+        return
+    click.echo(f"{'id':>8} {'state':9} {'queue':>5} {'tenant':16} {'att':>5} {'name':30} note")
+    for r in cur_rows:
+        note = safe_text(r["note"] or "")[:60]
+        click.echo(f"{r['job_id']:>8} {JobState(r['complete_status']).label:9} {r['job_queue']:>5} "
+                   f"{safe_text(r['tenant_id'])[:16]:16} {str(r['attempts']) + '/' + str(r['max_attempts']):>5} "
+                   f"{safe_text(r['job_name'])[:30]:30} {note}")
+    if not cur_rows:
+        click.echo("(no jobs)")
+
+
+def _rows(conn: psycopg.Connection, sql: str, params: dict) -> list[dict]:
+    cur = conn.execute(sql, params)
+    cols = [c.name for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+@jobs.command("show")
+@db_options
+@click.argument("job_id", type=click.IntRange(1))
+def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
+    """A job: its SQL, each attempt, the jobs it waits on and that wait on it, its output."""
+    dsn = _one_database(dsns, config_path)
+
+    def read(conn):
+        job = _rows(conn, queries.JOB_SHOW, {"job": job_id})
+        if not job:
+            return None
+        return {**job[0], "state": JobState(job[0]["complete_status"]).label,
+                "attempt_history": _rows(conn, queries.JOB_ATTEMPTS, {"job": job_id}),
+                "waits_on": _rows(conn, queries.JOB_WAITS_ON, {"job": job_id}),
+                "waited_on_by": _rows(conn, queries.JOB_WAITED_ON_BY, {"job": job_id})}
+    job = _run(dsn, tenant, read)
+    if job is None:
+        click.echo(f"error: job {job_id} does not exist (for this login and tenant)", err=True)
+        sys.exit(1)
+    if as_json:
+        _emit_json(job)
+        return
+    click.echo(f"job {job['job_id']} {safe_text(job['job_name'])!r}: {job['state']}")
+    for label, key in (("group", "job_group"), ("queue", "job_queue"), ("priority", "job_priority"),
+                       ("tenant", "tenant_id"), ("run as", "run_as"), ("enqueued by", "enqueued_by"),
+                       ("timeout", "job_timeout"), ("language", "job_language")):
+        click.echo(f"  {label + ':':13}{safe_text(job[key]) if job[key] is not None else '-'}")
+    click.echo(f"  {'attempts:':13}{job['attempts']}/{job['max_attempts']} (interrupted {job['interruptions']})")
+    click.echo(f"  {'created:':13}{_when(job['created_at'])}  run after {_when(job['run_after'])}  "
+               f"started {_when(job['started_at'])}  finished {_when(job['finished_at'])}")
+    if job["last_error_sqlstate"] or job["last_error_message"]:
+        click.echo(f"  {'last error:':13}{job['last_error_sqlstate'] or ''} {safe_text(job['last_error_message'] or '')}")
+    if job["cancel_reason"]:
+        click.echo(f"  {'cancelled:':13}{safe_text(job['cancel_reason'])}")
+    click.echo("  sql:")
+    for line in (job["execute_str"] or "").splitlines() or [""]:
+        click.echo(f"    {safe_text(line)}")
+    click.echo("  waits on:" + ("" if job["waits_on"] else " nothing"))
+    for d in job["waits_on"]:
+        what = (f"job {d['depends_on_job_id']} {safe_text(d['job_name'] or '')!r} ({JobState(d['complete_status']).label})"
+                if d["depends_on_job_id"] else f"group {safe_text(d['depends_on_group'])!r}")
+        click.echo(f"    {what}")
+    click.echo("  waited on by:" + ("" if job["waited_on_by"] else " nothing"))
+    for d in job["waited_on_by"]:
+        click.echo(f"    job {d['job_id']} {safe_text(d['job_name'])!r} ({JobState(d['complete_status']).label})"
+                   + (f" via group {safe_text(d['depends_on_group'])!r}" if d["depends_on_group"] else ""))
+    click.echo("  attempt history:" + ("" if job["attempt_history"] else " none yet"))
+    for a in job["attempt_history"]:
+        detail = (f"{safe_text(a['command_status'] or '')}" + (f", output {safe_text(a['output'])!r}" if a["output"] else "")
+                  if a["outcome"] == "completed"
+                  else f"{a['error_sqlstate'] or ''} {safe_text(a['error_message'] or '')}".strip())
+        click.echo(f"    #{a['attempt']} {a['outcome']:11} {_when(a['started_at'])} .. {_when(a['finished_at'])}"
+                   f"  instance {a['instance_id'] if a['instance_id'] is not None else '-'}  {detail}")
+
+
+@jobs.command("cancel")
+@db_options
+@click.argument("job_id", type=click.IntRange(1))
+@click.option("--reason", help="Why (kept as the job's cancel_reason).")
+def jobs_cancel(dsns, config_path, tenant, as_json, job_id, reason) -> None:
+    """Cancel a pending job (and the jobs waiting on it), or ask the runner to stop a running one."""
+    dsn = _one_database(dsns, config_path)
+    n = _run(dsn, tenant, lambda conn: conn.execute(queries.JOB_CANCEL, {"job": job_id, "reason": reason}).fetchone()[0])
+    if as_json:
+        _emit_json({"job_id": job_id, "cancelled": n})
+    else:
+        click.echo(f"job {job_id}: cancel sent; {n} job(s) cancelled or asked to stop")
+
+
+@jobs.command("retry")
+@db_options
+@click.argument("job_id", type=click.IntRange(1))
+@click.option("--no-dependents", is_flag=True, help="Only this job, not the jobs cancelled because of it.")
+@click.option("--run-after", help="Not before this time (a PostgreSQL timestamptz, say '2026-12-01 18:00+00').")
+def jobs_retry(dsns, config_path, tenant, as_json, job_id, no_dependents, run_after) -> None:
+    """Return a failed or cancelled job (and by default the jobs cancelled because of it) to pending."""
+    dsn = _one_database(dsns, config_path)
+    n = _run(dsn, tenant, lambda conn: conn.execute(queries.JOB_RETRY, {
+        "job": job_id, "run_after": run_after, "with_dependents": not no_dependents}).fetchone()[0])
+    if as_json:
+        _emit_json({"job_id": job_id, "pending_again": n})
+    else:
+        click.echo(f"job {job_id}: retried; {n} job(s) pending again")
+
+
+@click.group("queues")
+def queues() -> None:
+    """Pause and resume queues."""
+
+
+def _pause(dsns, config_path, tenant, as_json, queue, paused: bool) -> None:
+    dsn = _one_database(dsns, config_path)
+    changed = _run(dsn, tenant, lambda conn: conn.execute(queries.QUEUE_PAUSE, {"queue": queue, "paused": paused}).fetchone()[0])
+    if as_json:
+        _emit_json({"queue": queue, "paused": paused, "changed": changed})
+    else:
+        click.echo(f"queue {queue}: {'paused' if paused else 'resumed'}" + ("" if changed else " (no change)"))
+
+
+@queues.command("pause")
+@db_options
+@click.argument("queue", type=click.IntRange(1, 1000))
+def queues_pause(dsns, config_path, tenant, as_json, queue) -> None:
+    """Claims skip QUEUE (running jobs finish): the tenant's jobs there, or every tenant's for an administrator."""
+    _pause(dsns, config_path, tenant, as_json, queue, True)
+
+
+@queues.command("resume")
+@db_options
+@click.argument("queue", type=click.IntRange(1, 1000))
+def queues_resume(dsns, config_path, tenant, as_json, queue) -> None:
+    """Lift the pause of QUEUE (the tenant's own; an administrator's lifts every pause of it)."""
+    _pause(dsns, config_path, tenant, as_json, queue, False)
+
+
+@click.command("purge")
+@db_options
+@click.option("--older-than", required=True, help="Finished longer ago than this PostgreSQL interval ('7 days', '12h').")
+@click.option("--state", type=click.Choice(["completed", "failed", "cancelled"], case_sensitive=False),
+              help="Only this final state (default: every one).")
+@click.option("--batch-size", type=click.IntRange(1, 100000), default=10000, show_default=True,
+              help="Jobs per transaction.")
+def purge(dsns, config_path, tenant, as_json, older_than, state, batch_size) -> None:
+    """Delete finished jobs (with their edges, attempts and actions) older than --older-than, in batches
+    (broker_purge_jobs: broker_admin or a superuser)."""
+    dsn = _one_database(dsns, config_path)
+    params = {"older_than": older_than, "batch": batch_size, "state": int(JobState.parse(state)) if state else None}
+    total = 0
+    while True:
+        n = _run(dsn, tenant, lambda conn: conn.execute(queries.PURGE, params).fetchone()[0])
+        total += n
+        if n < batch_size:
+            break
+    if as_json:
+        _emit_json({"purged": total})
+    else:
+        click.echo(f"purged {total} finished job(s)")
+
+
+def register(main: click.Group) -> None:
+    for command in (jobs, queues, purge):
+        main.add_command(command)

@@ -1,0 +1,199 @@
+"use strict";
+// The console page: JSON from /api/*, rendered with DOM nodes and text only (never innerHTML): job names, SQL,
+// errors and tenants are the enqueuers' text. The token lives in this tab's sessionStorage and goes out only
+// as an Authorization header of this page's own fetch() calls.
+const STATES = ["pending", "running", "completed", "failed", "cancelled"];
+let session = {token_configured: false, authenticated: false, databases: []};
+let openJob = null;  // {id, tenant}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "onclick") node.addEventListener("click", v); else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(c == null ? "" : String(c)));
+  return node;
+}
+function table(headers, rows, numeric) {
+  if (!rows.length) return el("div", {class: "muted"}, "none");
+  const t = el("table", {}, el("tr", {}, ...headers.map(h => el("th", {}, h))));
+  for (const r of rows) t.append(el("tr", {}, ...r.map((v, i) => el("td", numeric && numeric.includes(i) ? {class: "num"} : {}, v))));
+  return t;
+}
+function stateBadge(code, job) {
+  const name = STATES[code] || String(code);
+  let label = name;
+  if (job && name === "pending" && job.pending_deps > 0) label = `pending (waits on ${job.pending_deps})`;
+  return el("span", {class: "badge state-" + name, "data-state": name}, label);
+}
+function time(value) { return value ? String(value).replace("T", " ").slice(0, 19) : ""; }
+function token() { return sessionStorage.getItem("console-token"); }
+function database() { return document.getElementById("database").value || session.databases[0] || ""; }
+function say(text) { document.getElementById("message").textContent = text || ""; }
+
+async function api(path, options) {
+  const headers = Object.assign({}, (options && options.headers) || {});
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  const response = await fetch(path, Object.assign({cache: "no-store"}, options || {}, {headers}));
+  const body = await response.json().catch(() => ({error: "HTTP " + response.status}));
+  if (response.status === 401 && token()) {
+    sessionStorage.removeItem("console-token"); session.authenticated = false; showSession();
+  }
+  if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+  return body;
+}
+async function act(path, tenant) {
+  try {
+    const result = await api(path, {method: "POST", headers: {"Content-Type": "application/json"},
+                                    body: JSON.stringify({database: database(), tenant: tenant})});
+    say(`${result.action} ${result.target}: done (${result.result})`);
+  } catch (e) { say(e.message); }
+  refresh();
+}
+function actionsAllowed() { return session.token_configured && session.authenticated; }
+function button(label, id, onclick) { return el("button", {type: "button", id: id, onclick: onclick}, label); }
+
+function showSession() {
+  const signedIn = session.authenticated && !!token();
+  document.getElementById("login").hidden = !session.token_configured || signedIn;
+  document.getElementById("signed-in").hidden = !signedIn;
+  document.getElementById("mode").textContent = !session.token_configured ? "read-only: no console token configured"
+    : signedIn ? "actions enabled" : "read-only: sign in for actions and job SQL";
+}
+async function loadSession() {
+  try { session = await api("/api/session"); } catch (e) { session.authenticated = false; say(e.message); }
+  const select = document.getElementById("database");
+  if (select.options.length !== session.databases.length) {
+    select.replaceChildren(...session.databases.map(d => el("option", {value: d}, d)));
+  }
+  document.getElementById("database-choice").hidden = session.databases.length < 2;
+  showSession();
+}
+
+function renderRunner(state) {
+  document.getElementById("meta").textContent = `${state.name} ${state.version} · host ${state.host} · pid ${state.pid}`;
+  const parts = [table(["database", "role", "listening", "instance", "next schedule fire", "error"],
+    state.databases.map(d => [d.database, el("span", {class: "badge " + d.role}, d.role), d.listening ? "yes" : "no",
+                              d.instance_id, d.next_schedule_fire, el("span", {class: "error"}, d.error)]))];
+  for (const d of state.databases)
+    if (d.unserved_queues && d.unserved_queues.length)
+      parts.push(el("p", {class: "error"}, `${d.database}: jobs ready in queue(s) ${d.unserved_queues.join(", ")}, which this runner does not serve`));
+  // the jobs this process claimed: executing now, or waiting (for their turn, or for their transaction's commit)
+  const claimed = state.databases.flatMap(d => (d.running || []).map(j => [d.database, jobLink(j.job_id, null), j.job_name, j.queue,
+    j.tenant, j.age_seconds, j.activity === "waiting" ? "waiting (its turn, or its transaction's commit)" : j.activity]));
+  if (claimed.length) {
+    parts.push(el("h3", {}, "Claimed by this runner"));
+    parts.push(table(["database", "job", "name", "queue", "tenant", "age (s)", "now"], claimed, [5]));
+  }
+  document.getElementById("runner").replaceChildren(...parts);
+}
+function renderQueues(data) {
+  const rows = data.queues.map(q => {
+    const target = `/api/queues/${Number(q.job_queue)}/`;
+    const control = !actionsAllowed() ? "" : q.paused
+      ? button("Resume", `resume-${q.job_queue}-${q.tenant_id || ""}`, () => act(target + "resume", q.tenant_id))
+      : button("Pause", `pause-${q.job_queue}-${q.tenant_id || ""}`, () => act(target + "pause", q.tenant_id));
+    return [q.job_queue, q.tenant_id == null ? "(every tenant)" : q.tenant_id,
+            q.paused ? el("span", {class: "badge paused"}, "paused") : "", q.ready, q.blocked, q.delayed, q.running,
+            Math.round(q.oldest_ready_seconds || 0), q.completed_last_hour, q.failed_last_hour, q.cancelled_last_hour,
+            q.lost_last_hour, control];
+  });
+  document.getElementById("queues").replaceChildren(table(["queue", "tenant", "", "ready", "blocked", "delayed", "running",
+    "oldest ready (s)", "completed 1h", "failed 1h", "cancelled 1h", "lost 1h", ""], rows, [3, 4, 5, 6, 7, 8, 9, 10, 11]));
+  document.getElementById("instances").replaceChildren(table(["id", "name", "host", "pid", "status", "started", "last ping"],
+    data.instances.map(i => [i.instance_id, i.instance_name, i.hostname, i.os_pid, i.status, time(i.started_at), time(i.last_ping_at)])));
+}
+function filterQuery() {
+  const params = new URLSearchParams({database: database()});
+  for (const name of ["state", "queue", "tenant", "name"]) {
+    const value = document.getElementById("filter-" + name).value.trim();
+    if (value) params.set(name, value);
+  }
+  return params;
+}
+function jobLink(id, tenant, text) {
+  return el("a", {href: "#job-" + Number(id), "data-job": String(Number(id)),
+                  onclick: (e) => { e.preventDefault(); openJob = {id: Number(id), tenant: tenant}; refreshJob(); }},
+            text == null ? String(id) : text);
+}
+function renderJobs(data) {
+  document.getElementById("jobs").replaceChildren(table(["job", "name", "tenant", "queue", "state", "attempts", "created", "finished", "last error"],
+    data.jobs.map(j => [jobLink(j.job_id, j.tenant_id), jobLink(j.job_id, j.tenant_id, j.job_name), j.tenant_id, j.job_queue,
+                        stateBadge(j.complete_status, j), `${j.attempts}/${j.max_attempts}`, time(j.created_at),
+                        time(j.finished_at), el("span", {class: "error"}, j.complete_status === 2 ? "" : j.last_error_message)]), [3]));
+}
+function fields(pairs) {
+  const dl = el("dl", {class: "fields"});
+  for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v));
+  return dl;
+}
+function renderJob(data) {
+  const j = data.job;
+  document.getElementById("job-section").hidden = false;
+  document.getElementById("job-title").textContent = `Job ${j.job_id}: ${j.job_name}`;
+  const controls = el("div", {class: "controls"});
+  if (actionsAllowed() && (j.complete_status === 0 || j.complete_status === 1))
+    controls.append(button("Cancel", "cancel-job", () => act(`/api/jobs/${Number(j.job_id)}/cancel`, j.tenant_id)));
+  if (actionsAllowed() && (j.complete_status === 3 || j.complete_status === 4))
+    controls.append(button("Retry", "retry-job", () => act(`/api/jobs/${Number(j.job_id)}/retry`, j.tenant_id)));
+  const last = j.attempt_history.find(a => a.outcome === "completed");
+  const parts = [controls, fields([
+    ["state", stateBadge(j.complete_status, j)], ["tenant", j.tenant_id], ["group", j.job_group], ["queue", j.job_queue],
+    ["priority", j.job_priority], ["attempts", `${j.attempts}/${j.max_attempts}`], ["run as", j.run_as],
+    ["enqueued by", j.enqueued_by], ["created", time(j.created_at)], ["run after", time(j.run_after)],
+    ["started", time(j.started_at)], ["finished", time(j.finished_at)], ["cancel reason", j.cancel_reason],
+    ["last error", el("span", {class: "error", id: "job-error"}, j.last_error_sqlstate ? `${j.last_error_sqlstate}: ${j.last_error_message}` : "")],
+    ["output", el("span", {id: "job-output"}, last ? [last.command_status, last.output].filter(x => x != null).join(" · ") : "")]])];
+  parts.push(el("h3", {}, "SQL"), data.sql_shown ? el("pre", {class: "sql", id: "job-sql"}, j.execute_str)
+    : el("div", {class: "muted", id: "job-sql-hidden"}, "hidden: sign in with the console token to see job SQL"));
+  if (data.sql_shown && j.execute_str_cut) parts.push(el("div", {class: "muted"}, "(the first 100,000 characters)"));
+  parts.push(el("h3", {}, "Attempts (newest first)"), table(["attempt", "outcome", "started", "finished", "instance", "SQLSTATE", "error", "status", "rows", "output"],
+    j.attempt_history.map(a => [a.attempt, a.outcome, time(a.started_at), time(a.finished_at), a.instance_id, a.error_sqlstate,
+                                el("span", {class: "error"}, a.error_message), a.command_status, a.rows_affected, a.output])));
+  parts.push(el("h3", {}, "Waits on"), table(["job", "name", "state"], j.waits_on.map(d => d.job_id == null
+    ? [`group ${d.job_group}`, "", ""] : [jobLink(d.job_id, j.tenant_id), d.job_name, stateBadge(d.complete_status)])));
+  parts.push(el("h3", {}, "Waited on by"), table(["job", "name", "state"],
+    j.waited_on_by.map(d => [jobLink(d.job_id, j.tenant_id), d.job_name, stateBadge(d.complete_status)])));
+  document.getElementById("job").replaceChildren(...parts);
+}
+
+// a section is rebuilt only when what it shows changed: no flicker, and what the operator points at stays put
+const shown = {};
+function render(section, data, draw) {
+  const key = JSON.stringify([data, actionsAllowed()]);
+  if (shown[section] !== key) { shown[section] = key; draw(data); }
+}
+async function refreshJob() {
+  if (!openJob) return;
+  const params = new URLSearchParams({database: database()});
+  if (openJob.tenant) params.set("tenant", openJob.tenant);
+  try { render("job", await api(`/api/jobs/${openJob.id}?${params}`), renderJob); } catch (e) { say(e.message); }
+}
+async function refresh() {
+  try {
+    const state = await api("/api/state");
+    render("runner", state, renderRunner);
+    render("queues", await api("/api/queues?" + new URLSearchParams({database: database()})), renderQueues);
+    render("jobs", await api("/api/jobs?" + filterQuery()), renderJobs);
+    await refreshJob();
+  } catch (e) { say(e.message); }
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("login").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    sessionStorage.setItem("console-token", document.getElementById("token").value);
+    document.getElementById("token").value = "";
+    await loadSession();
+    say(session.authenticated ? "" : "wrong console token");
+    refresh();
+  });
+  document.getElementById("sign-out").addEventListener("click", async () => {
+    sessionStorage.removeItem("console-token"); await loadSession(); refresh();
+  });
+  document.getElementById("filters").addEventListener("submit", (e) => { e.preventDefault(); say(""); refresh(); });
+  document.getElementById("database").addEventListener("change", () => { openJob = null; refresh(); });
+  await loadSession();
+  await refresh();
+  setInterval(refresh, 2000);
+});

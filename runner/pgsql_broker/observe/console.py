@@ -1,0 +1,222 @@
+"""The console's reads and actions, in the database: every runner, active or standby, shows the same, and a
+restart loses nothing.
+
+Two logins per database. The runner's own login reads what /metrics already shows (broker_queue_stats across
+tenants, the instances). The console login (databases[].console_dsn, else the runner's login) reads the jobs,
+their attempts and dependencies, and performs cancel, retry and pause/resume through the public functions as
+itself: row-level security and the functions' checks decide what it may see and do, so a tenant's login acts
+only on its tenant, an administrator's on every tenant, and the runner's (broker_runtime) may act on nothing.
+
+Every session is short (one transaction, statement_timeout, search_path pinned) and at most MAX_SESSIONS run
+at once per database, on at most MAX_SESSIONS connections per login kept between requests: the HTTP server's
+threads cannot take the database's connections.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ..states import JobState
+from .logs import cap_text
+
+MAX_SESSIONS = 2
+SESSION_WAIT_SEC = 5.0
+IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its next use
+STATEMENT_TIMEOUT = "5s"
+MAX_LIMIT = 500
+STATES = {state.label: state for state in JobState}
+
+_JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j.job_priority, j.complete_status,
+       j.pending_deps, j.run_after, j.attempts, j.max_attempts, j.created_at, j.started_at, j.finished_at,
+       j.last_error_sqlstate"""
+JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message
+  FROM broker.broker_jobs AS j
+ WHERE (%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
+   AND (%(queue)s::integer IS NULL OR j.job_queue = %(queue)s::integer)
+   AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
+   AND (%(name)s::text IS NULL OR strpos(lower(j.job_name), lower(%(name)s::text)) > 0)
+   AND (%(before)s::bigint IS NULL OR j.job_id < %(before)s::bigint)
+ ORDER BY j.job_id DESC
+ LIMIT %(limit)s"""
+JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
+       j.job_timeout::text AS job_timeout, j.cancel_reason, j.interruptions, j.lease_instance_id, j.lease_expires_at,
+       CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
+       length(j.execute_str) > 100000 AS execute_str_cut
+  FROM broker.broker_jobs AS j
+ WHERE j.job_id = %(job_id)s"""
+ATTEMPTS = """SELECT a.attempt, a.instance_id, a.started_at, a.finished_at, a.outcome, a.error_sqlstate, a.error_message,
+       a.command_status, a.rows_affected, a.output
+  FROM broker.broker_job_attempts AS a
+ WHERE a.job_id = %(job_id)s
+ ORDER BY a.attempt_id DESC
+ LIMIT 100"""
+WAITS_ON = """SELECT d.depends_on_job_id AS job_id, d.depends_on_group AS job_group, t.job_name, t.complete_status
+  FROM broker.broker_job_dependency AS d
+  LEFT JOIN broker.broker_jobs AS t ON t.job_id = d.depends_on_job_id
+ WHERE d.job_id = %(job_id)s
+ ORDER BY d.dependency_id
+ LIMIT 100"""
+WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status
+  FROM broker.broker_job_dependency AS d
+  JOIN broker.broker_jobs AS j ON j.job_id = d.job_id
+ WHERE d.depends_on_job_id = %(job_id)s
+    OR (d.depends_on_group = %(job_group)s AND d.tenant_id = %(tenant_id)s AND d.job_id <> %(job_id)s)
+ ORDER BY j.job_id
+ LIMIT 100"""
+QUEUES = "SELECT * FROM broker.broker_queue_stats() LIMIT 1000"
+INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
+  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
+CANCEL = "SELECT broker.broker_cancel_job(%(job_id)s, %(reason)s) AS result"
+RETRY = "SELECT broker.broker_retry_job(%(job_id)s) AS result"
+PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
+
+# SQLSTATE class or code -> HTTP status of a refused action
+_STATUS = {"42501": 403, "P0002": 404, "55000": 409, "23505": 409, "22": 400, "57014": 503}
+
+
+class ConsoleError(Exception):
+    """A request the console answers with `status` and a one-line message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _int(name: str, text: str | None, low: int, high: int) -> int | None:
+    if text in (None, ""):
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 18) or not low <= int(text) <= high:
+        raise ConsoleError(400, f"{name} must be a whole number from {low} to {high}, got {text[:40]!r}")
+    return int(text)
+
+
+def _text(name: str, text: str | None) -> str | None:
+    if text in (None, ""):
+        return None
+    if len(text) > 200:
+        raise ConsoleError(400, f"{name} must be at most 200 characters")
+    return text
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The job list's filters, from the query string (every value checked)."""
+    state: int | None = None
+    queue: int | None = None
+    tenant: str | None = None
+    name: str | None = None
+    before: int | None = None
+    limit: int = 50
+
+    @classmethod
+    def parse(cls, query: dict[str, str]) -> "Filters":
+        state = query.get("state") or None
+        if state is not None and state not in STATES:
+            raise ConsoleError(400, f"state must be one of {', '.join(STATES)}, got {state[:40]!r}")
+        return cls(state=int(STATES[state]) if state else None, queue=_int("queue", query.get("queue"), 1, 1000),
+                   tenant=_text("tenant", query.get("tenant")), name=_text("name", query.get("name")),
+                   before=_int("before", query.get("before"), 1, 2**62),
+                   limit=_int("limit", query.get("limit"), 1, MAX_LIMIT) or 50)
+
+
+def tenant_of(value: object) -> str | None:
+    """An action's tenant (JSON body): a short string or nothing."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConsoleError(400, "tenant must be a string")
+    return _text("tenant", value)
+
+
+def _refused(exc: psycopg.Error) -> ConsoleError:
+    state = exc.sqlstate or ""
+    status = _STATUS.get(state) or _STATUS.get(state[:2]) or 500
+    message = (exc.diag.message_primary if exc.diag else None) or str(exc).strip().splitlines()[0]
+    return ConsoleError(status, cap_text(f"{state}: {message}", 500))
+
+
+class ConsoleDatabase:
+    """One database as the console sees it."""
+
+    def __init__(self, name: str, runner_dsn: str, console_dsn: str | None, application_name: str):
+        self.name = name
+        self._runner_dsn, self._console_dsn = runner_dsn, console_dsn or runner_dsn
+        self._application_name = f"{application_name}:console"
+        self._slots = threading.BoundedSemaphore(MAX_SESSIONS)
+        self._idle: dict[str, list[tuple[psycopg.Connection, float]]] = {}
+        self._idle_lock = threading.Lock()
+
+    def _connection(self, dsn: str) -> psycopg.Connection:
+        """An idle connection of this login kept from an earlier request (the page asks every 2 s), or a new one."""
+        with self._idle_lock:
+            while self._idle.get(dsn):
+                conn, since = self._idle[dsn].pop()
+                if not conn.closed and time.monotonic() - since < IDLE_KEEP_SEC:
+                    return conn
+                conn.close()
+        conn = psycopg.connect(dsn, connect_timeout=5, application_name=self._application_name, autocommit=True)
+        conn.prepare_threshold = None
+        return conn
+
+    @contextmanager
+    def _session(self, dsn: str, tenant: str | None = None, read_only: bool = True) -> Iterator[psycopg.Cursor]:
+        """One transaction; every setting in it is transaction-local, so a kept connection carries nothing over."""
+        if not self._slots.acquire(timeout=SESSION_WAIT_SEC):
+            raise ConsoleError(503, "the console is busy: try again")
+        conn = None
+        try:
+            conn = self._connection(dsn)
+            with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                if read_only:
+                    cur.execute("SET TRANSACTION READ ONLY")
+                cur.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), "
+                            "pg_catalog.set_config('statement_timeout', %s, true)", (STATEMENT_TIMEOUT,))
+                if tenant is not None:
+                    cur.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
+                yield cur
+            with self._idle_lock:
+                self._idle.setdefault(dsn, []).append((conn, time.monotonic()))
+            conn = None
+        except psycopg.OperationalError as exc:
+            if exc.sqlstate:
+                raise _refused(exc) from None
+            raise ConsoleError(503, f"database {self.name} is unavailable to the console") from None
+        except psycopg.Error as exc:
+            raise _refused(exc) from None
+        finally:
+            if conn is not None:
+                conn.close()
+            self._slots.release()
+
+    def jobs(self, filters: Filters) -> list[dict]:
+        with self._session(self._console_dsn, filters.tenant) as cur:
+            return cur.execute(JOBS, vars(filters)).fetchall()
+
+    def job(self, job_id: int, tenant: str | None, with_sql: bool) -> dict:
+        with self._session(self._console_dsn, tenant) as cur:
+            job = cur.execute(JOB, {"job_id": job_id, "with_sql": with_sql}).fetchone()
+            if job is None:
+                raise ConsoleError(404, f"job {job_id} does not exist or is not visible to the console's login")
+            keys = {"job_id": job_id, "job_group": job["job_group"], "tenant_id": job["tenant_id"]}
+            job["attempt_history"] = cur.execute(ATTEMPTS, keys).fetchall()
+            job["waits_on"] = cur.execute(WAITS_ON, keys).fetchall()
+            job["waited_on_by"] = cur.execute(WAITED_ON_BY, keys).fetchall()
+            return job
+
+    def queues(self) -> dict:
+        with self._session(self._runner_dsn) as cur:
+            return {"queues": cur.execute(QUEUES).fetchall(), "instances": cur.execute(INSTANCES).fetchall()}
+
+    def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
+        """cancel or retry job `target`, pause or resume queue `target`, as the console login."""
+        query = {"cancel": CANCEL, "retry": RETRY, "pause": PAUSE, "resume": PAUSE}[action]
+        params = {"job_id": target, "queue": target, "paused": action == "pause", "reason": reason}
+        with self._session(self._console_dsn, tenant, read_only=False) as cur:
+            result = cur.execute(query, params).fetchone()["result"]
+        return {"action": action, "target": target, "result": result}

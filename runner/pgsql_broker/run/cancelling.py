@@ -1,0 +1,77 @@
+"""Cancelling running jobs (broker_cancel_job on a running job).
+
+The extension records a cancel request and sends NOTIFY pgsql_broker '<database>/cancel/<job id>'. Any login
+may NOTIFY, so the payload is only a hint: on the session connection the runner asks broker_cancel_requests which
+of the jobs it is executing have a request the policies accepted, and cancels the statement of the worker backend
+executing each of them (pg_cancel_backend: the workers are sessions of the runner's own login, which needs no
+superuser). The job's subtransaction gets 57014 and broker_run_batch ends it cancelled. The runner also asks
+every POLL_SEC for the jobs it executes, so a NOTIFY lost while the session reconnected is not a cancel lost.
+
+A cancel sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
+ignored by PostgreSQL when the backend is idle; one that reaches the worker's next statement fails it with
+57014, which the worker treats as transient (run/worker.py: the claim is retried, a transaction of jobs runs again
+one job per transaction).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+
+from . import queries
+
+log = logging.getLogger("pgsql_broker")
+POLL_SEC = 1.0
+CHECK_AT_ONCE = 1000  # broker_cancel_requests takes at most 1000 ids
+PREFIX = "cancel/"
+
+
+class Canceller:
+    """Per database runner: the hints received, and what was cancelled."""
+
+    def __init__(self, database: str, executing: dict[tuple[int, int], tuple[int, list[tuple]]], counter) -> None:
+        """`executing`: the runner's map (queue, worker) -> (backend pid, batch rows, job_id first), kept by the
+        workers."""
+        self.database, self.executing, self.counter = database, executing, counter
+        self._hints: set[int] = set()
+        self._sent: set[tuple[int, int, int]] = set()  # (job_id, pid, id of the batch) already cancelled
+        self._next_poll = 0.0
+
+    def hint(self, payload: str) -> bool:
+        """Take a NOTIFY payload (after '<database>/'); True when it was a cancel hint (valid or not)."""
+        if not payload.startswith(PREFIX):
+            return False
+        job = payload[len(PREFIX):]
+        if job.isascii() and job.isdigit() and len(job) <= 18:
+            self._hints.add(int(job))
+        return True
+
+    def _running(self) -> dict[int, tuple[int, int, int]]:
+        return {row[0]: (key[0], pid, id(batch)) for key, (pid, batch) in list(self.executing.items()) for row in batch}
+
+    async def apply(self, conn: psycopg.AsyncConnection) -> None:
+        """Cancel the executing jobs that have a cancel request (hinted ones now, all of them every POLL_SEC)."""
+        running = self._running()
+        now = time.monotonic()
+        wanted = self._hints & running.keys()
+        if now >= self._next_poll:
+            wanted, self._next_poll = set(running), now + POLL_SEC
+        self._hints.clear()
+        self._sent &= {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
+        if not wanted:
+            return
+        ordered, confirmed = sorted(wanted), []
+        for i in range(0, len(ordered), CHECK_AT_ONCE):
+            ids = "{" + ",".join(str(j) for j in ordered[i:i + CHECK_AT_ONCE]) + "}"
+            confirmed += [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
+        for job_id in confirmed:
+            now_running = self._running().get(job_id)
+            if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent:
+                continue  # finished meanwhile (it keeps its result), or already cancelled
+            queue, pid, batch = now_running
+            await conn.execute(queries.CANCEL_BACKEND, {"pid": pid})
+            self._sent.add((job_id, pid, batch))
+            self.counter.labels(self.database, str(queue)).inc()
+            log.info("cancelling a running job (cancel request)", extra={"database": self.database, "queue": queue,
+                                                                        "job_id": job_id})

@@ -1,0 +1,72 @@
+"""The console reads from the database, not from a runner's memory: a standby runner shows the same jobs and
+attempts as the active one, and a runner started afterwards shows what happened before it. Its sessions carry
+nothing from one request to the next (tenant, settings) and it keeps at most two connections per login."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import add_job, connect
+from console_browser import request
+from job_checks import finished, wait_until
+from pgsql_broker.observe.console import ConsoleDatabase, ConsoleError, Filters
+from runner_process import db_dsn
+from tenant_logins import enqueue_as, tenant_logins
+
+
+def failed_job(db: str) -> int:
+    with connect(db) as conn:
+        job = add_job(conn, "nightly export", "SELECT * FROM missing_table_of_the_console")
+    wait_until(lambda: finished(db, job), what="the failure")
+    return job
+
+
+def shown(runner, db: str, job: int) -> dict:
+    code, body = request(runner.url(f"/api/jobs/{job}?database={db}"))
+    assert code == 200, body
+    return body["job"]
+
+
+def test_a_standby_and_a_later_runner_show_the_same_jobs(db, start):
+    active = start(db, name="first")
+    active.wait_for(lambda r: r.role(db) == "active", what="active")
+    standby = start(db, name="second")
+    standby.wait_for(lambda r: r.role(db) == "standby", what="standby")
+    job = failed_job(db)
+    for runner in (active, standby):
+        code, body = request(runner.url("/api/jobs?state=failed"))
+        assert code == 200 and [j["job_id"] for j in body["jobs"]] == [job]
+        attempts = shown(runner, db, job)["attempt_history"]
+        assert [(a["outcome"], a["error_sqlstate"]) for a in attempts] == [("failed", "42P01")]
+        assert "missing_table_of_the_console" in attempts[0]["error_message"]
+    active.kill()
+    later = start(db, name="third")
+    later.wait_for(lambda r: r.role(db) in ("active", "standby"), what="connected")
+    assert shown(later, db, job)["last_error_sqlstate"] == "42P01"
+
+    for _ in range(20):
+        assert request(standby.url(f"/api/jobs/{job}"))[0] == 200
+    with connect(db) as owner:
+        kept = owner.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                             "AND application_name = 'second:console'").fetchone()[0]
+    assert 1 <= kept <= 2
+
+
+@pytest.fixture
+def ops(db):
+    """Without strict tenancy, a broker_enqueue login may act for any tenant it names."""
+    with tenant_logins(db, {"ops": None, "acme": "acme"}, strict=False) as names:
+        yield names
+
+
+def test_a_console_session_leaves_no_tenant_behind(db, ops):
+    job = enqueue_as(db, ops["acme"], "acme", "acme's job", "SELECT 1")
+    console = ConsoleDatabase("d", db_dsn(db), db_dsn(db, ops["ops"]), "test")
+    assert [j["job_id"] for j in console.jobs(Filters(tenant="acme"))] == [job]
+    assert console.jobs(Filters()) == []  # the same kept connection, back in the default tenant
+    with pytest.raises(ConsoleError) as refused:
+        console.job(job, None, with_sql=True)
+    assert refused.value.status == 404
+    assert console.job(job, "acme", with_sql=True)["execute_str"] == "SELECT 1"
+    assert console.job(job, "acme", with_sql=False)["execute_str"] is None
+    assert console.jobs(Filters(tenant="acme", name="x'); DELETE FROM broker.broker_jobs; --")) == []  # data
+    assert console.jobs(Filters(tenant="acme", name="ACME'S"))[0]["job_id"] == job

@@ -1,0 +1,101 @@
+"""pgsql-broker jobs list|show|cancel|retry, queues pause|resume, purge: real processes on a real database. Tables
+for people, --json for scripts; a failure is one line on stderr (exit 1), a bad argument exit 2, never a
+traceback."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import add_job, connect, job_status
+from runner_process import db_dsn
+from pgsql_broker.states import JobState
+
+
+def cli(db: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pgsql_broker", *args, "--dsn", db_dsn(db)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def run_next(conn, queue: int = 1) -> None:
+    """Run the next job of a queue as the runner does (broker_run_batch)."""
+    conn.execute("SELECT broker.broker_run_batch(array_agg(job_id), array_agg(lease_token)) FROM broker.broker_get(%s)",
+                 (queue,))
+
+
+def test_list_and_show_a_dag_with_its_attempts(db):
+    with connect(db) as conn:
+        conn.execute("CREATE TABLE t (n int)")
+        first = add_job(conn, "first", "INSERT INTO t VALUES (1), (2)", job_group="first")
+        broken = add_job(conn, "broken", "SELECT 1/0", depends_on_groups=["first"], job_group="broken")
+        after = add_job(conn, "after", "SELECT 1", depends_on_groups=["broken"])
+        conn.execute("SELECT broker.broker_set_tenant('acme'); SELECT broker.broker_add_job('acme job', 'SELECT 1')")
+        run_next(conn)
+        run_next(conn)
+    listed = cli(db, "jobs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["job_name"], r["state"]) for r in rows] == [("acme job", "pending"), ("after", "cancelled"),
+                                                          ("broken", "failed"), ("first", "completed")]
+    failed = json.loads(cli(db, "jobs", "list", "--json", "--state", "failed").stdout)
+    assert [r["job_id"] for r in failed] == [broken]
+    assert [r["job_name"] for r in json.loads(cli(db, "jobs", "list", "--json", "--tenant", "acme").stdout)] == ["acme job"]
+    assert [r["job_name"] for r in json.loads(cli(db, "jobs", "list", "--json", "--name", "f%", "--limit", "5").stdout)] == ["first"]
+    table = cli(db, "jobs", "list")
+    assert table.returncode == 0 and "broken" in table.stdout and "division by zero" in table.stdout
+
+    shown = cli(db, "jobs", "show", str(broken))
+    assert shown.returncode == 0, shown.stderr
+    assert f"job {broken} 'broken': failed" in shown.stdout
+    assert "    SELECT 1/0" in shown.stdout
+    assert "  waits on:\n    group 'first'" in shown.stdout
+    assert f"job {after} 'after' (cancelled) via group 'broken'" in shown.stdout
+    assert "#1 failed" in shown.stdout and "22012 division by zero" in shown.stdout
+    detail = json.loads(cli(db, "jobs", "show", str(first), "--json").stdout)
+    assert [(a["outcome"], a["command_status"], a["rows_affected"]) for a in detail["attempt_history"]] == [
+        ("completed", "INSERT 0 2", 2)]
+    assert detail["waited_on_by"][0]["job_id"] == broken and detail["state"] == "completed"
+
+
+def test_cancel_retry_pause_and_purge(db):
+    with connect(db) as conn:
+        pending = add_job(conn, "pending", "SELECT 1", job_queue=2)
+        fails = add_job(conn, "fails", "SELECT 1/0")
+        run_next(conn)
+    done = cli(db, "jobs", "cancel", str(pending), "--reason", "not today")
+    assert done.returncode == 0 and "1 job(s) cancelled" in done.stdout, done.stderr
+    again = cli(db, "jobs", "cancel", str(pending))
+    assert again.returncode == 1 and again.stdout == ""
+    assert again.stderr.count("\n") == 1 and "SQLSTATE 55000" in again.stderr and "Traceback" not in again.stderr
+
+    retried = cli(db, "jobs", "retry", str(fails), "--no-dependents", "--json")
+    assert retried.returncode == 0 and json.loads(retried.stdout) == {"job_id": fails, "pending_again": 1}
+    with connect(db) as conn:
+        assert job_status(conn, fails) == JobState.PENDING
+    refused = cli(db, "jobs", "retry", str(fails))
+    assert refused.returncode == 1 and "only failed or cancelled jobs can be retried (SQLSTATE 55000)" in refused.stderr
+
+    assert "queue 3: paused" in cli(db, "queues", "pause", "3").stdout
+    assert "(no change)" in cli(db, "queues", "pause", "3").stdout
+    with connect(db) as conn:
+        assert conn.execute("SELECT job_queue, tenant_id FROM broker.broker_queue_pause").fetchall() == [(3, None)]
+    assert json.loads(cli(db, "queues", "resume", "3", "--json").stdout) == {"queue": 3, "paused": False, "changed": True}
+
+    purged = cli(db, "purge", "--older-than", "0 seconds", "--state", "cancelled")
+    assert purged.returncode == 0 and "purged 1 finished job(s)" in purged.stdout, purged.stderr
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = %s", (pending,)).fetchone()[0] == 0
+
+
+def test_bad_arguments_exit_2_and_missing_jobs_1(db):
+    for args in (("jobs", "show", "abc"), ("jobs", "list", "--state", "lost"), ("queues", "pause", "0"),
+                 ("purge", "--older-than", "soon")):
+        result = cli(db, *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+    missing = cli(db, "jobs", "show", "424242")
+    assert missing.returncode == 1 and missing.stderr.strip().startswith("error: job 424242 does not exist")
+    unknown = cli(db, "jobs", "retry", "424242")
+    assert unknown.returncode == 1 and "(SQLSTATE P0002)" in unknown.stderr
+    nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "list"], capture_output=True, text=True)
+    assert nodb.returncode == 2 and "--dsn" in nodb.stderr
