@@ -581,6 +581,36 @@ COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean 
 COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
 COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+-- source: sql/tables/broker_finished_count.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_finished_count
+--   Finished jobs per minute (of finished_at), queue, tenant and final state,
+--   kept by the triggers of sql/functions/finished_counts.sql, so that
+--   broker_queue_stats() reads a few rows per minute of its window instead of
+--   every job that finished in the last hour. Writers only append rows (a
+--   +n or -n delta per statement), so finishing jobs never waits on a lock
+--   here; broker._merge_finished_counts() folds the deltas into one row per
+--   key and drops the minutes no window reads any more. Exact: the sum over a
+--   key is the number of jobs in broker_jobs with that key. No role is
+--   granted anything on it; derived data, so it is not dumped (a restore of
+--   broker_jobs counts its rows again through the insert trigger).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_finished_count (
+    finished_minute  timestamptz NOT NULL,
+    job_queue        integer     NOT NULL,
+    tenant_id        text        NOT NULL,
+    complete_status  smallint    NOT NULL,
+    jobs             bigint      NOT NULL
+);
+CREATE INDEX broker_finished_count_minute_idx ON broker.broker_finished_count (finished_minute);
+COMMENT ON TABLE broker.broker_finished_count IS
+    'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
+COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
+COMMENT ON COLUMN broker.broker_finished_count.job_queue IS 'Queue.';
+COMMENT ON COLUMN broker.broker_finished_count.tenant_id IS 'Tenant.';
+COMMENT ON COLUMN broker.broker_finished_count.complete_status IS 'Final state: 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_finished_count.jobs IS 'Jobs added (positive) or removed (negative) by one statement, or the merged sum.';
+COMMENT ON INDEX broker.broker_finished_count_minute_idx IS 'broker_queue_stats reads the minutes of its window; the merge drops older ones.';
 -- source: sql/tables/broker_tenancy.sql
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_tenant_roles
@@ -5630,6 +5660,166 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';
+-- source: sql/functions/finished_counts.sql
+-- ---------------------------------------------------------------------------
+-- The finished-job counters behind broker_queue_stats() (table
+-- broker.broker_finished_count): statement-level triggers on broker_jobs
+-- append, per statement, one delta row per minute, queue, tenant and final
+-- state whose count of jobs changed, whoever writes the table (the finish
+-- functions, the purge, a direct write); a key whose jobs only moved within it
+-- (say an update of a finished job's other columns) appends nothing. Rows are
+-- only ever appended by writers, so concurrent finishes never wait on each
+-- other here.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._finished_minute(p_finished_at)
+--   The counters' minute of a finish time: date_bin, so the same whatever the
+--   session's TimeZone (date_trunc would follow it).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_minute(p_finished_at timestamptz)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.date_bin(interval '1 minute', p_finished_at, timestamptz '2000-01-01 00:00:00+00') $$;
+COMMENT ON FUNCTION broker._finished_minute(timestamptz) IS
+    'Internal: the minute (date_bin, independent of TimeZone) under which broker_finished_count counts a finish time.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished()
+--   AFTER INSERT, UPDATE and DELETE (per statement, with transition tables
+--   new_jobs and old_jobs): -1 for every old row in a final state, +1 for
+--   every new one, summed per key; keys that sum to 0 append nothing.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        SELECT broker._finished_minute(n.finished_at), n.job_queue, n.tenant_id, n.complete_status, pg_catalog.count(*)
+          FROM new_jobs AS n
+         WHERE n.complete_status OPERATOR(pg_catalog.>=) 2 AND n.finished_at IS NOT NULL
+         GROUP BY 1, 2, 3, 4;
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        SELECT broker._finished_minute(o.finished_at), o.job_queue, o.tenant_id, o.complete_status,
+               OPERATOR(pg_catalog.-) pg_catalog.count(*)
+          FROM old_jobs AS o
+         WHERE o.complete_status OPERATOR(pg_catalog.>=) 2 AND o.finished_at IS NOT NULL
+         GROUP BY 1, 2, 3, 4;
+    ELSE
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        SELECT d.minute, d.job_queue, d.tenant_id, d.complete_status, pg_catalog.sum(d.n)
+          FROM (SELECT broker._finished_minute(o.finished_at) AS minute, o.job_queue, o.tenant_id, o.complete_status,
+                       -1 AS n
+                  FROM old_jobs AS o
+                 WHERE o.complete_status OPERATOR(pg_catalog.>=) 2 AND o.finished_at IS NOT NULL
+                UNION ALL
+                SELECT broker._finished_minute(n.finished_at), n.job_queue, n.tenant_id, n.complete_status, 1
+                  FROM new_jobs AS n
+                 WHERE n.complete_status OPERATOR(pg_catalog.>=) 2 AND n.finished_at IS NOT NULL) AS d
+         GROUP BY 1, 2, 3, 4
+        HAVING pg_catalog.sum(d.n) OPERATOR(pg_catalog.<>) 0;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished() IS
+    'Internal trigger: appends to broker_finished_count how a statement changed the finished jobs per minute, queue, tenant and state.';
+
+CREATE TRIGGER broker_jobs_count_finished_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+COMMENT ON TRIGGER broker_jobs_count_finished_insert_trg ON broker.broker_jobs IS
+    'Per INSERT statement: counts jobs written already finished (a restore, a direct write) in broker_finished_count.';
+CREATE TRIGGER broker_jobs_count_finished_update_trg
+    AFTER UPDATE ON broker.broker_jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+COMMENT ON TRIGGER broker_jobs_count_finished_update_trg ON broker.broker_jobs IS
+    'Per UPDATE statement: counts jobs that reached (or left) a final state, or whose finish time moved, in broker_finished_count.';
+CREATE TRIGGER broker_jobs_count_finished_delete_trg
+    AFTER DELETE ON broker.broker_jobs
+    REFERENCING OLD TABLE AS old_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+COMMENT ON TRIGGER broker_jobs_count_finished_delete_trg ON broker.broker_jobs IS
+    'Per DELETE statement (the purge, a cascade): uncounts the finished jobs deleted from broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished_truncate()
+--   AFTER TRUNCATE of broker_jobs: no job is left, so no count either.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished_truncate()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM broker.broker_finished_count;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished_truncate() IS
+    'Internal trigger: empties broker_finished_count when broker_jobs is truncated.';
+CREATE TRIGGER broker_jobs_count_finished_truncate_trg
+    AFTER TRUNCATE ON broker.broker_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished_truncate();
+COMMENT ON TRIGGER broker_jobs_count_finished_truncate_trg ON broker.broker_jobs IS
+    'TRUNCATE of broker_jobs empties broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._merge_finished_counts()
+--   Folds the deltas of broker_finished_count into one row per key and drops
+--   the minutes older than any window broker_queue_stats reads (an hour and a
+--   minute), so the table holds about one row per minute, queue, tenant and
+--   state plus the deltas since the last merge. One merge at a time (a
+--   transaction-level advisory lock; a second caller returns at once);
+--   deltas committed meanwhile stay for the next merge. Does nothing where
+--   it cannot write (a hot standby, a read-only transaction). Returns the
+--   rows it removed.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._merge_finished_counts()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old    bigint;
+    v_merged bigint;
+BEGIN
+    IF pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on'
+       OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM broker.broker_finished_count AS c
+     WHERE c.finished_minute OPERATOR(pg_catalog.<)
+           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
+    GET DIAGNOSTICS v_old = ROW_COUNT;
+    WITH gone AS (
+        DELETE FROM broker.broker_finished_count AS c
+         WHERE (c.finished_minute, c.job_queue, c.tenant_id, c.complete_status) IN
+               (SELECT k.finished_minute, k.job_queue, k.tenant_id, k.complete_status
+                  FROM broker.broker_finished_count AS k
+                 GROUP BY 1, 2, 3, 4 HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 OR pg_catalog.sum(k.jobs) OPERATOR(pg_catalog.=) 0)
+        RETURNING c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
+    ), summed AS (
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        SELECT g.finished_minute, g.job_queue, g.tenant_id, g.complete_status, pg_catalog.sum(g.jobs)
+          FROM gone AS g
+         GROUP BY 1, 2, 3, 4 HAVING pg_catalog.sum(g.jobs) OPERATOR(pg_catalog.<>) 0
+        RETURNING 1
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM gone) OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM summed)
+      INTO v_merged;
+    RETURN v_old OPERATOR(pg_catalog.+) v_merged;
+END;
+$$;
+COMMENT ON FUNCTION broker._merge_finished_counts() IS
+    'Internal: folds the deltas of broker_finished_count into one row per key and drops minutes no window reads; returns the rows removed.';
 -- source: sql/functions/broker_queue_stats.sql
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_queue_stats()
@@ -5638,7 +5828,12 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   security). One row per queue and tenant with unfinished or recently
 --   finished jobs: ready, blocked (waiting on dependencies), delayed (future
 --   run_after), running, and completed/failed/cancelled in the last hour.
---   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+--   The unfinished jobs come from the partial indexes; the finished ones from
+--   the per-minute counters of broker_finished_count (the whole minutes of
+--   the hour) and, for the minute the hour starts in, from
+--   broker_jobs_finished_idx, so its cost does not grow with the jobs that
+--   finished in the last hour. First merges the counters' deltas
+--   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
 -- ---------------------------------------------------------------------------
@@ -5653,29 +5848,50 @@ RETURNS TABLE (
     completed_last_hour bigint,
     failed_last_hour   bigint,
     cancelled_last_hour bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour';
+    -- the first minute of the counters that lies wholly after v_since
+    v_whole timestamptz := broker._finished_minute(v_since) OPERATOR(pg_catalog.+) interval '1 minute';
+BEGIN
+    PERFORM broker._merge_finished_counts();
+    RETURN QUERY
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
-      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+           pg_catalog.sum(s.ready)::bigint, pg_catalog.sum(s.blocked)::bigint, pg_catalog.sum(s.delayed)::bigint,
+           pg_catalog.sum(s.running)::bigint, pg_catalog.sum(s.completed)::bigint, pg_catalog.sum(s.failed)::bigint,
+           pg_catalog.sum(s.cancelled)::bigint
+      FROM (SELECT j.job_queue, j.tenant_id,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                                 AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                                 AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 1) AS running,
+                   0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled
               FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+             GROUP BY j.job_queue, j.tenant_id
             UNION ALL
-            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
+            SELECT f.job_queue, f.tenant_id, 0, 0, 0, 0,
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 2), 0),
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 3), 0),
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 4), 0)
+              FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                      FROM broker.broker_finished_count AS c
+                     WHERE c.finished_minute OPERATOR(pg_catalog.>=) v_whole
+                    UNION ALL
+                    SELECT j.job_queue, j.tenant_id, j.complete_status, 1
+                      FROM broker.broker_jobs AS j
+                     WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+                       AND j.finished_at OPERATOR(pg_catalog.>) v_since
+                       AND j.finished_at OPERATOR(pg_catalog.<) v_whole) AS f
+             GROUP BY f.job_queue, f.tenant_id
+            HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0) AS s
      GROUP BY s.job_queue, s.tenant_id
-     ORDER BY s.job_queue, s.tenant_id
+     ORDER BY s.job_queue, s.tenant_id;
+END;
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
     'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
@@ -5771,6 +5987,10 @@ COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency I
 -- broker_schedule_count: no policy, no grant: only the quota trigger (SECURITY DEFINER) touches it
 ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
+
+-- broker_finished_count: no policy, no grant: only its triggers and broker_queue_stats (SECURITY DEFINER) touch it
+ALTER TABLE broker.broker_finished_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_finished_count FORCE ROW LEVEL SECURITY;
 
 -- broker_deferred_release: written and read only by the runtime functions
 ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;

@@ -18,6 +18,7 @@
 \i sql/tables/broker_job_dependency.sql
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
+\i sql/tables/broker_finished_count.sql
 \i sql/tables/broker_tenancy.sql
 
 -- tenancy and run_as checks, job executors
@@ -56,6 +57,7 @@
 
 -- runner instances and monitoring
 \i sql/functions/instances.sql
+\i sql/functions/finished_counts.sql
 \i sql/functions/broker_queue_stats.sql
 
 -- pg_dump registration of the data tables (CREATE EXTENSION only)

@@ -61,6 +61,10 @@ COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency I
 ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
 
+-- broker_finished_count: no policy, no grant: only its triggers and broker_queue_stats (SECURITY DEFINER) touch it
+ALTER TABLE broker.broker_finished_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_finished_count FORCE ROW LEVEL SECURITY;
+
 -- broker_deferred_release: written and read only by the runtime functions
 ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;

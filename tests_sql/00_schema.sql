@@ -8,7 +8,7 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
-                                   'broker_deferred_release', 'broker_schedule_count']);
+                                   'broker_deferred_release', 'broker_schedule_count', 'broker_finished_count']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
@@ -60,6 +60,8 @@ SELECT functions_are('broker', ARRAY[
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
     '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', '_check_lease_args', '_active_instance',
+    -- the finished-job counters behind broker_queue_stats
+    '_finished_minute', '_count_finished', '_count_finished_truncate', '_merge_finished_counts',
     -- what the runner ended at shutdown
     'broker_interrupt_jobs']);
 SELECT function_returns('broker', 'broker_add_job',

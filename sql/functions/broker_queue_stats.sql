@@ -5,7 +5,12 @@
 --   security). One row per queue and tenant with unfinished or recently
 --   finished jobs: ready, blocked (waiting on dependencies), delayed (future
 --   run_after), running, and completed/failed/cancelled in the last hour.
---   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+--   The unfinished jobs come from the partial indexes; the finished ones from
+--   the per-minute counters of broker_finished_count (the whole minutes of
+--   the hour) and, for the minute the hour starts in, from
+--   broker_jobs_finished_idx, so its cost does not grow with the jobs that
+--   finished in the last hour. First merges the counters' deltas
+--   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
 -- ---------------------------------------------------------------------------
@@ -20,29 +25,50 @@ RETURNS TABLE (
     completed_last_hour bigint,
     failed_last_hour   bigint,
     cancelled_last_hour bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour';
+    -- the first minute of the counters that lies wholly after v_since
+    v_whole timestamptz := broker._finished_minute(v_since) OPERATOR(pg_catalog.+) interval '1 minute';
+BEGIN
+    PERFORM broker._merge_finished_counts();
+    RETURN QUERY
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
-                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
-      FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
+           pg_catalog.sum(s.ready)::bigint, pg_catalog.sum(s.blocked)::bigint, pg_catalog.sum(s.delayed)::bigint,
+           pg_catalog.sum(s.running)::bigint, pg_catalog.sum(s.completed)::bigint, pg_catalog.sum(s.failed)::bigint,
+           pg_catalog.sum(s.cancelled)::bigint
+      FROM (SELECT j.job_queue, j.tenant_id,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                                 AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                                 AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
+                   pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) 1) AS running,
+                   0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled
               FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+             GROUP BY j.job_queue, j.tenant_id
             UNION ALL
-            SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
-              FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.finished_at OPERATOR(pg_catalog.>) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour')) AS s
+            SELECT f.job_queue, f.tenant_id, 0, 0, 0, 0,
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 2), 0),
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 3), 0),
+                   COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 4), 0)
+              FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                      FROM broker.broker_finished_count AS c
+                     WHERE c.finished_minute OPERATOR(pg_catalog.>=) v_whole
+                    UNION ALL
+                    SELECT j.job_queue, j.tenant_id, j.complete_status, 1
+                      FROM broker.broker_jobs AS j
+                     WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+                       AND j.finished_at OPERATOR(pg_catalog.>) v_since
+                       AND j.finished_at OPERATOR(pg_catalog.<) v_whole) AS f
+             GROUP BY f.job_queue, f.tenant_id
+            HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0) AS s
      GROUP BY s.job_queue, s.tenant_id
-     ORDER BY s.job_queue, s.tenant_id
+     ORDER BY s.job_queue, s.tenant_id;
+END;
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
     'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';

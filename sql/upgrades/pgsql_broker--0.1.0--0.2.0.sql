@@ -97,6 +97,11 @@ ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
+-- Finished jobs per minute, for broker_queue_stats (filled below, once its triggers exist).
+\i sql/tables/broker_finished_count.sql
+ALTER TABLE broker.broker_finished_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_finished_count FORCE ROW LEVEL SECURITY;
+
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
 -- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
@@ -117,6 +122,15 @@ DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
 -- ---------------------------------------------------------------------------
 \i-functions-of sql/pgsql_broker.sql
+
+-- The counters of the jobs that finished recently (broker_queue_stats reads the last hour only);
+-- the table is locked above, so no finish is counted twice.
+INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+SELECT broker._finished_minute(j.finished_at), j.job_queue, j.tenant_id, j.complete_status, pg_catalog.count(*)
+  FROM broker.broker_jobs AS j
+ WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
+   AND j.finished_at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '2 hours')
+ GROUP BY 1, 2, 3, 4;
 
 -- ---------------------------------------------------------------------------
 -- Policies that changed (they reference the functions above)

@@ -1,0 +1,29 @@
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_finished_count
+--   Finished jobs per minute (of finished_at), queue, tenant and final state,
+--   kept by the triggers of sql/functions/finished_counts.sql, so that
+--   broker_queue_stats() reads a few rows per minute of its window instead of
+--   every job that finished in the last hour. Writers only append rows (a
+--   +n or -n delta per statement), so finishing jobs never waits on a lock
+--   here; broker._merge_finished_counts() folds the deltas into one row per
+--   key and drops the minutes no window reads any more. Exact: the sum over a
+--   key is the number of jobs in broker_jobs with that key. No role is
+--   granted anything on it; derived data, so it is not dumped (a restore of
+--   broker_jobs counts its rows again through the insert trigger).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_finished_count (
+    finished_minute  timestamptz NOT NULL,
+    job_queue        integer     NOT NULL,
+    tenant_id        text        NOT NULL,
+    complete_status  smallint    NOT NULL,
+    jobs             bigint      NOT NULL
+);
+CREATE INDEX broker_finished_count_minute_idx ON broker.broker_finished_count (finished_minute);
+COMMENT ON TABLE broker.broker_finished_count IS
+    'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
+COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
+COMMENT ON COLUMN broker.broker_finished_count.job_queue IS 'Queue.';
+COMMENT ON COLUMN broker.broker_finished_count.tenant_id IS 'Tenant.';
+COMMENT ON COLUMN broker.broker_finished_count.complete_status IS 'Final state: 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_finished_count.jobs IS 'Jobs added (positive) or removed (negative) by one statement, or the merged sum.';
+COMMENT ON INDEX broker.broker_finished_count_minute_idx IS 'broker_queue_stats reads the minutes of its window; the merge drops older ones.';
