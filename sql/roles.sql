@@ -14,6 +14,8 @@
 --                   no direct writes.
 --   broker_enqueue  enqueue, read and cancel jobs of its tenant; may create
 --                   its own job executor (in its own schema). No BYPASSRLS.
+--   broker_retention  broker_purge_jobs only: for a runner login that purges on
+--                   its retention policy (granted by the operator, not by default).
 -- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
 -- It hands to broker_admin only what pgsql_broker made, and first refuses
 -- (42501, changing nothing) a database whose schema broker or executor
@@ -111,14 +113,19 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
         CREATE ROLE broker_enqueue NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
+        CREATE ROLE broker_retention NOLOGIN;
+    END IF;
 END
 $roles$;
 ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS NOCREATEROLE;
 ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
 ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
+ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
+COMMENT ON ROLE broker_retention IS 'pgsql_broker: purge finished jobs (broker_purge_jobs) and nothing else; granted to a runner login that purges on its retention policy.';
 
 -- Ownership: what pgsql_broker made in broker (the rule above), and its
 -- executor schemas, belong to broker_admin (the executors themselves keep
@@ -209,6 +216,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
+    broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
     broker.broker_schedule_tick()
     TO broker_runtime;
@@ -216,9 +224,12 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
                 broker.broker_schedule, broker.broker_schema_migrations, broker.broker_config,
                 broker.broker_deferred_release
     TO broker_runtime;
--- retention is maintenance (broker_admin, or a superuser), not the runner's: a runtime login
--- that deletes jobs could delete every tenant's history (the runner never purges)
+-- retention is not granted to broker_runtime: a runtime login that deletes jobs could delete every
+-- tenant's history. broker_retention may call broker_purge_jobs and nothing else; the operator
+-- grants it to the runner's login when that runner purges on its retention policy (docs/operations.md).
 REVOKE EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) FROM broker_runtime;
+GRANT USAGE ON SCHEMA broker TO broker_retention;
+GRANT EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) TO broker_retention;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 
