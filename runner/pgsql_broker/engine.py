@@ -20,6 +20,7 @@ from .config import DatabaseConfig, parse_duration
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
 from .metrics import Metrics, bounded_stats, observe_many
+from .pooling import refuse_transaction_pooling
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
@@ -31,6 +32,9 @@ STOP_POLL_SEC = 0.2  # the listen loop notices a stop this often (an idle runner
 # caches 64 per transaction (beyond them every snapshot of every session gets slower).
 PER_TRANSACTION = 50
 STANDBY_RETRY_SEC = 2.0
+# A standby ends the backend holding the instance lock once the active instance's row has not been pinged for
+# this long (it pings every second): a lock left behind, say on a pooler's server connection.
+STALE_HOLDER_SEC = 60
 # Deferred dependency releases: how often the maintenance task looks for them (at most queue_timer_sec).
 RELEASE_POLL_SEC = 1.0
 
@@ -72,6 +76,8 @@ class DatabaseRunner:
         self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
         self.hurry = hurry if hurry is not None else asyncio.Event()
         self.role = "starting"
+        self._database = db.database  # current_database(), once connected
+        self._evict_refused = False
         self.listening = False
         self.instance_id: int | None = None
         self.error: str | None = None
@@ -146,12 +152,15 @@ class DatabaseRunner:
 
     async def _session(self) -> None:
         async with await self._connect("listen") as conn:
-            has_schema = (await (await conn.execute("SELECT to_regnamespace('broker') IS NOT NULL")).fetchone())[0]
+            # current_database(): the DSN may name a pooler's alias, and the NOTIFY payloads name the database
+            has_schema, self._database = await (await conn.execute(
+                "SELECT to_regnamespace('broker') IS NOT NULL, current_database()")).fetchone()
             version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
             await check_login(conn, self.db.name, self.settings.allow_privileged_login)
+            await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.listening, self.error = True, None
@@ -187,15 +196,35 @@ class DatabaseRunner:
             except errors.LockNotAvailable:
                 if self.role != "standby":
                     log.info("another instance is active: standing by", extra={"database": self.db.name})
+                    self._evict_refused = False
                 self.role = "standby"
+                await self._evict_stale_holder(conn)
                 self.metrics.set_role(self.db.name, active=False, listening=True)
                 async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
                     pass
         return False
 
+    async def _evict_stale_holder(self, conn: psycopg.AsyncConnection) -> None:
+        """End the backend holding the instance lock when its instance stopped pinging long ago (the next
+        registration then succeeds). PostgreSQL lets a login end only its own role's backends: a holder of
+        another role is logged once and left to the operator."""
+        try:
+            cur = await conn.execute(queries.EVICT_STALE_HOLDER, {"stale": f"{STALE_HOLDER_SEC} seconds"})
+            row = await cur.fetchone()
+        except errors.InsufficientPrivilege as exc:
+            if not self._evict_refused:
+                self._evict_refused = True
+                log.warning("the instance lock is held by a backend that stopped pinging, which this login may not "
+                            "end: terminate it as its role or a superuser", extra={
+                                "database": self.db.name, "error": (str(exc).strip().splitlines() or [""])[0]})
+            return
+        if row is not None:
+            log.warning("ended the backend holding the instance lock: its instance stopped pinging",
+                        extra={"database": self.db.name, "holder_pid": row[0]})
+
     async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
         """Dispatch wake-ups, ping the instance row; return on shutdown, raise when the connection is lost."""
-        prefix = f"{conn.info.dbname}/"
+        prefix = f"{self._database}/"
         next_ping = 0.0
         while not self.stopping.is_set():
             if any(t.done() and t.exception() for t in tasks):

@@ -5,6 +5,9 @@ LISTEN_SCHEDULES = "LISTEN pgsql_broker_schedule"
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
+# A standby ends a lock holder whose instance stopped pinging (allowed for a backend of its own role).
+EVICT_STALE_HOLDER = """SELECT pid, pg_catalog.pg_terminate_backend(pid, 5000)
+                          FROM broker.broker_stale_instance_holder(%(stale)s::interval) AS pid WHERE pid IS NOT NULL"""
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
