@@ -21,6 +21,7 @@ from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
 from .metrics import Metrics, bounded_stats, observe_many
 from .pooling import refuse_transaction_pooling
+from .retention import Retention
 from .scheduler import tick_schedules
 from .settings import BrokerSettings
 
@@ -456,7 +457,10 @@ class DatabaseRunner:
 
     # -- maintenance ---------------------------------------------------------
     async def _maintenance(self) -> None:
-        next_recover = next_stats = next_release = 0.0
+        next_recover = next_stats = next_release = next_purge = 0.0
+        retention = Retention(self.settings, self.db.name)
+        if not retention.ages:
+            next_purge = float("inf")
         async with await self._connect("maintenance") as conn:
             while not self._draining.is_set():
                 now = time.monotonic()
@@ -483,9 +487,12 @@ class DatabaseRunner:
                     cols = [c.name for c in cur.description]
                     self.instances = [dict(zip(cols, r)) for r in await cur.fetchall()]
                     next_stats = now + self.settings.queue_depth_poll_sec
+                if now >= next_purge:
+                    await retention.purge(conn, self._draining)
+                    next_purge = now + self.settings.retention_interval_sec
                 try:
                     await asyncio.wait_for(self._draining.wait(),
-                                           min(next_recover, next_stats, next_release) - time.monotonic())
+                                           min(next_recover, next_stats, next_release, next_purge) - time.monotonic())
                 except asyncio.TimeoutError:
                     pass
 

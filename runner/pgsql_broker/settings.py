@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import ConfigError, DatabaseConfig, parse_databases, read_config_file
+from .config import ConfigError, DatabaseConfig, parse_databases, parse_duration, read_config_file
 
 
 @dataclass
@@ -42,6 +42,13 @@ class BrokerSettings:
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
     allow_privileged_login: bool = False
+    # retention (retention.py): finished jobs older than the age of their final state are purged
+    retention_enabled: bool = True
+    retention_completed_after: str = "7d"
+    retention_failed_after: str = "30d"
+    retention_cancelled_after: str = "30d"
+    retention_batch_size: int = 1000
+    retention_interval_sec: float = 300
 
 
 @dataclass
@@ -59,7 +66,8 @@ class Settings:
 
 _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
-            "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0}
+            "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "retention_batch_size": 1,
+            "retention_interval_sec": 1}
 _LEVELS = ("debug", "info", "warning", "error")
 _BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
@@ -86,6 +94,13 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         raise ConfigError(f"{label} must be >= {_MINIMUM[name]}, got {value!r}")
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
+    if name.startswith("retention_") and name.endswith("_after") and value.strip().lower() != "never":
+        try:
+            parse_duration(value)
+        except ValueError:
+            raise ConfigError(f"{label} must be an age like 90m, 12h or 7d, or never, got {value!r}") from None
+    if name == "retention_batch_size" and value > 100_000:
+        raise ConfigError(f"{label} must be <= 100000 (one purge transaction each), got {value!r}")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
     if section == "logging" and name == "level" and value.lower() not in _LEVELS:
