@@ -92,3 +92,17 @@ def test_retention_defaults_and_environment():
     assert (settings.retention_enabled, settings.retention_completed_after, settings.retention_failed_after,
             settings.retention_cancelled_after, settings.retention_batch_size, settings.retention_interval_sec) == \
         (False, "12h", "30d", "30d", 1000, 300)
+
+
+def test_no_retention_flag_turns_it_off(db, start):
+    _jobs(db)
+    runner = start(db, extra=("--no-retention", "--queue-depth-poll-sec", "0.1"))  # the superuser may purge
+    runner.wait_for(lambda r: r.role(db) == "active", what="active")
+
+    def stats_read(r):  # the instance list the maintenance task read last (its ping time moves every second)
+        return [i["last_ping_at"] for d in r.state()["databases"] for i in d["instances"]]
+    runner.wait_for(lambda r: stats_read(r), what="a first maintenance pass")
+    first = stats_read(runner)
+    # a later pass read the list again: the first pass's purge, which follows its read, is over
+    runner.wait_for(lambda r: stats_read(r) != first, what="a second maintenance pass")
+    assert _names(db) == {name for name, _, _ in JOBS}
