@@ -229,9 +229,14 @@ CREATE TABLE broker.broker_finished_count (
     job_queue        integer     NOT NULL,
     tenant_id        text        NOT NULL,
     complete_status  smallint    NOT NULL,
-    jobs             bigint      NOT NULL
+    jobs             bigint      NOT NULL,
+    merged           boolean     NOT NULL DEFAULT false
 );
-CREATE INDEX broker_finished_count_minute_idx ON broker.broker_finished_count (finished_minute);
+-- one merged row per key, and the deltas the merge folds into them (a finish maintains the second only;
+-- the window's minutes are read from both)
+CREATE UNIQUE INDEX broker_finished_count_key_idx ON broker.broker_finished_count
+    (finished_minute, job_queue, tenant_id, complete_status) WHERE merged;
+CREATE INDEX broker_finished_count_delta_idx ON broker.broker_finished_count (finished_minute) WHERE NOT merged;
 COMMENT ON TABLE broker.broker_finished_count IS
     'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
 COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
@@ -239,7 +244,9 @@ COMMENT ON COLUMN broker.broker_finished_count.job_queue IS 'Queue.';
 COMMENT ON COLUMN broker.broker_finished_count.tenant_id IS 'Tenant.';
 COMMENT ON COLUMN broker.broker_finished_count.complete_status IS 'Final state: 2 completed, 3 failed, 4 cancelled.';
 COMMENT ON COLUMN broker.broker_finished_count.jobs IS 'Jobs added (positive) or removed (negative) by one statement, or the merged sum.';
-COMMENT ON INDEX broker.broker_finished_count_minute_idx IS 'broker_queue_stats reads the minutes of its window; the merge drops older ones.';
+COMMENT ON COLUMN broker.broker_finished_count.merged IS 'true: the one merged row of its key; false: a delta not merged yet.';
+COMMENT ON INDEX broker.broker_finished_count_key_idx IS 'One merged row per minute, queue, tenant and state.';
+COMMENT ON INDEX broker.broker_finished_count_delta_idx IS 'The deltas the next merge folds in (none: the merge costs an index probe).';
 ALTER TABLE broker.broker_finished_count ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_finished_count FORCE ROW LEVEL SECURITY;
 
@@ -5446,33 +5453,35 @@ COMMENT ON FUNCTION broker.broker_stale_instance_holder(interval) IS
 -- source: sql/functions/finished_counts.sql
 -- ---------------------------------------------------------------------------
 -- The finished-job counters behind broker_queue_stats() (table
--- broker.broker_finished_count): statement-level triggers on broker_jobs
--- append, per statement, one delta row per minute, queue, tenant and final
--- state whose count of jobs changed, whoever writes the table (the finish
--- functions, the purge, a direct write); a key whose jobs only moved within it
--- (say an update of a finished job's other columns) appends nothing. Rows are
--- only ever appended by writers, so concurrent finishes never wait on each
--- other here.
+-- broker.broker_finished_count): triggers on broker_jobs append a delta row
+-- (+1, -1, or -n per key for a DELETE statement) whenever the count of
+-- finished jobs of a minute, queue, tenant and final state changes, whoever
+-- writes the table (the finish functions, the purge, a direct write). Rows
+-- are only ever appended by writers, so concurrent finishes never wait on
+-- each other here.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._finished_minute(p_finished_at)
 --   The counters' minute of a finish time: date_bin, so the same whatever the
---   session's TimeZone (date_trunc would follow it).
+--   session's TimeZone (date_trunc would follow it). No SET clause, so that it
+--   is inlined into the triggers and queries that call it (a SET clause stops
+--   inlining); everything in it is qualified (sql/pgspot-no-search-path.txt).
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._finished_minute(p_finished_at timestamptz)
 RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pg_catalog.date_bin(interval '1 minute', p_finished_at, timestamptz '2000-01-01 00:00:00+00') $$;
 COMMENT ON FUNCTION broker._finished_minute(timestamptz) IS
     'Internal: the minute (date_bin, independent of TimeZone) under which broker_finished_count counts a finish time.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._count_finished()
---   AFTER INSERT, UPDATE and DELETE (per statement, with transition tables
---   new_jobs and old_jobs): -1 for every old row in a final state, +1 for
---   every new one, summed per key; keys that sum to 0 append nothing.
+--   Row-level AFTER INSERT or UPDATE, fired only (the triggers' WHEN, checked
+--   without a function call) for a row that is or was finished and whose
+--   count changes: -1 for the old row's key, +1 for the new row's. A claim, a
+--   retry's reschedule or any update of a pending job costs nothing here; a
+--   finish costs one short INSERT.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._count_finished()
 RETURNS trigger
@@ -5480,55 +5489,62 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND OLD.complete_status OPERATOR(pg_catalog.>=) 2
+       AND OLD.finished_at IS NOT NULL THEN
         INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        SELECT broker._finished_minute(n.finished_at), n.job_queue, n.tenant_id, n.complete_status, pg_catalog.count(*)
-          FROM new_jobs AS n
-         WHERE n.complete_status OPERATOR(pg_catalog.>=) 2 AND n.finished_at IS NOT NULL
-         GROUP BY 1, 2, 3, 4;
-    ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        VALUES (broker._finished_minute(OLD.finished_at), OLD.job_queue, OLD.tenant_id, OLD.complete_status, -1);
+    END IF;
+    IF NEW.complete_status OPERATOR(pg_catalog.>=) 2 AND NEW.finished_at IS NOT NULL THEN
         INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        SELECT broker._finished_minute(o.finished_at), o.job_queue, o.tenant_id, o.complete_status,
-               OPERATOR(pg_catalog.-) pg_catalog.count(*)
-          FROM old_jobs AS o
-         WHERE o.complete_status OPERATOR(pg_catalog.>=) 2 AND o.finished_at IS NOT NULL
-         GROUP BY 1, 2, 3, 4;
-    ELSE
-        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        SELECT d.minute, d.job_queue, d.tenant_id, d.complete_status, pg_catalog.sum(d.n)
-          FROM (SELECT broker._finished_minute(o.finished_at) AS minute, o.job_queue, o.tenant_id, o.complete_status,
-                       -1 AS n
-                  FROM old_jobs AS o
-                 WHERE o.complete_status OPERATOR(pg_catalog.>=) 2 AND o.finished_at IS NOT NULL
-                UNION ALL
-                SELECT broker._finished_minute(n.finished_at), n.job_queue, n.tenant_id, n.complete_status, 1
-                  FROM new_jobs AS n
-                 WHERE n.complete_status OPERATOR(pg_catalog.>=) 2 AND n.finished_at IS NOT NULL) AS d
-         GROUP BY 1, 2, 3, 4
-        HAVING pg_catalog.sum(d.n) OPERATOR(pg_catalog.<>) 0;
+        VALUES (broker._finished_minute(NEW.finished_at), NEW.job_queue, NEW.tenant_id, NEW.complete_status, 1);
     END IF;
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._count_finished() IS
-    'Internal trigger: appends to broker_finished_count how a statement changed the finished jobs per minute, queue, tenant and state.';
+    'Internal trigger: appends to broker_finished_count the -1/+1 of a job that reached, left or moved within a final state.';
 
 CREATE TRIGGER broker_jobs_count_finished_insert_trg
     AFTER INSERT ON broker.broker_jobs
-    REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+    FOR EACH ROW WHEN (NEW.complete_status OPERATOR(pg_catalog.>=) 2 AND NEW.finished_at IS NOT NULL)
+    EXECUTE FUNCTION broker._count_finished();
 COMMENT ON TRIGGER broker_jobs_count_finished_insert_trg ON broker.broker_jobs IS
-    'Per INSERT statement: counts jobs written already finished (a restore, a direct write) in broker_finished_count.';
+    'A job written already finished (a restore, a direct write) is counted in broker_finished_count.';
 CREATE TRIGGER broker_jobs_count_finished_update_trg
     AFTER UPDATE ON broker.broker_jobs
-    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+    FOR EACH ROW WHEN ((OLD.complete_status OPERATOR(pg_catalog.>=) 2 OR NEW.complete_status OPERATOR(pg_catalog.>=) 2)
+                       AND (OLD.complete_status, OLD.finished_at, OLD.job_queue, OLD.tenant_id)
+                           IS DISTINCT FROM (NEW.complete_status, NEW.finished_at, NEW.job_queue, NEW.tenant_id))
+    EXECUTE FUNCTION broker._count_finished();
 COMMENT ON TRIGGER broker_jobs_count_finished_update_trg ON broker.broker_jobs IS
-    'Per UPDATE statement: counts jobs that reached (or left) a final state, or whose finish time moved, in broker_finished_count.';
+    'A job that reached or left a final state, or whose finish time, queue or tenant moved, is counted again in broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished_deleted()
+--   Statement-level AFTER DELETE (transition table old_jobs): -n per key for
+--   the finished jobs deleted, one row per key (a purge batch appends a few).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished_deleted()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+    SELECT broker._finished_minute(o.finished_at), o.job_queue, o.tenant_id, o.complete_status,
+           OPERATOR(pg_catalog.-) pg_catalog.count(*)
+      FROM old_jobs AS o
+     WHERE o.complete_status OPERATOR(pg_catalog.>=) 2 AND o.finished_at IS NOT NULL
+     GROUP BY 1, 2, 3, 4;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished_deleted() IS
+    'Internal trigger: uncounts from broker_finished_count the finished jobs a DELETE removed.';
 CREATE TRIGGER broker_jobs_count_finished_delete_trg
     AFTER DELETE ON broker.broker_jobs
     REFERENCING OLD TABLE AS old_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished();
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished_deleted();
 COMMENT ON TRIGGER broker_jobs_count_finished_delete_trg ON broker.broker_jobs IS
     'Per DELETE statement (the purge, a cascade): uncounts the finished jobs deleted from broker_finished_count.';
 
@@ -5556,14 +5572,16 @@ COMMENT ON TRIGGER broker_jobs_count_finished_truncate_trg ON broker.broker_jobs
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._merge_finished_counts()
---   Folds the deltas of broker_finished_count into one row per key and drops
---   the minutes older than any window broker_queue_stats reads (an hour and a
---   minute), so the table holds about one row per minute, queue, tenant and
---   state plus the deltas since the last merge. One merge at a time (a
+--   Folds the deltas of broker_finished_count into the one merged row of
+--   their key (read through broker_finished_count_delta_idx: with no delta
+--   the merge costs an index probe) and drops the minutes older than any
+--   window broker_queue_stats reads (an hour and a minute), so the table holds
+--   one row per minute, queue, tenant and state plus the deltas since the
+--   last merge. One merge at a time (a
 --   transaction-level advisory lock; a second caller returns at once);
 --   deltas committed meanwhile stay for the next merge. Does nothing where
 --   it cannot write (a hot standby, a read-only transaction). Returns the
---   rows it removed.
+--   old rows dropped plus the deltas folded.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._merge_finished_counts()
 RETURNS bigint
@@ -5572,7 +5590,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_old    bigint;
-    v_merged bigint;
+    v_deltas bigint;
+    v_zero   timestamptz[];
 BEGIN
     IF pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on'
        OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
@@ -5583,22 +5602,24 @@ BEGIN
            broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
     GET DIAGNOSTICS v_old = ROW_COUNT;
     WITH gone AS (
-        DELETE FROM broker.broker_finished_count AS c
-         WHERE (c.finished_minute, c.job_queue, c.tenant_id, c.complete_status) IN
-               (SELECT k.finished_minute, k.job_queue, k.tenant_id, k.complete_status
-                  FROM broker.broker_finished_count AS k
-                 GROUP BY 1, 2, 3, 4 HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 OR pg_catalog.sum(k.jobs) OPERATOR(pg_catalog.=) 0)
+        DELETE FROM broker.broker_finished_count AS c WHERE NOT c.merged
         RETURNING c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
-    ), summed AS (
-        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        SELECT g.finished_minute, g.job_queue, g.tenant_id, g.complete_status, pg_catalog.sum(g.jobs)
+    ), folded AS (
+        INSERT INTO broker.broker_finished_count AS m (finished_minute, job_queue, tenant_id, complete_status, jobs, merged)
+        SELECT g.finished_minute, g.job_queue, g.tenant_id, g.complete_status, pg_catalog.sum(g.jobs)::bigint, true
           FROM gone AS g
-         GROUP BY 1, 2, 3, 4 HAVING pg_catalog.sum(g.jobs) OPERATOR(pg_catalog.<>) 0
-        RETURNING 1
+         GROUP BY 1, 2, 3, 4
+        ON CONFLICT (finished_minute, job_queue, tenant_id, complete_status) WHERE merged
+        DO UPDATE SET jobs = m.jobs OPERATOR(pg_catalog.+) excluded.jobs
+        RETURNING m.finished_minute, m.jobs
     )
-    SELECT (SELECT pg_catalog.count(*) FROM gone) OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*) FROM summed)
-      INTO v_merged;
-    RETURN v_old OPERATOR(pg_catalog.+) v_merged;
+    SELECT (SELECT pg_catalog.count(*) FROM gone),
+           (SELECT pg_catalog.array_agg(DISTINCT f.finished_minute) FROM folded AS f WHERE f.jobs OPERATOR(pg_catalog.=) 0)
+      INTO v_deltas, v_zero;
+    -- keys whose jobs are all gone (purged, or moved to another key)
+    DELETE FROM broker.broker_finished_count AS c
+     WHERE c.merged AND c.jobs OPERATOR(pg_catalog.=) 0 AND c.finished_minute OPERATOR(pg_catalog.=) ANY (v_zero);
+    RETURN v_old OPERATOR(pg_catalog.+) v_deltas;
 END;
 $$;
 COMMENT ON FUNCTION broker._merge_finished_counts() IS
@@ -5665,9 +5686,12 @@ BEGIN
                       FROM broker.broker_finished_count AS c
                      WHERE c.finished_minute OPERATOR(pg_catalog.>=) v_whole
                     UNION ALL
+                    -- one final state at a time, so that the index is read for the state and the minute only
                     SELECT j.job_queue, j.tenant_id, j.complete_status, 1
-                      FROM broker.broker_jobs AS j
-                     WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+                      FROM pg_catalog.unnest(ARRAY[2, 3, 4]::smallint[]) AS st(state)
+                      JOIN broker.broker_jobs AS j
+                        ON j.complete_status OPERATOR(pg_catalog.=) st.state
+                       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
                        AND j.finished_at OPERATOR(pg_catalog.>) v_since
                        AND j.finished_at OPERATOR(pg_catalog.<) v_whole) AS f
              GROUP BY f.job_queue, f.tenant_id

@@ -59,9 +59,12 @@ BEGIN
                       FROM broker.broker_finished_count AS c
                      WHERE c.finished_minute OPERATOR(pg_catalog.>=) v_whole
                     UNION ALL
+                    -- one final state at a time, so that the index is read for the state and the minute only
                     SELECT j.job_queue, j.tenant_id, j.complete_status, 1
-                      FROM broker.broker_jobs AS j
-                     WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+                      FROM pg_catalog.unnest(ARRAY[2, 3, 4]::smallint[]) AS st(state)
+                      JOIN broker.broker_jobs AS j
+                        ON j.complete_status OPERATOR(pg_catalog.=) st.state
+                       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
                        AND j.finished_at OPERATOR(pg_catalog.>) v_since
                        AND j.finished_at OPERATOR(pg_catalog.<) v_whole) AS f
              GROUP BY f.job_queue, f.tenant_id

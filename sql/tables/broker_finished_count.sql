@@ -16,9 +16,14 @@ CREATE TABLE broker.broker_finished_count (
     job_queue        integer     NOT NULL,
     tenant_id        text        NOT NULL,
     complete_status  smallint    NOT NULL,
-    jobs             bigint      NOT NULL
+    jobs             bigint      NOT NULL,
+    merged           boolean     NOT NULL DEFAULT false
 );
-CREATE INDEX broker_finished_count_minute_idx ON broker.broker_finished_count (finished_minute);
+-- one merged row per key, and the deltas the merge folds into them (a finish maintains the second only;
+-- the window's minutes are read from both)
+CREATE UNIQUE INDEX broker_finished_count_key_idx ON broker.broker_finished_count
+    (finished_minute, job_queue, tenant_id, complete_status) WHERE merged;
+CREATE INDEX broker_finished_count_delta_idx ON broker.broker_finished_count (finished_minute) WHERE NOT merged;
 COMMENT ON TABLE broker.broker_finished_count IS
     'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
 COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
@@ -26,4 +31,6 @@ COMMENT ON COLUMN broker.broker_finished_count.job_queue IS 'Queue.';
 COMMENT ON COLUMN broker.broker_finished_count.tenant_id IS 'Tenant.';
 COMMENT ON COLUMN broker.broker_finished_count.complete_status IS 'Final state: 2 completed, 3 failed, 4 cancelled.';
 COMMENT ON COLUMN broker.broker_finished_count.jobs IS 'Jobs added (positive) or removed (negative) by one statement, or the merged sum.';
-COMMENT ON INDEX broker.broker_finished_count_minute_idx IS 'broker_queue_stats reads the minutes of its window; the merge drops older ones.';
+COMMENT ON COLUMN broker.broker_finished_count.merged IS 'true: the one merged row of its key; false: a delta not merged yet.';
+COMMENT ON INDEX broker.broker_finished_count_key_idx IS 'One merged row per minute, queue, tenant and state.';
+COMMENT ON INDEX broker.broker_finished_count_delta_idx IS 'The deltas the next merge folds in (none: the merge costs an index probe).';
