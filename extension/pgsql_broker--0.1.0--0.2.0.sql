@@ -237,6 +237,8 @@ CREATE TABLE broker.broker_finished_count (
 CREATE UNIQUE INDEX broker_finished_count_key_idx ON broker.broker_finished_count
     (finished_minute, job_queue, tenant_id, complete_status) WHERE merged;
 CREATE INDEX broker_finished_count_delta_idx ON broker.broker_finished_count (finished_minute) WHERE NOT merged;
+-- every merge leaves the deltas it folded dead: vacuum early, so that the window's reads stay short
+ALTER TABLE broker.broker_finished_count SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
 COMMENT ON TABLE broker.broker_finished_count IS
     'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
 COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
