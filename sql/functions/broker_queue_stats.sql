@@ -55,9 +55,15 @@ BEGIN
                    COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 2), 0),
                    COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 3), 0),
                    COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) 4), 0)
+              -- (merged rows and deltas apart: each through its partial index, however many dead
+              -- deltas a burst of finishes left in the table)
               FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
                       FROM broker.broker_finished_count AS c
-                     WHERE c.finished_minute OPERATOR(pg_catalog.>=) v_whole
+                     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_whole
+                    UNION ALL
+                    SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                      FROM broker.broker_finished_count AS c
+                     WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_whole
                     UNION ALL
                     -- one final state at a time, so that the index is read for the state and the minute only
                     SELECT j.job_queue, j.tenant_id, j.complete_status, 1

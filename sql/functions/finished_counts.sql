@@ -144,8 +144,9 @@ BEGIN
        OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
         RETURN 0;
     END IF;
+    -- (merged rows only, through their index: older deltas are folded below and dropped next time)
     DELETE FROM broker.broker_finished_count AS c
-     WHERE c.finished_minute OPERATOR(pg_catalog.<)
+     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
            broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
     GET DIAGNOSTICS v_old = ROW_COUNT;
     WITH gone AS (
