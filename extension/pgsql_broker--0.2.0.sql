@@ -5862,11 +5862,6 @@ BEGIN
        OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
         RETURN 0;
     END IF;
-    -- (merged rows only, through their index: older deltas are folded below and dropped next time)
-    DELETE FROM broker.broker_finished_count AS c
-     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
-           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
-    GET DIAGNOSTICS v_old = ROW_COUNT;
     WITH gone AS (
         DELETE FROM broker.broker_finished_count AS c WHERE NOT c.merged
         RETURNING c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
@@ -5885,6 +5880,11 @@ BEGIN
     -- keys whose jobs are all gone (purged, or moved to another key)
     DELETE FROM broker.broker_finished_count AS c
      WHERE c.merged AND c.jobs OPERATOR(pg_catalog.=) 0 AND c.finished_minute OPERATOR(pg_catalog.=) ANY (v_zero);
+    -- (merged rows only, through their index: the deltas are all folded by now)
+    DELETE FROM broker.broker_finished_count AS c
+     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
+           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
+    GET DIAGNOSTICS v_old = ROW_COUNT;
     RETURN v_old OPERATOR(pg_catalog.+) v_deltas;
 END;
 $$;
