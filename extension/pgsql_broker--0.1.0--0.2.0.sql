@@ -5635,12 +5635,13 @@ COMMENT ON FUNCTION broker._merge_finished_counts() IS
 --   security). One row per queue and tenant with unfinished or recently
 --   finished jobs: ready, blocked (waiting on dependencies), delayed (future
 --   run_after), running, and completed/failed/cancelled in the last hour.
---   The unfinished jobs come from the partial indexes; the finished ones from
---   the per-minute counters of broker_finished_count (the whole minutes of
---   the hour) and, for the minute the hour starts in, from
---   broker_jobs_finished_idx, so its cost does not grow with the jobs that
---   finished in the last hour. First merges the counters' deltas
---   (broker._merge_finished_counts, skipped where it cannot write).
+--   The last hour is counted in whole minutes of finished_at (date_bin, UTC-
+--   aligned): the current minute and the 60 before it, so between 60 and 61
+--   minutes. The unfinished jobs come from the partial indexes, the finished
+--   ones from the per-minute counters of broker_finished_count, so the cost
+--   does not grow with the jobs that finished in the last hour. First merges
+--   the counters' deltas (broker._merge_finished_counts, skipped where it
+--   cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
 -- ---------------------------------------------------------------------------
@@ -5659,9 +5660,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour';
-    -- the first minute of the counters that lies wholly after v_since
-    v_whole timestamptz := broker._finished_minute(v_since) OPERATOR(pg_catalog.+) interval '1 minute';
+    v_since timestamptz := broker._finished_minute(pg_catalog.statement_timestamp()) OPERATOR(pg_catalog.-) interval '60 minutes';
 BEGIN
     PERFORM broker._merge_finished_counts();
     RETURN QUERY
@@ -5689,20 +5688,11 @@ BEGIN
               -- deltas a burst of finishes left in the table)
               FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
                       FROM broker.broker_finished_count AS c
-                     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_whole
+                     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since
                     UNION ALL
                     SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
                       FROM broker.broker_finished_count AS c
-                     WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_whole
-                    UNION ALL
-                    -- one final state at a time, so that the index is read for the state and the minute only
-                    SELECT j.job_queue, j.tenant_id, j.complete_status, 1
-                      FROM pg_catalog.unnest(ARRAY[2, 3, 4]::smallint[]) AS st(state)
-                      JOIN broker.broker_jobs AS j
-                        ON j.complete_status OPERATOR(pg_catalog.=) st.state
-                       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-                       AND j.finished_at OPERATOR(pg_catalog.>) v_since
-                       AND j.finished_at OPERATOR(pg_catalog.<) v_whole) AS f
+                     WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since) AS f
              GROUP BY f.job_queue, f.tenant_id
             HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0) AS s
      GROUP BY s.job_queue, s.tenant_id
@@ -5710,7 +5700,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
-    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
+    'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour (whole minutes), per queue and tenant.';
 
 -- The counters of the jobs that finished recently (broker_queue_stats reads the last hour only);
 -- the table is locked above, so no finish is counted twice.

@@ -29,8 +29,9 @@ RESET ROLE;
 SELECT function_privs_are('broker', 'broker_queue_stats', '{}'::text[], 'broker_enqueue', '{}'::text[],
                           'enqueuers cannot read other tenants'' queue depth');
 
--- The finished counts come from per-minute counters: they must say what the jobs table says, whatever
--- writes it (finishes, direct updates of finished_at or state, deletes) and whenever the deltas are merged.
+-- The finished counts come from per-minute counters: they must say what the jobs table says (the last hour
+-- in whole minutes: the current one and the 60 before it), whatever writes it (finishes, direct updates of
+-- finished_at or state, deletes) and whenever the deltas are merged.
 CREATE FUNCTION pg_temp.reference_stats()
 RETURNS TABLE (job_queue integer, tenant_id text, ready bigint, blocked bigint, delayed bigint, running bigint,
                completed bigint, failed bigint, cancelled bigint)
@@ -45,7 +46,8 @@ LANGUAGE sql AS $$
            count(*) FILTER (WHERE j.complete_status = 4)
       FROM broker.broker_jobs AS j
      WHERE j.complete_status IN (0, 1)
-        OR (j.complete_status IN (2, 3, 4) AND j.finished_at > statement_timestamp() - interval '1 hour')
+        OR (j.complete_status IN (2, 3, 4)
+            AND j.finished_at >= date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') - interval '60 minutes')
      GROUP BY 1, 2 ORDER BY 1, 2
 $$;
 SELECT setseed(0.21);
