@@ -13,7 +13,7 @@ from . import common
 from .workloads import PgSystem
 
 QUEUES = 4  # the runner's default queue_count
-ADD_JOBS = "broker.broker_add_jobs(jsonb)"
+ADD_JOBS = "broker.broker_add_jobs(jsonb, text)"
 MISSING = "n/a (broker_add_jobs missing)"
 FALLBACK = "batch 1000: SELECT broker_add_job(...) FROM generate_series(1,1000)"
 

@@ -1,8 +1,13 @@
 -- ---------------------------------------------------------------------------
 -- pgsql_broker roles and grants: the one place privileges are given.
--- Not part of the extension script (roles are cluster-wide): run it as a
--- superuser after CREATE EXTENSION / every upgrade, in each broker database.
--- Idempotent. `pgsql-broker install --with-roles` runs it and sets passwords.
+-- Not part of the extension script (roles are cluster-wide): run it after
+-- CREATE EXTENSION / every upgrade, in each broker database, as a superuser
+-- or as the database owner with CREATEROLE that installed pgsql_broker
+-- (managed PostgreSQL; then broker_admin must already exist with BYPASSRLS,
+-- which only a superuser can give, and the installer becomes a member of
+-- broker_admin, to hand it what it installed). It changes a role attribute
+-- only where the role lacks it. Idempotent. `pgsql-broker install
+-- --with-roles` runs it (and --set-passwords gives the roles passwords).
 --
 --   broker_admin    owns schema broker, every object in it and the per-role
 --                   executor schemas broker_exec_<oid>; BYPASSRLS; runs
@@ -23,12 +28,60 @@
 -- stops at the first error: psql -v ON_ERROR_STOP=1 -1 -f sql/roles.sql
 -- ---------------------------------------------------------------------------
 
+-- Refuse first. The role attributes this script needs and who may give them:
+-- on PostgreSQL 15 only a superuser may give or take SUPERUSER and BYPASSRLS,
+-- so a CREATEROLE installer needs broker_admin made BYPASSRLS beforehand and
+-- the other two roles without them. (pgsql-broker install --with-roles runs
+-- this block alone before it changes anything.)
+DO $check_roles$
+DECLARE
+    v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
+    v_admin record;
+    v_found text;
+BEGIN
+    IF v_super THEN
+        RETURN;
+    END IF;
+    IF NOT (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION 'roles.sql: % may not create or alter roles (it has neither CREATEROLE nor superuser); nothing was changed',
+            pg_catalog.quote_ident(CURRENT_USER)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as the database owner your provider gives CREATEROLE (or as a superuser), or have one run ALTER ROLE '
+                         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(CURRENT_USER) OPERATOR(pg_catalog.||) ' CREATEROLE.';
+    END IF;
+    SELECT r.rolsuper, r.rolbypassrls INTO v_admin FROM pg_catalog.pg_roles AS r
+     WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin';
+    IF NOT FOUND OR NOT v_admin.rolbypassrls THEN
+        RAISE EXCEPTION 'roles.sql: broker_admin needs BYPASSRLS (it owns tables that force row-level security), which only a superuser can give; % is not one; nothing was changed',
+            pg_catalog.quote_ident(CURRENT_USER)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Have a superuser (on managed PostgreSQL: your provider''s admin role or support) run '
+                         OPERATOR(pg_catalog.||) CASE WHEN FOUND THEN 'ALTER ROLE broker_admin BYPASSRLS'
+                                                      ELSE 'CREATE ROLE broker_admin NOLOGIN BYPASSRLS' END
+                         OPERATOR(pg_catalog.||) ', then run this again.';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s is %s', r.rolname,
+                                 CASE WHEN r.rolsuper THEN 'a superuser' ELSE 'BYPASSRLS' END), ', ' ORDER BY r.rolname)
+      INTO v_found
+      FROM pg_catalog.pg_roles AS r
+     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue', 'broker_retention'])
+            AND (r.rolsuper OR r.rolbypassrls))
+        OR (r.rolname OPERATOR(pg_catalog.=) 'broker_admin' AND r.rolsuper);
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'roles.sql: %, which only a superuser can take away; nothing was changed', v_found
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Have a superuser run ALTER ROLE ... NOSUPERUSER NOBYPASSRLS on it (broker_admin: NOSUPERUSER), then run this again.';
+    END IF;
+END
+$check_roles$;
+
 -- Refuse first. What pgsql_broker made (the same rule as the upgrade guard,
 -- sql/guards/objects_are_the_brokers.sql): with CREATE EXTENSION, a member of
 -- the extension (pg_depend deptype 'e') in a schema owned by the extension's
 -- owner, broker_admin or a superuser; with tracked migrations, a table or
 -- function owned by the schema's owner or broker_admin, in a schema owned by
--- a superuser or broker_admin. An executor schema broker_exec_<oid> is the
+-- a superuser, broker_admin or the role running this script. An executor
+-- schema broker_exec_<oid> is the
 -- broker's when owned by schema broker's owner, the extension's owner or
 -- broker_admin (broker._executor_schema makes them so).
 DO $guard$
@@ -38,6 +91,9 @@ DECLARE
     v_admin  oid := pg_catalog.to_regrole('broker_admin');
     v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
     v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
+    -- with tracked migrations, the role running this script may own what it installed (a database owner)
+    v_self   oid := CASE WHEN v_ext IS NULL THEN (SELECT me.oid FROM pg_catalog.pg_roles AS me
+                                                   WHERE me.rolname OPERATOR(pg_catalog.=) CURRENT_USER) END;
     v_found  text;
 BEGIN
     IF v_schema IS NULL THEN
@@ -53,7 +109,7 @@ BEGIN
                   HINT = 'Another role may have made it: find out who and why before installing.';
     END IF;
     -- (= ANY of an array holding NULLs is NULL, not false, when nothing matches: hence COALESCE)
-    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown, v_self]), false)
             OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) v_owner)) THEN
         RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker; nothing was changed',
             v_owner::pg_catalog.regrole
@@ -61,7 +117,7 @@ BEGIN
                   HINT = 'It was made before the install by another role: move your data out and drop it.';
     END IF;
     SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity) OPERATOR(pg_catalog.||)
-                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner)::pg_catalog.regrole::pg_catalog.text
+                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner, t.typowner)::pg_catalog.regrole::pg_catalog.text
                                           OPERATOR(pg_catalog.||) ')', ''), ', '
                                  ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
       INTO v_found
@@ -71,6 +127,8 @@ BEGIN
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) d.objid
       LEFT JOIN pg_catalog.pg_proc AS p
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) d.objid
+      LEFT JOIN pg_catalog.pg_type AS t
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid OPERATOR(pg_catalog.=) d.objid
      WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
        AND d.refobjid OPERATOR(pg_catalog.=) v_schema
        AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
@@ -80,7 +138,7 @@ BEGIN
                                   WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
                                     AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                                     AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
-                    ELSE COALESCE(COALESCE(c.relowner, p.proowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
+                    ELSE COALESCE(COALESCE(c.relowner, p.proowner, t.typowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
                END;
     IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'roles.sql: schema broker holds objects pgsql_broker did not create: %; nothing was changed',
@@ -103,9 +161,11 @@ BEGIN
 END
 $guard$;
 DO $roles$
+DECLARE
+    v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
-        CREATE ROLE broker_admin NOLOGIN;
+        CREATE ROLE broker_admin NOLOGIN BYPASSRLS;  -- (only a superuser gets here: $check_roles$)
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
         CREATE ROLE broker_runtime NOLOGIN;
@@ -116,12 +176,31 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
         CREATE ROLE broker_retention NOLOGIN;
     END IF;
+    -- Only what differs: naming SUPERUSER or BYPASSRLS at all (even to keep them
+    -- as they are) needs a superuser, and $check_roles$ refused what only one may change.
+    IF (SELECT r.rolsuper OR NOT r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
+        ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS;
+    END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
+        ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
+        ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
+        ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    ALTER ROLE broker_admin NOCREATEROLE;
+    ALTER ROLE broker_runtime NOCREATEROLE;
+    ALTER ROLE broker_enqueue NOCREATEROLE;
+    ALTER ROLE broker_retention NOCREATEROLE;
+    -- Handing an object to broker_admin takes membership in it (a superuser needs none);
+    -- a CREATEROLE installer may grant it to itself.
+    IF NOT v_super AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'broker_admin', 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT broker_admin TO %I', CURRENT_USER);
+    END IF;
 END
 $roles$;
-ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS NOCREATEROLE;
-ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
-ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
-ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS NOCREATEROLE;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
@@ -139,8 +218,11 @@ DECLARE
     v_admin  oid := pg_catalog.to_regrole('broker_admin');
     v_owner  oid := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.oid OPERATOR(pg_catalog.=) v_schema);
     v_extown oid := (SELECT e.extowner FROM pg_catalog.pg_extension AS e WHERE e.oid OPERATOR(pg_catalog.=) v_ext);
+    -- with tracked migrations, the role running this script may own what it installed (a database owner)
+    v_self   oid := CASE WHEN v_ext IS NULL THEN (SELECT me.oid FROM pg_catalog.pg_roles AS me
+                                                   WHERE me.rolname OPERATOR(pg_catalog.=) CURRENT_USER) END;
 BEGIN
-    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown]), false)
+    IF NOT (COALESCE(v_owner OPERATOR(pg_catalog.=) ANY (ARRAY[v_admin, v_extown, v_self]), false)
             OR (SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.oid OPERATOR(pg_catalog.=) v_owner)) THEN
         RAISE EXCEPTION 'roles.sql: schema broker is owned by %, which did not install pgsql_broker', v_owner::pg_catalog.regrole
             USING ERRCODE = 'insufficient_privilege';
@@ -179,6 +261,20 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO broker_admin', r.fn);
     END LOOP;
+    -- composite types (internal; their pg_class row follows the type)
+    FOR r IN SELECT t.oid::pg_catalog.regtype AS typ FROM pg_catalog.pg_type AS t
+              WHERE t.typnamespace OPERATOR(pg_catalog.=) v_schema AND t.typtype OPERATOR(pg_catalog.=) 'c'
+                AND (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) t.typrelid) OPERATOR(pg_catalog.=) 'c'
+                AND CASE WHEN v_ext IS NOT NULL
+                         THEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS m
+                                       WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+                                         AND m.objid OPERATOR(pg_catalog.=) t.oid
+                                         AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                         AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
+                         ELSE t.typowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]) END
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TYPE %s OWNER TO broker_admin', r.typ);
+    END LOOP;
 END
 $owner$;
 
@@ -193,10 +289,15 @@ GRANT USAGE ON SCHEMA broker TO broker_runtime, broker_enqueue;
 GRANT EXECUTE ON FUNCTION
     broker.broker_current_tenant(),
     broker.broker_set_tenant(text),
+    broker._set_tenant(text, text),
+    broker._whole_transaction(timestamptz, timestamptz, text),
     broker.broker_set(text, text, boolean),
     broker._tenant_allowed(text, name),
     broker._strict_tenancy(),
     broker._setting_int(text, integer, integer),
+    broker._state(text),
+    broker._notify_queue(integer),
+    broker._claimable(smallint, integer),
     broker.broker_cron_next(text, timestamptz, text),
     broker._cron_parse(text),
     broker._cron_field(text, text, integer, integer, text[], text),
@@ -238,10 +339,10 @@ GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 -- and create its own executor.
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                          timestamptz, interval, text),
+                          timestamptz, interval, text, text),
     broker.broker_add_job_simple(text, text, integer, text[], text),
-    broker.broker_add_jobs(jsonb),
-    broker._add_jobs(jsonb, text),
+    broker.broker_add_jobs(jsonb, text),
+    broker._add_jobs(jsonb, text, text),
     broker._parse_jobs(jsonb, text),
     broker._add_plain_jobs(jsonb, text),
     broker._element_error(integer, text[]),
@@ -260,7 +361,7 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                               text, boolean, interval, text),
+                               text, boolean, interval, text, text),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
                                  text, interval, text, text),
     broker.broker_enable_schedule(text, boolean),

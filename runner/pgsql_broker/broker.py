@@ -11,13 +11,18 @@ import socket
 import psycopg
 from psycopg import sql
 
-from . import __version__, queries
-from .engine import DatabaseRunner
-from .metrics import Metrics
+from . import __version__
+from .observe.metrics import Metrics
+from .observe.web import is_loopback, serve
+from .run import queries
+from .run.database import DatabaseRunner
 from .settings import Settings
-from .web import is_loopback, serve
 
 log = logging.getLogger("pgsql_broker")
+
+
+class ListenError(OSError):
+    """The HTTP server cannot listen where the settings say; the message names the settings and the address."""
 
 
 class Broker:
@@ -37,7 +42,7 @@ class Broker:
 
     def stop(self) -> None:
         """Stop claiming and hand back what is claimed and not started; running jobs may finish until
-        shutdown_timeout_sec, then they are interrupted (stopping.py). Safe from any thread."""
+        shutdown_timeout_sec, then they are interrupted (run/stopping.py). Safe from any thread."""
         if self._stopping is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
 
@@ -52,8 +57,13 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
         if broker.metrics_enabled:
-            self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
-                               job_details_anywhere=broker.dashboard_public)
+            try:
+                self._http = serve(broker.metrics_host, broker.metrics_port, self.metrics, self.state,
+                                   job_details_anywhere=broker.dashboard_public)
+            except OSError as exc:  # the port is taken, or the host is not an address of this machine
+                raise ListenError(f"metrics_host:metrics_port (--metrics-host/--metrics-port, PGBROKER_METRICS_HOST/"
+                                  f"PORT, or --no-metrics): cannot listen on {broker.metrics_host}:{broker.metrics_port}: "
+                                  f"{exc.strerror or exc}") from None
             address = f"{broker.metrics_host}:{self._http.server_address[1]}"
             log.info("metrics and dashboard listening", extra={
                 "address": address, "job_details": "every peer" if broker.dashboard_public else "loopback peers only"})

@@ -8,21 +8,30 @@ import sys
 import click
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import namedtuple_row
 
-from . import __version__, logs, queries
-from .logs import safe_text
+from . import __version__
 from .broker import Broker
-from .login import LoginRefused
 from .config import ConfigError, load_databases
-from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install import InstallError, apply_roles, install, verify
+from .install.credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
+from .install.role_setup import check_roles, sharing_notice
+from .observe import logs
+from .observe.logs import safe_text
+from .run import queries
+from .run.connect_errors import PermanentError, connect_message
+from .run.login import LoginRefused
 from .settings import BrokerSettings
 from .settings import load as load_settings
 
 
 def _describe(dsn: str) -> str:
-    """A connection target for messages: never the password."""
-    params = conninfo_to_dict(dsn)
+    """A connection target for messages: never the password. A malformed DSN is a usage error naming --dsn
+    (psycopg's message quotes the keyword at fault, not the value)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise click.UsageError(f"--dsn: not a valid connection string: {connect_message(exc)}") from None
     return f"{params.get('dbname') or '(default database)'} on {params.get('host') or '(default host)'}"
 
 
@@ -50,20 +59,26 @@ def main() -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 @click.option("--no-extension", is_flag=True, help="Install as tracked migrations even where CREATE EXTENSION works.")
 @click.option("--verify-only", is_flag=True, help="Report version, pending migrations and differences; change nothing.")
-@click.option("--with-roles", is_flag=True, help="Also create/rotate broker_admin, broker_runtime, broker_enqueue.")
+@click.option("--with-roles", is_flag=True, help="Also create or update broker_admin, broker_runtime, broker_enqueue "
+              "and their grants (passwords untouched unless --set-passwords).")
+@click.option("--set-passwords", is_flag=True, help="With --with-roles: give the three roles LOGIN and new passwords "
+              "(they are cluster-wide: every database using them is named first).")
 @click.option("--admin-user", help="Login for --with-roles (else $PGUSER, $PG_USER, prompt).")
 @click.option("--admin-password", help="Its password (else $PGPASSWORD, $PG_PASS, prompt).")
 @click.option("--broker-admin-password", help="Password for broker_admin (else $BROKER_ADMIN_PASSWORD, prompt).")
 @click.option("--broker-runtime-password", help="Password for broker_runtime (else $BROKER_RUNTIME_PASSWORD, prompt).")
 @click.option("--broker-enqueue-password", help="Password for broker_enqueue (else $BROKER_ENQUEUE_PASSWORD, prompt).")
-def install_command(dsns, config_path, no_extension, verify_only, with_roles, admin_user, admin_password,
-                    broker_admin_password, broker_runtime_password, broker_enqueue_password) -> None:
+def install_command(dsns, config_path, no_extension, verify_only, with_roles, set_passwords, admin_user,
+                    admin_password, broker_admin_password, broker_runtime_password, broker_enqueue_password) -> None:
     """Install or upgrade the broker schema: CREATE EXTENSION where possible, else tracked migrations.
 
-    Idempotent; refuses to downgrade or to mix the two install paths on one database.
+    Idempotent; refuses to downgrade or to mix the two install paths on one database. Works for a
+    database owner with CREATEROLE and without superuser (managed PostgreSQL; docs/install.md).
     """
     if verify_only and with_roles:
         raise click.UsageError("--verify-only cannot be combined with --with-roles")
+    if set_passwords and not with_roles:
+        raise click.UsageError("--set-passwords needs --with-roles")
     targets = _targets(dsns, config_path)
 
     if verify_only:
@@ -72,7 +87,7 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, ad
             try:
                 report = verify(dsn)
             except psycopg.Error as exc:
-                click.echo(f"{label}: cannot connect or read: {_one_line(exc)}", err=True)
+                click.echo(f"{label}: error: {connect_message(exc)}", err=True)
                 failed = True
                 continue
             for line in report.lines():
@@ -87,30 +102,29 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, ad
         secret = ADMIN_PASSWORD.resolve(admin_password)
         given = {"broker_admin": broker_admin_password, "broker_runtime": broker_runtime_password,
                  "broker_enqueue": broker_enqueue_password}
-        passwords = {role: ROLE_PASSWORDS[role].resolve(given[role]) for role in ROLE_PASSWORDS}
+        if set_passwords:
+            passwords = {role: ROLE_PASSWORDS[role].resolve(given[role]) for role in ROLE_PASSWORDS}
+        elif any(given.values()):
+            raise click.UsageError("--broker-*-password: passwords are set only with --set-passwords")
         targets = [(label, make_conninfo(dsn, user=user, password=secret)) for label, dsn in targets]
 
     failed = False
     for label, dsn in targets:
+        def say(msg: str, label=label) -> None:
+            click.echo(f"{label}: {msg}")
         try:
-            install(dsn, no_extension=no_extension, log=lambda msg, label=label: click.echo(f"{label}: {msg}"))
+            then = None
             if with_roles:
-                apply_roles(dsn, passwords, log=lambda msg, label=label: click.echo(f"{label}: {msg}"))
+                with psycopg.connect(dsn, autocommit=True) as conn:  # before anything changes
+                    check_roles(conn)
+                    for line in sharing_notice(conn, set_passwords):
+                        say(line)
+                then = lambda dsn=dsn, say=say: apply_roles(dsn, passwords, log=say)  # noqa: E731
+            install(dsn, no_extension=no_extension, log=say, then=then)
         except (InstallError, psycopg.Error) as exc:
-            click.echo(f"{label}: error: {_one_line(exc)}", err=True)
+            click.echo(f"{label}: error: {connect_message(exc)}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
-
-
-def _one_line(exc: Exception) -> str:
-    """An install error as one line: the server's message, SQLSTATE and hint (not its context)."""
-    if isinstance(exc, psycopg.Error) and exc.diag.message_primary:
-        text = f"{exc.diag.message_primary} (SQLSTATE {exc.sqlstate})"
-        if exc.diag.message_hint:
-            text += f"; hint: {exc.diag.message_hint}"
-    else:
-        text = str(exc)
-    return " ".join(text.split())
 
 
 # -- running the broker ---------------------------------------------------------
@@ -149,9 +163,7 @@ def runner_options(command):
         click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database to serve (repeatable)."),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML or JSON config file."),
         click.option("--queue-count", type=click.IntRange(1, 1000), help="Queues per --dsn database (default 4)."),
-        click.option("--tenant-id", help="databases.tenant_id for --dsn databases (default 'default')."),
         click.option("--max-open-conns", type=int, help="databases.max_open_conns for --dsn databases (default 25)."),
-        click.option("--max-idle-conns", type=int, help="databases.max_idle_conns for --dsn databases (default 5)."),
         click.option("--conn-max-lifetime", help="databases.conn_max_lifetime for --dsn databases (default 5m)."),
         click.option("--conn-max-idle-time", help="databases.conn_max_idle_time for --dsn databases (default 10m)."),
         click.option("--no-metrics", is_flag=True, default=None, help="Do not serve /metrics and the dashboard."),
@@ -175,8 +187,8 @@ def _run(dsns, config_path, no_metrics, enable_debug, log_level, log_format, **o
     logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
     try:
         asyncio.run(Broker(settings).run(handle_signals=True))
-    except (OSError, LoginRefused) as exc:  # e.g. the metrics port is taken, or a privileged login
-        click.echo(f"error: {exc}", err=True)
+    except (OSError, LoginRefused, PermanentError) as exc:  # the metrics port is taken, a privileged login, ...
+        click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(1)
     sys.exit(0)
 
@@ -200,38 +212,64 @@ def runner_main(**options) -> None:
 @click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 def status_command(dsns, config_path) -> None:
-    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules
-    (those of the tenant the login sees)."""
+    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules.
+
+    A broker_runtime login sees every tenant's jobs; a broker_enqueue login the jobs and schedules of
+    the tenants it may act for (its mappings in broker_tenant_roles, and the default tenant)."""
     failed = False
     for label, dsn in _targets(dsns, config_path):
         try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                click.echo(f"database {safe_text(label)}")
-                rows = conn.execute(queries.INSTANCES).fetchall()
-                active = [r for r in rows if r[4] == "active"]
-                for r in active:
-                    click.echo(f"  active instance {r[0]}: {safe_text(r[1])} on {safe_text(r[2])} pid {r[3]}, "
-                               f"last ping {r[6]:%Y-%m-%d %H:%M:%S}")
-                if not active:
-                    click.echo("  no active instance")
-                standby = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND application_name LIKE '%:listen' AND pid NOT IN (SELECT backend_pid FROM "
-                    "broker.broker_queueinstance WHERE status = 'active')").fetchone()[0]
-                click.echo(f"  standby runners: {standby}")
-                stats = conn.execute(queries.QUEUE_STATS).fetchall()
-                click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
-                for q in stats:
-                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
-                if not stats:
-                    click.echo("  (no jobs)")
-                for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
-                        queries.SCHEDULES):
-                    when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
-                    last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
-                    click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
-                               f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))
+            with psycopg.connect(dsn, autocommit=True, row_factory=namedtuple_row) as conn:
+                _print_status(conn, label)
+        except NotInstalled as exc:
+            click.echo(f"database {safe_text(label)}: error: {exc}", err=True)
+            failed = True
         except psycopg.Error as exc:  # enqueued text can reach an error message: escaped like the rest
-            click.echo(f"database {safe_text(label)}: error: {safe_text(exc)}", err=True)
+            click.echo(f"database {safe_text(label)}: error: {safe_text(connect_message(exc))}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+class NotInstalled(Exception):
+    """The database has no schema broker, or this login may not use it."""
+
+
+def _print_status(conn: psycopg.Connection, label: str) -> None:
+    access = conn.execute(queries.STATUS_ACCESS).fetchone()
+    if not access.schema:
+        raise NotInstalled("pgsql_broker is not installed in this database: run pgsql-broker install --dsn ...")
+    if not access.usage:
+        raise NotInstalled(f"login {conn.info.user} may not use schema broker: log in as a member of broker_runtime "
+                           "(every tenant) or broker_enqueue (its tenants)")
+    click.echo(f"database {safe_text(label)}")
+    if access.instances:
+        rows = conn.execute(queries.INSTANCES).fetchall()
+        active = [r for r in rows if r.status == "active"]
+        for r in active:
+            click.echo(f"  active instance {r.instance_id}: {safe_text(r.instance_name)} on {safe_text(r.hostname)} "
+                       f"pid {r.os_pid}, last ping {r.last_ping_at:%Y-%m-%d %H:%M:%S}")
+        if not active:
+            click.echo("  no active instance")
+        click.echo(f"  standby runners: {conn.execute(queries.STANDBY_COUNT).fetchone().standby}")
+    else:
+        click.echo("  instances: not readable by this login (broker_runtime members see them)")
+    click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
+    if access.runtime:  # every tenant, through the SECURITY DEFINER function
+        stats, schedules = conn.execute(queries.QUEUE_STATS).fetchall(), conn.execute(queries.SCHEDULES).fetchall()
+    else:  # the login's own tenants, one transaction each (row-level security shows one tenant at a time)
+        stats, schedules = [], []
+        for (tenant,) in conn.execute(queries.OWN_TENANTS).fetchall():
+            with conn.transaction():
+                conn.execute(queries.SET_TENANT, {"tenant": tenant})
+                stats += conn.execute(queries.OWN_QUEUE_STATS).fetchall()
+                schedules += conn.execute(queries.SCHEDULES).fetchall()
+    for q in stats:
+        click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} {q.delayed:7d} "
+                   f"{q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} {q.cancelled_last_hour:12d}")
+    if not stats:
+        click.echo("  (no jobs)")
+    for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in schedules:
+        when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
+        last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
+        click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "
+                   f"{skipped}{'+' if capped else ''} skipped" + (f"; error: {safe_text(error)}" if error else ""))

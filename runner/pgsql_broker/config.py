@@ -42,9 +42,7 @@ class DatabaseConfig:
     password: str | None = None
     sslmode: str = "disable"
     queue_count: int = 4
-    tenant_id: str = "default"
     max_open_conns: int = 25
-    max_idle_conns: int = 5
     conn_max_lifetime: str = "5m"
     conn_max_idle_time: str = "10m"
     raw_dsn: str | None = None  # when given as a connection string (--dsn)
@@ -64,8 +62,14 @@ class DatabaseConfig:
 
 _REQUIRED = ("name", "database", "user")
 _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "password": str, "sslmode": str,
-          "queue_count": int, "tenant_id": str, "max_open_conns": int, "max_idle_conns": int,
-          "conn_max_lifetime": str, "conn_max_idle_time": str}
+          "queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str}
+# Fields of the original broker's configuration that would do nothing here: refused, with what to do instead.
+REMOVED = {
+    "tenant_id": "the runner serves every tenant of its databases (the SECURITY DEFINER runtime functions); a job's "
+                 "tenant is chosen at enqueue (broker_set_tenant or p_tenant_id): delete it",
+    "max_idle_conns": "the runner keeps no idle connection pool: an idle worker closes its connection after "
+                      "conn_max_idle_time or worker_idle_timeout_sec, whichever is shorter: delete it",
+}
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
@@ -105,6 +109,8 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
                 raise ConfigError(f"{label}.{key} is required")
         fields = {}
         for key, value in entry.items():
+            if key in REMOVED:
+                raise ConfigError(f"{label}.{key} is not a setting any more: {REMOVED[key]}")
             if key not in _TYPES:
                 raise ConfigError(f"{label}.{key} is not a known field")
             if value is not None and (not isinstance(value, _TYPES[key]) or isinstance(value, bool)):

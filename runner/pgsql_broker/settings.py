@@ -7,8 +7,8 @@ Environment variables: PGBROKER_<FIELD> for the ``broker`` section (for example
 PGBROKER_LEASE_SECONDS, PGBROKER_METRICS_PORT), PGBROKER_LOG_LEVEL and
 PGBROKER_LOG_FORMAT for ``logging``, PGBROKER_DSN (one or more libpq
 connection strings separated by ';') for databases, and PGBROKER_<FIELD> of the
-per-database fields (PGBROKER_QUEUE_COUNT, PGBROKER_TENANT_ID, PGBROKER_MAX_OPEN_CONNS,
-...) for the databases given as connection strings. A connection string carries
+per-database fields (PGBROKER_QUEUE_COUNT, PGBROKER_MAX_OPEN_CONNS, ...) for the databases
+given as connection strings. Any other PGBROKER_* variable is refused (but PGBROKER_TEST_*, the test suite's). A connection string carries
 host, port, database, user, password and sslmode itself.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import ConfigError, DatabaseConfig, parse_databases, parse_duration, read_config_file
+from .config import REMOVED, ConfigError, DatabaseConfig, parse_databases, parse_duration, read_config_file
 
 
 @dataclass
@@ -42,7 +43,7 @@ class BrokerSettings:
     queue_depth_poll_sec: float = 15
     shutdown_timeout_sec: float = 30
     allow_privileged_login: bool = False
-    # retention (retention.py): finished jobs older than the age of their final state are purged
+    # retention (run/retention.py): finished jobs older than the age of their final state are purged
     retention_enabled: bool = True
     retention_completed_after: str = "7d"
     retention_failed_after: str = "30d"
@@ -71,6 +72,7 @@ _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_si
 _LEVELS = ("debug", "info", "warning", "error")
 _BROKER_FIELDS = {f.name for f in dataclasses.fields(BrokerSettings)}
 _FORMATS = ("json", "text")
+_TEST_PREFIX = "PGBROKER_TEST_"  # the test suite's own variables (.ci/with-cluster), not settings
 
 
 def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
@@ -151,8 +153,7 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     _apply(settings.logging, "logging", {k: flags.pop(k, None) for k in ("level", "format")}, "command line")
     _apply(settings.broker, "broker", {k: flags.pop(k) for k in list(flags) if k in _BROKER_FIELDS}, "command line")
 
-    db_fields = {"queue_count": int, "tenant_id": str, "max_open_conns": int, "max_idle_conns": int,
-                 "conn_max_lifetime": str, "conn_max_idle_time": str}
+    db_fields = {"queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str}
     db_values: dict[str, Any] = {}
     for name, kind in db_fields.items():
         for where, value in (("environment (PGBROKER_*)", env.get(prefix + name.upper())),
@@ -162,9 +163,22 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
                     db_values[name] = kind(value)
                 except ValueError:
                     raise ConfigError(f"{where}: databases.{name} must be {kind.__name__}, got {value!r}") from None
+    known = ({prefix + f.name.upper() for f in dataclasses.fields(BrokerSettings)} | {prefix + "DSN"}
+             | {prefix + "LOG_LEVEL", prefix + "LOG_FORMAT"} | {prefix + name.upper() for name in db_fields})
+    unknown = sorted(k for k in env if k.startswith(prefix) and k not in known and not k.startswith(_TEST_PREFIX))
+    removed = [name for name in REMOVED if prefix + name.upper() in unknown]
+    if removed:
+        raise ConfigError(f"environment: {prefix + removed[0].upper()} is not a setting any more: {REMOVED[removed[0]]}")
+    if unknown:
+        raise ConfigError(f"environment: {unknown[0]} is not a known variable (PGBROKER_<setting>: see "
+                          "`pgbroker-runner --help` and docs/runner.md)")
     env_dsns = [d.strip() for d in env.get(prefix + "DSN", "").split(";") if d.strip()]
     for index, dsn in enumerate(list(dsns or []) or env_dsns):
-        db = DatabaseConfig.from_dsn(dsn, index)
+        try:
+            db = DatabaseConfig.from_dsn(dsn, index)
+        except psycopg.ProgrammingError as exc:  # its message quotes the keyword at fault, never the value
+            where = "command line: --dsn" if dsns else "environment: PGBROKER_DSN"
+            raise ConfigError(f"{where}: not a valid connection string: {' '.join(str(exc).split())}") from None
         if db_values:  # checked like a config file entry (user and database come from the DSN or libpq)
             checked = parse_databases([{"name": db.name, "database": db.database or "-", "user": db.user or "-",
                                         **db_values}], "command line / environment")[0]

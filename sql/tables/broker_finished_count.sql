@@ -1,7 +1,8 @@
+-- sql/tables/broker_finished_count.sql: finished jobs per minute, queue, tenant and state (derived counters).
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_finished_count
 --   Finished jobs per minute (of finished_at), queue, tenant and final state,
---   kept by the triggers of sql/functions/finished_counts.sql, so that
+--   kept by the triggers of sql/instances/finished_counts.sql, so that
 --   broker_queue_stats() reads a few rows per minute of its window instead of
 --   every job that finished in the last hour. Writers only append rows (a
 --   +n or -n delta per statement), so finishing jobs never waits on a lock

@@ -10,7 +10,7 @@ import re
 from conftest import add_job, connect
 from pgbouncer import give_passwords, pgbouncer  # noqa: F401 (the fixture)
 from tenant_logins import tenant_logins
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 LOCK = ("SELECT pid FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = %s "
         "AND l.locktype = 'advisory' AND l.classid = 1651665664 AND l.objid = 0 AND l.granted")

@@ -54,10 +54,10 @@ SELECT column_privs_are('broker', 'broker_jobs', 'pending_deps', 'broker_enqueue
 -- functions x roles
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
+          'timestamp with time zone', 'interval', 'text', 'text'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
+          'timestamp with time zone', 'interval', 'text', 'text'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
 SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_runtime',
                           ARRAY['EXECUTE'], 'runtime claims');
 SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_enqueue',

@@ -1,0 +1,58 @@
+"""A managed-PostgreSQL-like login: it owns its database and has CREATEROLE, but is no superuser and has no
+BYPASSRLS (what a provider gives), and the real CLI run as it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+from conftest import connect
+
+CLI = [sys.executable, "-m", "pgsql_broker"]
+
+
+@contextmanager
+def managed_owner(createrole: bool = True) -> Iterator[tuple[str, str]]:
+    """(database, owner login): CREATE ROLE o LOGIN CREATEROLE; CREATE DATABASE d OWNER o. Dropped after,
+    with the roles the owner made (named o_*)."""
+    suffix = uuid.uuid4().hex[:8]
+    owner, database = f"o_{suffix}", f"d_{suffix}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{owner}" LOGIN {"CREATEROLE" if createrole else ""}')
+        admin.execute(f'CREATE DATABASE "{database}" OWNER "{owner}"')
+    try:
+        yield database, owner
+    finally:
+        with connect("postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (f"%_{suffix}",)).fetchall():
+                admin.execute(f'DROP ROLE "{role}"')
+
+
+def owner_dsn(database: str, owner: str) -> str:
+    return f"dbname={database} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={owner}"
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI with no PG* user or password of the test superuser to fall back on."""
+    base = {k: v for k, v in os.environ.items() if k not in ("PGUSER", "PGPASSWORD")}
+    base["PG_PASS"] = "unused-with-trust"  # the admin password --with-roles asks for (the test cluster trusts)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=base | (env or {}),
+                          stdin=subprocess.DEVNULL, timeout=180)
+
+
+def schemas(database: str) -> list[str]:
+    with connect(database) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema' "
+            "ORDER BY 1")]
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
