@@ -29,7 +29,7 @@ SELECT throws_ok($$SELECT broker.broker_stale_instance_holder(interval '0.5 seco
                  'under a second: 22023');
 SELECT throws_ok($$SELECT broker.broker_stale_instance_holder(NULL)$$, '22023', NULL, 'NULL: 22023');
 SELECT is(broker.broker_shutdown_instance((SELECT id FROM j)), true, 'and it shuts down as usual');
--- (a holder in another session, stale or not: tests_py/poolers/test_runner_through_pgbouncer.py)
+-- (a holder in another session, stale or not: tests_py/poolers/test_runner_works_in_session_pooling_and_refuses_transaction_pooling.py)
 
 SELECT * FROM finish();
 ROLLBACK;
