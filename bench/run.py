@@ -12,11 +12,11 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, ceiling, claim_backlog, common, cron_next, purge, workloads
+from . import broker_deps, ceiling, claim_backlog, common, cron_next, purge, queue_stats, scale, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge", "stats", "scale")
 
 
 # every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> dict:
             broker["cron"] = cron_next.run(chosen[0].template, args.runs)
         if "purge" in only:
             broker["purge"] = purge.run(chosen[0].template, args.runs)
+        if "stats" in only:
+            broker["stats"] = queue_stats.run(chosen[0].template, args.runs)
+        if "scale" in only:
+            broker["scale"] = scale.run(chosen[0].template, args.runs)
     finally:
         for s in chosen:
             common.drop_db(s.template)

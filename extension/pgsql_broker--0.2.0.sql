@@ -1060,6 +1060,46 @@ COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean 
 COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
 COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+-- source: sql/tables/broker_finished_count.sql
+-- sql/tables/broker_finished_count.sql: finished jobs per minute, queue, tenant and state (derived counters).
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_finished_count
+--   Finished jobs per minute (of finished_at), queue, tenant and final state,
+--   kept by the triggers of sql/instances/finished_counts.sql, so that
+--   broker_queue_stats() reads a few rows per minute of its window instead of
+--   every job that finished in the last hour. Writers only append rows (a
+--   +n or -n delta per statement), so finishing jobs never waits on a lock
+--   here; broker._merge_finished_counts() folds the deltas into one row per
+--   key and drops the minutes no window reads any more. Exact: the sum over a
+--   key is the number of jobs in broker_jobs with that key. No role is
+--   granted anything on it; derived data, so it is not dumped (a restore of
+--   broker_jobs counts its rows again through the insert trigger).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_finished_count (
+    finished_minute  timestamptz NOT NULL,
+    job_queue        integer     NOT NULL,
+    tenant_id        text        NOT NULL,
+    complete_status  smallint    NOT NULL,
+    jobs             bigint      NOT NULL,
+    merged           boolean     NOT NULL DEFAULT false
+);
+-- one merged row per key, and the deltas the merge folds into them (a finish maintains the second only;
+-- the window's minutes are read from both)
+CREATE UNIQUE INDEX broker_finished_count_key_idx ON broker.broker_finished_count
+    (finished_minute, job_queue, tenant_id, complete_status) WHERE merged;
+CREATE INDEX broker_finished_count_delta_idx ON broker.broker_finished_count (finished_minute) WHERE NOT merged;
+-- every merge leaves the deltas it folded dead: vacuum early, so that the window's reads stay short
+ALTER TABLE broker.broker_finished_count SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02);
+COMMENT ON TABLE broker.broker_finished_count IS
+    'Finished jobs per minute of finished_at, queue, tenant and final state (deltas, merged now and then), for broker_queue_stats (derived; not dumped).';
+COMMENT ON COLUMN broker.broker_finished_count.finished_minute IS 'Start of the minute of finished_at (date_bin, UTC-aligned).';
+COMMENT ON COLUMN broker.broker_finished_count.job_queue IS 'Queue.';
+COMMENT ON COLUMN broker.broker_finished_count.tenant_id IS 'Tenant.';
+COMMENT ON COLUMN broker.broker_finished_count.complete_status IS 'Final state: 2 completed, 3 failed, 4 cancelled.';
+COMMENT ON COLUMN broker.broker_finished_count.jobs IS 'Jobs added (positive) or removed (negative) by one statement, or the merged sum.';
+COMMENT ON COLUMN broker.broker_finished_count.merged IS 'true: the one merged row of its key; false: a delta not merged yet.';
+COMMENT ON INDEX broker.broker_finished_count_key_idx IS 'One merged row per minute, queue, tenant and state.';
+COMMENT ON INDEX broker.broker_finished_count_delta_idx IS 'The deltas the next merge folds in (none: the merge costs an index probe).';
 -- source: sql/tables/broker_tenancy.sql
 -- sql/tables/broker_tenancy.sql: tables of tenant mappings and database-wide options.
 -- ---------------------------------------------------------------------------
@@ -6911,6 +6951,240 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_stale_instance_holder(p_stale_after)
+--   For a standby: the backend pid holding the instance lock when that
+--   backend is the registered active instance and its row has not been
+--   pinged for p_stale_after (an active runner pings every second): the lock
+--   was left behind, typically on a server connection of a transaction-pooling
+--   pooler that the runner's session went through, where it outlives the
+--   runner. NULL otherwise (no holder, a live one, or a holder that is not the
+--   active instance's backend). It only names the backend: the caller ends it
+--   with pg_terminate_backend, which PostgreSQL allows for a backend of the
+--   caller's own role (the runner's login), so a standby can never end
+--   another role's session through this function.
+-- Errors: 22023 p_stale_after NULL or under 1 second.
+-- Example:
+--   SELECT pg_terminate_backend(pid, 5000)
+--     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
+--   Calls: _instance_lock_key
+--   Tables: reads broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
+BEGIN
+    IF p_stale_after IS NULL OR p_stale_after OPERATOR(pg_catalog.<) interval '1 second' THEN
+        RAISE EXCEPTION 'broker_stale_instance_holder: p_stale_after must be at least 1 second'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN (SELECT l.pid
+              FROM pg_catalog.pg_locks AS l
+              JOIN broker.broker_queueinstance AS i
+                ON i.backend_pid OPERATOR(pg_catalog.=) l.pid AND i.status OPERATOR(pg_catalog.=) 'active'
+             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+               AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+               AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
+               AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+               AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
+             LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_stale_instance_holder(interval) IS
+    'For a standby: the pid of the backend holding the instance lock when it is the active instance and has not pinged for p_stale_after (a lock left behind); else NULL.';
+-- source: sql/instances/finished_counts.sql
+-- sql/instances/finished_counts.sql: the per-minute counters of finished jobs behind broker_queue_stats.
+-- ---------------------------------------------------------------------------
+-- The finished-job counters behind broker_queue_stats() (table
+-- broker.broker_finished_count): triggers on broker_jobs append a delta row
+-- (+1, -1, or -n per key for a DELETE statement) whenever the count of
+-- finished jobs of a minute, queue, tenant and final state changes, whoever
+-- writes the table (the finish functions, the purge, a direct write). Rows
+-- are only ever appended by writers, so concurrent finishes never wait on
+-- each other here.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._finished_minute(p_finished_at)
+--   The counters' minute of a finish time: date_bin, so the same whatever the
+--   session's TimeZone (date_trunc would follow it). No SET clause, so that it
+--   is inlined into the triggers and queries that call it (a SET clause stops
+--   inlining); everything in it is qualified (sql/pgspot-no-search-path.txt).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_minute(p_finished_at timestamptz)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT pg_catalog.date_bin(interval '1 minute', p_finished_at, timestamptz '2000-01-01 00:00:00+00') $$;
+COMMENT ON FUNCTION broker._finished_minute(timestamptz) IS
+    'Internal: the minute (date_bin, independent of TimeZone) under which broker_finished_count counts a finish time.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished()
+--   Row-level AFTER INSERT or UPDATE, fired only (the triggers' WHEN, checked
+--   without a function call) for a row that is or was finished and whose
+--   count changes: -1 for the old row's key, +1 for the new row's. A claim, a
+--   retry's reschedule or any update of a pending job costs nothing here; a
+--   finish costs one short INSERT.
+--   Calls: _finished_minute, _state
+--   Tables: writes broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND OLD.complete_status OPERATOR(pg_catalog.>=) broker._state('completed')
+       AND OLD.finished_at IS NOT NULL THEN
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        VALUES (broker._finished_minute(OLD.finished_at), OLD.job_queue, OLD.tenant_id, OLD.complete_status, -1);
+    END IF;
+    IF NEW.complete_status OPERATOR(pg_catalog.>=) broker._state('completed') AND NEW.finished_at IS NOT NULL THEN
+        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+        VALUES (broker._finished_minute(NEW.finished_at), NEW.job_queue, NEW.tenant_id, NEW.complete_status, 1);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished() IS
+    'Internal trigger: appends to broker_finished_count the -1/+1 of a job that reached, left or moved within a final state.';
+
+CREATE TRIGGER broker_jobs_count_finished_insert_trg
+    AFTER INSERT ON broker.broker_jobs
+    FOR EACH ROW WHEN (NEW.complete_status OPERATOR(pg_catalog.>=) 2 AND NEW.finished_at IS NOT NULL)
+    EXECUTE FUNCTION broker._count_finished();
+COMMENT ON TRIGGER broker_jobs_count_finished_insert_trg ON broker.broker_jobs IS
+    'A job written already finished (a restore, a direct write) is counted in broker_finished_count.';
+CREATE TRIGGER broker_jobs_count_finished_update_trg
+    AFTER UPDATE ON broker.broker_jobs
+    FOR EACH ROW WHEN ((OLD.complete_status OPERATOR(pg_catalog.>=) 2 OR NEW.complete_status OPERATOR(pg_catalog.>=) 2)
+                       AND (OLD.complete_status, OLD.finished_at, OLD.job_queue, OLD.tenant_id)
+                           IS DISTINCT FROM (NEW.complete_status, NEW.finished_at, NEW.job_queue, NEW.tenant_id))
+    EXECUTE FUNCTION broker._count_finished();
+COMMENT ON TRIGGER broker_jobs_count_finished_update_trg ON broker.broker_jobs IS
+    'A job that reached or left a final state, or whose finish time, queue or tenant moved, is counted again in broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished_deleted()
+--   Statement-level AFTER DELETE (transition table old_jobs): -n per key for
+--   the finished jobs deleted, one row per key (a purge batch appends a few).
+--   Calls: _finished_minute, _state
+--   Tables: writes broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished_deleted()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+    SELECT broker._finished_minute(o.finished_at), o.job_queue, o.tenant_id, o.complete_status,
+           OPERATOR(pg_catalog.-) pg_catalog.count(*)
+      FROM old_jobs AS o
+     WHERE o.complete_status OPERATOR(pg_catalog.>=) broker._state('completed') AND o.finished_at IS NOT NULL
+     GROUP BY 1, 2, 3, 4;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished_deleted() IS
+    'Internal trigger: uncounts from broker_finished_count the finished jobs a DELETE removed.';
+CREATE TRIGGER broker_jobs_count_finished_delete_trg
+    AFTER DELETE ON broker.broker_jobs
+    REFERENCING OLD TABLE AS old_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished_deleted();
+COMMENT ON TRIGGER broker_jobs_count_finished_delete_trg ON broker.broker_jobs IS
+    'Per DELETE statement (the purge, a cascade): uncounts the finished jobs deleted from broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished_truncate()
+--   AFTER TRUNCATE of broker_jobs: no job is left, so no count either.
+--   Calls: none
+--   Tables: writes broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished_truncate()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM broker.broker_finished_count;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished_truncate() IS
+    'Internal trigger: empties broker_finished_count when broker_jobs is truncated.';
+CREATE TRIGGER broker_jobs_count_finished_truncate_trg
+    AFTER TRUNCATE ON broker.broker_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished_truncate();
+COMMENT ON TRIGGER broker_jobs_count_finished_truncate_trg ON broker.broker_jobs IS
+    'TRUNCATE of broker_jobs empties broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._merge_finished_counts()
+--   Folds the deltas of broker_finished_count into the one merged row of
+--   their key (read through broker_finished_count_delta_idx: with no delta
+--   the merge costs an index probe) and drops the minutes older than any
+--   window broker_queue_stats reads (an hour and a minute), so the table holds
+--   one row per minute, queue, tenant and state plus the deltas since the
+--   last merge. One merge at a time (a
+--   transaction-level advisory lock; a second caller returns at once);
+--   deltas committed meanwhile stay for the next merge. Does nothing where
+--   it cannot write (a hot standby, a read-only transaction). Returns the
+--   old rows dropped plus the deltas folded.
+--   Calls: _finished_minute
+--   Tables: writes broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._merge_finished_counts()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old    bigint;
+    v_deltas bigint;
+    v_zero   timestamptz[];
+BEGIN
+    IF pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on'
+       OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
+        RETURN 0;
+    END IF;
+    WITH gone AS (
+        DELETE FROM broker.broker_finished_count AS c WHERE NOT c.merged
+        RETURNING c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
+    ), folded AS (
+        INSERT INTO broker.broker_finished_count AS m (finished_minute, job_queue, tenant_id, complete_status, jobs, merged)
+        SELECT g.finished_minute, g.job_queue, g.tenant_id, g.complete_status, pg_catalog.sum(g.jobs)::bigint, true
+          FROM gone AS g
+         GROUP BY 1, 2, 3, 4
+        ON CONFLICT (finished_minute, job_queue, tenant_id, complete_status) WHERE merged
+        DO UPDATE SET jobs = m.jobs OPERATOR(pg_catalog.+) excluded.jobs
+        RETURNING m.finished_minute, m.jobs
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM gone),
+           (SELECT pg_catalog.array_agg(DISTINCT f.finished_minute) FROM folded AS f WHERE f.jobs OPERATOR(pg_catalog.=) 0)
+      INTO v_deltas, v_zero;
+    -- keys whose jobs are all gone (purged, or moved to another key)
+    DELETE FROM broker.broker_finished_count AS c
+     WHERE c.merged AND c.jobs OPERATOR(pg_catalog.=) 0 AND c.finished_minute OPERATOR(pg_catalog.=) ANY (v_zero);
+    -- (merged rows only, through their index: the deltas are all folded by now)
+    DELETE FROM broker.broker_finished_count AS c
+     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
+           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
+    GET DIAGNOSTICS v_old = ROW_COUNT;
+    RETURN v_old OPERATOR(pg_catalog.+) v_deltas;
+END;
+$$;
+COMMENT ON FUNCTION broker._merge_finished_counts() IS
+    'Internal: folds the deltas of broker_finished_count into one row per key and drops minutes no window reads; returns the rows removed.';
 -- source: sql/instances/queue_stats.sql
 -- sql/instances/queue_stats.sql: queue statistics for monitoring.
 -- ---------------------------------------------------------------------------
@@ -6924,11 +7198,17 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   one); the age of the oldest ready job (seconds since its run_after);
 --   and in the last hour: attempts lost with their lease (recovered), cancel
 --   requests for running jobs and retries (broker_job_actions).
---   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+--   The finished jobs' last hour is counted in whole minutes of finished_at
+--   (date_bin, UTC-aligned): the current minute and the 60 before it, so
+--   between 60 and 61 minutes. The unfinished jobs come from the partial
+--   indexes, the finished ones from the per-minute counters of
+--   broker_finished_count, so the cost does not grow with the jobs that
+--   finished in the last hour. First merges the counters' deltas
+--   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _claimable, _state
---   Tables: reads broker_jobs, broker_job_attempts, broker_job_actions, broker_queue_pause
+--   Calls: _finished_minute, _merge_finished_counts, _claimable, _state
+--   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (
@@ -6946,65 +7226,91 @@ RETURNS TABLE (
     lost_last_hour     bigint,
     cancels_last_hour  bigint,
     retries_last_hour  bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH since AS (SELECT pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour' AS t),
-    s AS (
-        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL::text AS event
+DECLARE
+    v_since timestamptz := broker._finished_minute(pg_catalog.statement_timestamp()) OPERATOR(pg_catalog.-) interval '60 minutes';
+    v_hour  timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour';
+BEGIN
+    PERFORM broker._merge_finished_counts();
+    RETURN QUERY
+    WITH s AS (
+        SELECT j.job_queue, j.tenant_id,
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                             AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+                                             AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                             AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')) AS running,
+               0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled,
+               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                                     AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
+               0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL
-          FROM broker.broker_jobs AS j, since
-         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-           AND j.finished_at OPERATOR(pg_catalog.>) since.t
+        SELECT f.job_queue, f.tenant_id, 0, 0, 0, 0,
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('completed')), 0),
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('failed')), 0),
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')), 0),
+               NULL::timestamptz, 0, 0, 0, false
+          -- (merged rows and deltas apart: each through its partial index, however many dead
+          -- deltas a burst of finishes left in the table)
+          FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                  FROM broker.broker_finished_count AS c
+                 WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since
+                UNION ALL
+                SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                  FROM broker.broker_finished_count AS c
+                 WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since) AS f
+         GROUP BY f.job_queue, f.tenant_id
+        HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, 'lost'
-          FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
-         WHERE a.outcome OPERATOR(pg_catalog.=) 'lost' AND a.finished_at OPERATOR(pg_catalog.>) since.t
+        -- the last hour's lost attempts, cancel requests and retries: events, few
+        SELECT j.job_queue, j.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, pg_catalog.count(*), 0, 0, false
+          FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+         WHERE a.outcome OPERATOR(pg_catalog.=) 'lost' AND a.finished_at OPERATOR(pg_catalog.>) v_hour
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, a.action
-          FROM broker.broker_job_actions AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
-         WHERE a.requested_at OPERATOR(pg_catalog.>) since.t
+        SELECT j.job_queue, j.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, 0,
+               pg_catalog.count(*) FILTER (WHERE a.action OPERATOR(pg_catalog.=) 'cancel'),
+               pg_catalog.count(*) FILTER (WHERE a.action OPERATOR(pg_catalog.=) 'retry'), false
+          FROM broker.broker_job_actions AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+         WHERE a.requested_at OPERATOR(pg_catalog.>) v_hour
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT p.job_queue, p.tenant_id, NULL, NULL, NULL, 'paused'
+        SELECT p.job_queue, p.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, true
           FROM broker.broker_queue_pause AS p
          WHERE p.tenant_id IS NOT NULL
     )
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')),
-           COALESCE(pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused'), false)
+           pg_catalog.sum(s.ready)::bigint, pg_catalog.sum(s.blocked)::bigint, pg_catalog.sum(s.delayed)::bigint,
+           pg_catalog.sum(s.running)::bigint, pg_catalog.sum(s.completed)::bigint, pg_catalog.sum(s.failed)::bigint,
+           pg_catalog.sum(s.cancelled)::bigint,
+           pg_catalog.bool_or(s.paused)
                OR EXISTS (SELECT 1 FROM broker.broker_queue_pause AS g
                            WHERE g.job_queue OPERATOR(pg_catalog.=) s.job_queue AND g.tenant_id IS NULL),
-           COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.run_after)
-                        FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                  AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())), 0),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'lost'),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'cancel'),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'retry')
+           COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.oldest)), 0),
+           pg_catalog.sum(s.lost)::bigint, pg_catalog.sum(s.cancels)::bigint, pg_catalog.sum(s.retries)::bigint
       FROM s
      GROUP BY s.job_queue, s.tenant_id
     UNION ALL
     -- a queue paused for every tenant, where no tenant has a row above (tenant '': no tenant id is blank)
-    SELECT g.job_queue, ''::text, 0, 0, 0, 0, 0, 0, 0, true, 0, 0, 0, 0
+    SELECT g.job_queue, ''::text, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, true,
+           0::double precision, 0::bigint, 0::bigint, 0::bigint
       FROM broker.broker_queue_pause AS g
      WHERE g.tenant_id IS NULL
        AND NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
                         WHERE j.job_queue OPERATOR(pg_catalog.=) g.job_queue
                           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))
-     ORDER BY 1, 2
+     ORDER BY 1, 2;
+END;
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
-    'Queue depth across all tenants for monitoring, per queue and tenant: ready, blocked, delayed, running, finished in the last hour, paused, oldest ready job''s age, lost leases, cancels and retries in the last hour.';
+    'Queue depth across all tenants for monitoring, per queue and tenant: ready, blocked, delayed, running, finished in the last hour (whole minutes), paused, oldest ready job''s age, lost leases, cancels and retries in the last hour.';
 -- source: sql/instances/runner_reads.sql
 -- sql/instances/runner_reads.sql: what a runner reads on its session connection (the poll), and what status shows.
 -- ---------------------------------------------------------------------------
@@ -7221,6 +7527,10 @@ CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release F
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
     'Read the pending releases of the current tenant.';
+-- source: sql/security/policies/broker_finished_count.sql
+-- sql/security/policies/broker_finished_count.sql: row-level security of broker.broker_finished_count: no policy, no grant (only its triggers and broker_queue_stats, SECURITY DEFINER, touch it).
+ALTER TABLE broker.broker_finished_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_finished_count FORCE ROW LEVEL SECURITY;
 -- source: sql/security/policies/broker_schedule.sql
 -- sql/security/policies/broker_schedule.sql: row-level security of broker.broker_schedule.
 ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;

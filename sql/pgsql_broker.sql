@@ -27,6 +27,7 @@
 \i sql/tables/broker_job_dependency.sql
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
+\i sql/tables/broker_finished_count.sql
 \i sql/tables/broker_tenancy.sql
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
@@ -75,6 +76,7 @@
 
 -- Group: instances: runner instances and queue statistics
 \i sql/instances/instances.sql
+\i sql/instances/finished_counts.sql
 \i sql/instances/queue_stats.sql
 \i sql/instances/runner_reads.sql
 
@@ -87,6 +89,7 @@
 \i sql/security/policies/broker_job_dependency.sql
 \i sql/security/policies/broker_schedule_count.sql
 \i sql/security/policies/broker_deferred_release.sql
+\i sql/security/policies/broker_finished_count.sql
 \i sql/security/policies/broker_schedule.sql
 \i sql/security/policies/broker_queueinstance.sql
 \i sql/security/policies/broker_schema_migrations.sql

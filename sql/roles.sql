@@ -19,6 +19,8 @@
 --                   no direct writes.
 --   broker_enqueue  enqueue, read and cancel jobs of its tenant; may create
 --                   its own job executor (in its own schema). No BYPASSRLS.
+--   broker_retention  broker_purge_jobs only: for a runner login that purges on
+--                   its retention policy (granted by the operator, not by default).
 -- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
 -- It hands to broker_admin only what pgsql_broker made, and first refuses
 -- (42501, changing nothing) a database whose schema broker or executor
@@ -62,7 +64,7 @@ BEGIN
                                  CASE WHEN r.rolsuper THEN 'a superuser' ELSE 'BYPASSRLS' END), ', ' ORDER BY r.rolname)
       INTO v_found
       FROM pg_catalog.pg_roles AS r
-     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue'])
+     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue', 'broker_retention'])
             AND (r.rolsuper OR r.rolbypassrls))
         OR (r.rolname OPERATOR(pg_catalog.=) 'broker_admin' AND r.rolsuper);
     IF v_found IS NOT NULL THEN
@@ -171,6 +173,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
         CREATE ROLE broker_enqueue NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
+        CREATE ROLE broker_retention NOLOGIN;
+    END IF;
     -- Only what differs: naming SUPERUSER or BYPASSRLS at all (even to keep them
     -- as they are) needs a superuser, and $check_roles$ refused what only one may change.
     IF (SELECT r.rolsuper OR NOT r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
@@ -182,9 +187,13 @@ BEGIN
     IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
         ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS;
     END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
+        ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS;
+    END IF;
     ALTER ROLE broker_admin NOCREATEROLE;
     ALTER ROLE broker_runtime NOCREATEROLE;
     ALTER ROLE broker_enqueue NOCREATEROLE;
+    ALTER ROLE broker_retention NOCREATEROLE;
     -- Handing an object to broker_admin takes membership in it (a superuser needs none);
     -- a CREATEROLE installer may grant it to itself.
     IF NOT v_super AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'broker_admin', 'USAGE') THEN
@@ -195,6 +204,7 @@ $roles$;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
+COMMENT ON ROLE broker_retention IS 'pgsql_broker: purge finished jobs (broker_purge_jobs) and nothing else; granted to a runner login that purges on its retention policy.';
 
 -- Ownership: what pgsql_broker made in broker (the rule above), and its
 -- executor schemas, belong to broker_admin (the executors themselves keep
@@ -309,6 +319,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
+    broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
     broker.broker_ready_queues(),
     broker.broker_job_activity(),
@@ -319,9 +330,12 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
                 broker.broker_deferred_release, broker.broker_job_attempts, broker.broker_job_actions,
                 broker.broker_queue_pause
     TO broker_runtime;
--- retention is maintenance (broker_admin, or a superuser), not the runner's: a runtime login
--- that deletes jobs could delete every tenant's history (the runner never purges)
+-- retention is not granted to broker_runtime: a runtime login that deletes jobs could delete every
+-- tenant's history. broker_retention may call broker_purge_jobs and nothing else; the operator
+-- grants it to the runner's login when that runner purges on its retention policy (docs/operations.md).
 REVOKE EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) FROM broker_runtime;
+GRANT USAGE ON SCHEMA broker TO broker_retention;
+GRANT EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) TO broker_retention;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 

@@ -153,6 +153,10 @@ def runner_options(command):
     for f in reversed(dataclasses.fields(BrokerSettings)):
         if f.name in ("metrics_enabled", "enable_debug", "dashboard_public", "console_token"):
             continue  # (a token on the command line would show in ps: file or environment only)
+        if f.name == "retention_enabled":
+            command = click.option("--retention/--no-retention", f.name, default=None,
+                                   help="Purge finished jobs on the retention policy (default on).")(command)
+            continue
         if f.type == "bool":
             command = click.option(f"--{f.name.replace('_', '-')}", f.name, is_flag=True, default=None,
                                    help=_FLAG_HELP.get(f.name, f"broker.{f.name}."))(command)

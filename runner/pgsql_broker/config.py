@@ -21,10 +21,10 @@ class ConfigError(Exception):
 
 
 def parse_duration(text: str) -> float:
-    """'90s', '5m', '2h', '250ms' or a plain number of seconds -> seconds."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    """'90s', '5m', '2h', '7d', '250ms' or a plain number of seconds -> seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip().lower()
-    for unit in ("ms", "s", "m", "h"):
+    for unit in ("ms", "s", "m", "h", "d"):
         if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
             return float(text[: -len(unit)]) * units[unit]
     if text.replace(".", "", 1).isdigit():

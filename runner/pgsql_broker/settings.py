@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, parse_databases, read_config_file
+from .config import MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, parse_databases, parse_duration, read_config_file
 
 
 @dataclass
@@ -53,6 +53,13 @@ class BrokerSettings:
     batch_budget_ms: int = 200
     # worker and session connections of the whole runner at most (0: only each database's max_open_conns)
     max_open_conns_total: int = 0
+    # retention (run/retention.py): finished jobs older than the age of their final state are purged
+    retention_enabled: bool = True
+    retention_completed_after: str = "7d"
+    retention_failed_after: str = "30d"
+    retention_cancelled_after: str = "30d"
+    retention_batch_size: int = 1000
+    retention_interval_sec: float = 300
 
 
 @dataclass
@@ -71,7 +78,8 @@ class Settings:
 _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "workers_per_queue": 1, "batch_budget_ms": 10,
-            "max_open_conns_total": 0}
+            "max_open_conns_total": 0, "retention_batch_size": 1,
+            "retention_interval_sec": 1}
 _MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
             "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}
 MIN_TOKEN_CHARS = 16  # the console token (broker.console_token)
@@ -111,6 +119,13 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
     if name == "console_token" and value and (len(value) < MIN_TOKEN_CHARS or value != value.strip()):
         raise ConfigError(f"{label} must be at least {MIN_TOKEN_CHARS} characters without surrounding spaces "
                           f"(for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    if name.startswith("retention_") and name.endswith("_after") and value.strip().lower() != "never":
+        try:
+            parse_duration(value)
+        except ValueError:
+            raise ConfigError(f"{label} must be an age like 90m, 12h or 7d, or never, got {value!r}") from None
+    if name == "retention_batch_size" and value > 100_000:
+        raise ConfigError(f"{label} must be <= 100000 (one purge transaction each), got {value!r}")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{label} must be a TCP port (0-65535), got {value!r}")
     if section == "logging" and name == "level" and value.lower() not in _LEVELS:

@@ -157,3 +157,51 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_stale_instance_holder(p_stale_after)
+--   For a standby: the backend pid holding the instance lock when that
+--   backend is the registered active instance and its row has not been
+--   pinged for p_stale_after (an active runner pings every second): the lock
+--   was left behind, typically on a server connection of a transaction-pooling
+--   pooler that the runner's session went through, where it outlives the
+--   runner. NULL otherwise (no holder, a live one, or a holder that is not the
+--   active instance's backend). It only names the backend: the caller ends it
+--   with pg_terminate_backend, which PostgreSQL allows for a backend of the
+--   caller's own role (the runner's login), so a standby can never end
+--   another role's session through this function.
+-- Errors: 22023 p_stale_after NULL or under 1 second.
+-- Example:
+--   SELECT pg_terminate_backend(pid, 5000)
+--     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
+--   Calls: _instance_lock_key
+--   Tables: reads broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
+BEGIN
+    IF p_stale_after IS NULL OR p_stale_after OPERATOR(pg_catalog.<) interval '1 second' THEN
+        RAISE EXCEPTION 'broker_stale_instance_holder: p_stale_after must be at least 1 second'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN (SELECT l.pid
+              FROM pg_catalog.pg_locks AS l
+              JOIN broker.broker_queueinstance AS i
+                ON i.backend_pid OPERATOR(pg_catalog.=) l.pid AND i.status OPERATOR(pg_catalog.=) 'active'
+             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+               AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+               AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
+               AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+               AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
+             LIMIT 1);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_stale_instance_holder(interval) IS
+    'For a standby: the pid of the backend holding the instance lock when it is the active instance and has not pinged for p_stale_after (a lock left behind); else NULL.';

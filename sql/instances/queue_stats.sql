@@ -10,11 +10,17 @@
 --   one); the age of the oldest ready job (seconds since its run_after);
 --   and in the last hour: attempts lost with their lease (recovered), cancel
 --   requests for running jobs and retries (broker_job_actions).
---   Reads the partial indexes only; finished jobs older than an hour cost nothing.
+--   The finished jobs' last hour is counted in whole minutes of finished_at
+--   (date_bin, UTC-aligned): the current minute and the 60 before it, so
+--   between 60 and 61 minutes. The unfinished jobs come from the partial
+--   indexes, the finished ones from the per-minute counters of
+--   broker_finished_count, so the cost does not grow with the jobs that
+--   finished in the last hour. First merges the counters' deltas
+--   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _claimable, _state
---   Tables: reads broker_jobs, broker_job_attempts, broker_job_actions, broker_queue_pause
+--   Calls: _finished_minute, _merge_finished_counts, _claimable, _state
+--   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (
@@ -32,62 +38,88 @@ RETURNS TABLE (
     lost_last_hour     bigint,
     cancels_last_hour  bigint,
     retries_last_hour  bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH since AS (SELECT pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour' AS t),
-    s AS (
-        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL::text AS event
+DECLARE
+    v_since timestamptz := broker._finished_minute(pg_catalog.statement_timestamp()) OPERATOR(pg_catalog.-) interval '60 minutes';
+    v_hour  timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour';
+BEGIN
+    PERFORM broker._merge_finished_counts();
+    RETURN QUERY
+    WITH s AS (
+        SELECT j.job_queue, j.tenant_id,
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                             AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+                                             AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                             AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')) AS running,
+               0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled,
+               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+                                                     AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
+               0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, NULL
-          FROM broker.broker_jobs AS j, since
-         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-           AND j.finished_at OPERATOR(pg_catalog.>) since.t
+        SELECT f.job_queue, f.tenant_id, 0, 0, 0, 0,
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('completed')), 0),
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('failed')), 0),
+               COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')), 0),
+               NULL::timestamptz, 0, 0, 0, false
+          -- (merged rows and deltas apart: each through its partial index, however many dead
+          -- deltas a burst of finishes left in the table)
+          FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                  FROM broker.broker_finished_count AS c
+                 WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since
+                UNION ALL
+                SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
+                  FROM broker.broker_finished_count AS c
+                 WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since) AS f
+         GROUP BY f.job_queue, f.tenant_id
+        HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, 'lost'
-          FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
-         WHERE a.outcome OPERATOR(pg_catalog.=) 'lost' AND a.finished_at OPERATOR(pg_catalog.>) since.t
+        -- the last hour's lost attempts, cancel requests and retries: events, few
+        SELECT j.job_queue, j.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, pg_catalog.count(*), 0, 0, false
+          FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+         WHERE a.outcome OPERATOR(pg_catalog.=) 'lost' AND a.finished_at OPERATOR(pg_catalog.>) v_hour
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT j.job_queue, j.tenant_id, NULL, NULL, NULL, a.action
-          FROM broker.broker_job_actions AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id, since
-         WHERE a.requested_at OPERATOR(pg_catalog.>) since.t
+        SELECT j.job_queue, j.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, 0,
+               pg_catalog.count(*) FILTER (WHERE a.action OPERATOR(pg_catalog.=) 'cancel'),
+               pg_catalog.count(*) FILTER (WHERE a.action OPERATOR(pg_catalog.=) 'retry'), false
+          FROM broker.broker_job_actions AS a JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+         WHERE a.requested_at OPERATOR(pg_catalog.>) v_hour
+         GROUP BY j.job_queue, j.tenant_id
         UNION ALL
-        SELECT p.job_queue, p.tenant_id, NULL, NULL, NULL, 'paused'
+        SELECT p.job_queue, p.tenant_id, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, true
           FROM broker.broker_queue_pause AS p
          WHERE p.tenant_id IS NOT NULL
     )
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                         AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                         AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')),
-           COALESCE(pg_catalog.bool_or(s.event OPERATOR(pg_catalog.=) 'paused'), false)
+           pg_catalog.sum(s.ready)::bigint, pg_catalog.sum(s.blocked)::bigint, pg_catalog.sum(s.delayed)::bigint,
+           pg_catalog.sum(s.running)::bigint, pg_catalog.sum(s.completed)::bigint, pg_catalog.sum(s.failed)::bigint,
+           pg_catalog.sum(s.cancelled)::bigint,
+           pg_catalog.bool_or(s.paused)
                OR EXISTS (SELECT 1 FROM broker.broker_queue_pause AS g
                            WHERE g.job_queue OPERATOR(pg_catalog.=) s.job_queue AND g.tenant_id IS NULL),
-           COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.run_after)
-                        FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
-                                  AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())), 0),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'lost'),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'cancel'),
-           pg_catalog.count(*) FILTER (WHERE s.event OPERATOR(pg_catalog.=) 'retry')
+           COALESCE(pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) pg_catalog.min(s.oldest)), 0),
+           pg_catalog.sum(s.lost)::bigint, pg_catalog.sum(s.cancels)::bigint, pg_catalog.sum(s.retries)::bigint
       FROM s
      GROUP BY s.job_queue, s.tenant_id
     UNION ALL
     -- a queue paused for every tenant, where no tenant has a row above (tenant '': no tenant id is blank)
-    SELECT g.job_queue, ''::text, 0, 0, 0, 0, 0, 0, 0, true, 0, 0, 0, 0
+    SELECT g.job_queue, ''::text, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, true,
+           0::double precision, 0::bigint, 0::bigint, 0::bigint
       FROM broker.broker_queue_pause AS g
      WHERE g.tenant_id IS NULL
        AND NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
                         WHERE j.job_queue OPERATOR(pg_catalog.=) g.job_queue
                           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))
-     ORDER BY 1, 2
+     ORDER BY 1, 2;
+END;
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
-    'Queue depth across all tenants for monitoring, per queue and tenant: ready, blocked, delayed, running, finished in the last hour, paused, oldest ready job''s age, lost leases, cancels and retries in the last hour.';
+    'Queue depth across all tenants for monitoring, per queue and tenant: ready, blocked, delayed, running, finished in the last hour (whole minutes), paused, oldest ready job''s age, lost leases, cancels and retries in the last hour.';

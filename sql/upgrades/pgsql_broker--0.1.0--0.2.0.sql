@@ -105,6 +105,8 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled
 \i sql/tables/dump.sql
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
+-- Finished jobs per minute, for broker_queue_stats (filled below, once its triggers exist).
+\i sql/tables/broker_finished_count.sql
 -- The edge trigger became statement-level (set-based, transition table new_edges).
 DROP TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency;
 -- The enqueue NOTIFY moved into broker._jobs_after_insert (one trigger per INSERT).
@@ -131,6 +133,15 @@ DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bi
 -- ---------------------------------------------------------------------------
 \i-functions-of sql/pgsql_broker.sql
 
+-- The counters of the jobs that finished recently (broker_queue_stats reads the last hour only);
+-- the table is locked above, so no finish is counted twice.
+INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+SELECT broker._finished_minute(j.finished_at), j.job_queue, j.tenant_id, j.complete_status, pg_catalog.count(*)
+  FROM broker.broker_jobs AS j
+ WHERE j.complete_status OPERATOR(pg_catalog.>=) 2
+   AND j.finished_at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) interval '2 hours')
+ GROUP BY 1, 2, 3, 4;
+
 -- ---------------------------------------------------------------------------
 -- Row-level security: every 0.1.0 policy is dropped and each table's policy file included
 -- whole (they reference the functions above), so no policy is written twice.
@@ -150,6 +161,7 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_job_dependency.sql
 \i sql/security/policies/broker_schedule_count.sql
 \i sql/security/policies/broker_deferred_release.sql
+\i sql/security/policies/broker_finished_count.sql
 \i sql/security/policies/broker_schedule.sql
 \i sql/security/policies/broker_queueinstance.sql
 \i sql/security/policies/broker_schema_migrations.sql

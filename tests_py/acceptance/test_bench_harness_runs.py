@@ -12,7 +12,10 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # the bench package (not installed: it is no part of the runner)
 TINY = {"BENCH_DRAIN_JOBS": "40", "BENCH_SINGLE_JOBS": "5", "BENCH_BATCHES": "1", "BENCH_LATENCY_JOBS": "5",
         "BENCH_READY": "20", "BENCH_BACKLOG_SCALE": "0.0001", "BENCH_DEPS_JOBS": "20", "BENCH_TIMEOUT_SEC": "60",
-        "BENCH_CEILING_SECONDS": "1", "BENCH_CEILING_ROWS": "1000"}
+        "BENCH_CEILING_SECONDS": "1", "BENCH_CEILING_ROWS": "1000", "BENCH_PURGE_FINISHED": "300",
+        "BENCH_PURGE_JOBS": "30", "BENCH_PURGE_EDGES": "100", "BENCH_PURGE_BATCH": "10", "BENCH_STATS_FINISHED": "300",
+        "BENCH_STATS_CALLS": "2", "BENCH_STATS_FINISHES": "20", "BENCH_SCALE_DATABASES": "2", "BENCH_SCALE_JOBS": "2",
+        "BENCH_SCALE_IDLE_SEC": "1", "BENCH_SCALE_WAIT_SEC": "30"}
 
 
 def test_bench_harness_smoke(tmp_path, template_db):
@@ -37,6 +40,10 @@ def test_bench_harness_smoke(tmp_path, template_db):
     # each ceiling run follows its round's drains, and the ratio is taken per run
     assert proc.stdout.index("run 1 ceiling") < proc.stdout.index("run 1 enqueue")
     assert len(results["ceiling"]["drain_ratio_runs"]) == 1 and results["ceiling"]["drain_ratio"] > 0
+    assert {"stats_ms", "old_query_ms", "finish_us_with_counters", "finish_us_without"} <= set(broker["stats"]["median"])
+    scale = broker["scale"]["median"]
+    assert (scale["databases"], scale["registered"], scale["jobs_done"]) == (2, 2, 4)
+    assert {"idle_sessions_per_s", "idle_server_cpu_pct", "runner_rss_mib", "refused_connections"} <= set(scale)
 
 
 # The peer comparison: the docs page is generated from a results JSON, every system row has the

@@ -9,7 +9,7 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
                                    'broker_deferred_release', 'broker_schedule_count',
-                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause']);
+                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
@@ -45,7 +45,7 @@ SELECT ok((SELECT count(*) = 0 FROM pg_constraint c JOIN pg_class r ON r.oid = c
 SELECT functions_are('broker', ARRAY[
     'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
     'broker_set_tenant', '_set_tenant', '_whole_transaction', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
-    'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance',
+    'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance', 'broker_stale_instance_holder',
     '_setting_int', '_state', '_claimable', '_lock_dependency_keys', '_notify_queues', '_notify_queue', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_fail_job', '_run_begin',
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_check_run_as', '_authority_lost',
@@ -62,6 +62,8 @@ SELECT functions_are('broker', ARRAY[
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
     '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', '_check_lease_args', '_active_instance',
+    -- the finished-job counters behind broker_queue_stats
+    '_finished_minute', '_count_finished', '_count_finished_deleted', '_count_finished_truncate', '_merge_finished_counts',
     -- what the runner ended at shutdown
     'broker_interrupt_jobs',
     -- what a runner reads on its session connection, and shows

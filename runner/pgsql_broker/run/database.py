@@ -20,15 +20,16 @@ from ..config import DatabaseConfig, parse_duration
 from ..observe.logs import RateLimitedWarning, cap_text
 from ..observe.metrics import Metrics
 from ..observe.state import DatabaseView
-from ..settings import BrokerSettings
+from ..settings import BrokerSettings, parse_queue_list, parse_queue_workers
 from . import queries, stopping
-from .connect_errors import PermanentCounter
 from .cancelling import Canceller
+from .connect_errors import PermanentCounter
 from .connections import connect
-from ..settings import parse_queue_list, parse_queue_workers
 from .login import LoginRefused, check_login
-from .maintenance import TIMERS, run_timers
+from .maintenance import PING_SEC, TIMERS, run_timers
 from .pool import RunnerBudget, WorkerPool
+from .pooling import refuse_transaction_pooling
+from .retention import Retention
 from .queries import Claimed
 from .schedules import ScheduleTicker
 from .worker import Lane, Workers
@@ -37,6 +38,9 @@ log = logging.getLogger("pgsql_broker")
 SUPPORTED_SCHEMA = ("0.2.0",)
 STOP_POLL_SEC = 0.2  # the session loop notices a stop this often (an idle runner stops within a second)
 STANDBY_RETRY_SEC = 2.0
+# A standby ends the backend holding the instance lock once the active instance's row has not been pinged for
+# this long (five pings missed): a lock left behind, say on a pooler's server connection (run/pooling.py).
+STALE_HOLDER_SEC = 5 * PING_SEC
 
 
 class SchemaError(Exception):
@@ -79,6 +83,9 @@ class DatabaseRunner(Workers):
                                on_connect=metrics.connect_seconds.labels(db.name).observe)
         self.view.workers = len(keys)
         self.view.connections = lambda: self.pool.open + (1 if self.view.listening else 0)
+        self._database = db.database  # current_database(), once connected
+        self._evict_refused = False
+        self._retention = Retention(settings, db.name)
 
     @property
     def instance_id(self) -> int | None:
@@ -128,12 +135,13 @@ class DatabaseRunner(Workers):
 
     async def _session(self) -> None:
         async with await self._connect("listen") as conn:
-            has_schema = (await (await conn.execute(queries.HAS_SCHEMA)).fetchone())[0]
+            has_schema, self._database = await (await conn.execute(queries.HAS_SCHEMA_IN)).fetchone()
             version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
             await check_login(conn, self.db.name, self.settings.allow_privileged_login)
+            await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.view.listening, self.view.error = True, None
@@ -171,15 +179,35 @@ class DatabaseRunner(Workers):
             except errors.LockNotAvailable:
                 if self.view.role != "standby":
                     log.info("another instance is active: standing by", extra={"database": self.db.name})
+                    self._evict_refused = False
                 self.view.set_role("standby", listening=True)
+                await self._evict_stale_holder(conn)
                 async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
                     pass
         return False
 
+    async def _evict_stale_holder(self, conn: psycopg.AsyncConnection) -> None:
+        """End the backend holding the instance lock when its instance stopped pinging long ago (the next
+        registration then succeeds). PostgreSQL lets a login end only its own role's backends: a holder of
+        another role is logged once and left to the operator."""
+        try:
+            cur = await conn.execute(queries.EVICT_STALE_HOLDER, {"stale": f"{STALE_HOLDER_SEC} seconds"})
+            row = await cur.fetchone()
+        except errors.InsufficientPrivilege as exc:
+            if not self._evict_refused:
+                self._evict_refused = True
+                log.warning("the instance lock is held by a backend that stopped pinging, which this login may not "
+                            "end: terminate it as its role or a superuser", extra={
+                                "database": self.db.name, "error": (str(exc).strip().splitlines() or [""])[0]})
+            return
+        if row is not None:
+            log.warning("ended the backend holding the instance lock: its instance stopped pinging",
+                        extra={"database": self.db.name, "holder_pid": row[0]})
+
     async def _listen(self, conn: psycopg.AsyncConnection, tasks: list[asyncio.Task]) -> None:
         """Dispatch wake-ups and run the session's timers; return on shutdown, raise when the connection is
         lost (or a worker failed: the session restarts)."""
-        prefix = f"{conn.info.dbname}/"
+        prefix = f"{self._database}/"  # (a pooler alias may name it otherwise)
         while not self.stopping.is_set():
             if any(t.done() and not t.cancelled() and t.exception() for t in tasks):
                 raise next(t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception())

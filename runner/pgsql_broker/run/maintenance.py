@@ -1,6 +1,6 @@
 """What an active database's session connection does besides LISTEN, serialised on it: the poll (which
 queues have work), the schedule tick, deferred dependency releases, lease recovery, the queue depths and
-instances the dashboard and metrics show, the ping, and the hand-back of what a worker stuck past its batch
+instances the dashboard and metrics show, the ping, retention on its policy (run/retention.py), and the hand-back of what a worker stuck past its batch
 budget had claimed. Idle, each is one cheap statement now and then; none opens a connection."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from psycopg.rows import dict_row, namedtuple_row
 
 from ..observe.metrics import bounded_stats
 from . import queries, stopping
+from .retention import Retention
 
 log = logging.getLogger("pgsql_broker")
 # Deferred dependency releases: how often the session looks for them (at most queue_timer_sec).
@@ -21,7 +22,8 @@ RELEASE_POLL_SEC = 1.0
 PING_SEC = 30.0
 # A transaction of several jobs still running after this long: the session asks which of them executes.
 ACTIVITY_AFTER_SEC = 1.0
-TIMERS = ("poll", "release", "recover", "stats", "activity", "ping")
+TIMERS = ("poll", "release", "recover", "stats", "activity", "purge", "ping")
+SESSION_BATCHES = 5  # purge batches per state and pass on the session connection
 
 
 async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
@@ -62,6 +64,10 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
         for job in list(view.running.values()):
             job.activity = "executing" if job.job_id in executing else "waiting"
         t["activity"] = now + ACTIVITY_AFTER_SEC
+    if now >= t["purge"]:
+        # a few batches per pass, so that wake-ups and the other timers wait little; soon again while more is due
+        await runner._retention.purge(conn, runner._draining, SESSION_BATCHES)
+        t["purge"] = now + (1.0 if runner._retention.more else settings.retention_interval_sec)
     if now >= t["ping"]:
         await conn.execute(queries.PING, {"instance": runner.instance_id})
         t["ping"] = now + PING_SEC

@@ -65,6 +65,9 @@ LISTEN_SCHEDULES = "LISTEN " + SCHEDULE_CHANNEL
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
+# A standby ends a lock holder whose instance stopped pinging (allowed for a backend of its own role).
+EVICT_STALE_HOLDER = """SELECT pid, pg_catalog.pg_terminate_backend(pid, 5000)
+                          FROM broker.broker_stale_instance_holder(%(stale)s::interval) AS pid WHERE pid IS NOT NULL"""
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
@@ -163,6 +166,8 @@ SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE e
                                      ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1))"""
 ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
 HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
+# current_database(): the DSN may name a pooler's alias, and the NOTIFY payloads name the database
+HAS_SCHEMA_IN = "SELECT to_regnamespace('broker') IS NOT NULL, current_database()"
 ROLLBACK = "ROLLBACK"
 
 # Operating jobs (jobs_cli.py): what an operator lists, reads and does. Reads are tenant-scoped by row-level security.

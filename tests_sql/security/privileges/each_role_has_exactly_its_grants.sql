@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(57);
+SELECT plan(64);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -80,6 +80,24 @@ SELECT function_privs_are('broker', 'broker_interrupt_jobs', ARRAY['bigint[]', '
                           'runtime records the runs it ended at shutdown');
 SELECT function_privs_are('broker', 'broker_interrupt_jobs', ARRAY['bigint[]', 'uuid[]'], 'broker_enqueue', '{}'::text[],
                           'enqueue cannot interrupt jobs');
+
+-- retention: broker_retention purges and does nothing else; broker_runtime does not purge
+SELECT has_role('broker_retention');
+SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper AND NOT rolcanlogin FROM pg_roles WHERE rolname = 'broker_retention'),
+          'broker_retention: no BYPASSRLS, no login of its own');
+SELECT function_privs_are('broker', 'broker_purge_jobs', ARRAY['interval', 'integer', 'smallint'], 'broker_retention',
+                          ARRAY['EXECUTE'], 'broker_retention may purge');
+SELECT function_privs_are('broker', 'broker_purge_jobs', ARRAY['interval', 'integer', 'smallint'], 'broker_runtime',
+                          '{}'::text[], 'broker_runtime may not purge');
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'broker'::regnamespace
+                  AND has_function_privilege('broker_retention', p.oid, 'EXECUTE')
+                  AND NOT has_function_privilege('broker_test_stranger', p.oid, 'EXECUTE') ORDER BY 1),
+          ARRAY['broker.broker_purge_jobs(interval,integer,smallint)'], 'broker_retention may call nothing else of the broker''s');
+SELECT is(ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'broker'::regnamespace
+                  AND has_table_privilege('broker_retention', c.oid, 'SELECT,INSERT,UPDATE,DELETE')), '{}'::text[],
+          'broker_retention reads and writes no table');
+SELECT function_privs_are('broker', 'broker_stale_instance_holder', ARRAY['interval'], 'broker_runtime', ARRAY['EXECUTE'],
+                          'a standby may look for a lock left behind');
 
 SELECT * FROM finish();
 ROLLBACK;
