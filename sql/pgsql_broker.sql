@@ -19,6 +19,7 @@
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
+\i sql/tables/broker_autonomous_role.sql
 
 -- tenancy and run_as checks, job executors
 \i sql/functions/security.sql
@@ -33,6 +34,8 @@
 \i sql/functions/job_finish.sql
 \i sql/functions/job_fail.sql
 \i sql/functions/job_triggers.sql
+\i sql/functions/autonomous_check.sql
+\i sql/functions/autonomous.sql
 \i sql/functions/broker_add_job.sql
 \i sql/functions/add_jobs_parse.sql
 \i sql/functions/broker_add_jobs.sql
@@ -43,6 +46,7 @@
 \i sql/functions/broker_run_batch.sql
 \i sql/functions/broker_release_jobs.sql
 \i sql/functions/broker_interrupt_jobs.sql
+\i sql/functions/autonomous_run.sql
 \i sql/functions/broker_cancel_job.sql
 \i sql/functions/broker_recover_stale_jobs.sql
 \i sql/functions/broker_purge_jobs.sql

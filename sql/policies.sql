@@ -24,9 +24,11 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
                 AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0);
+                AND pending_deps OPERATOR(pg_catalog.=) 0
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
 CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
@@ -81,7 +83,9 @@ CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
     'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
 CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
@@ -91,7 +95,9 @@ CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND broker._may_run_as(created_by, CURRENT_USER)
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
     'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
 CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE

@@ -87,6 +87,16 @@ ALTER TABLE broker.broker_jobs
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 
+-- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
+ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+ALTER TABLE broker.broker_schedule ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+\i sql/tables/broker_autonomous_role.sql
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+-- </extension-only>
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- <extension-only> (see sql/dump.sql)
@@ -110,6 +120,12 @@ CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (j
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs
+-- broker_add_job takes p_autonomous (a trailing parameter); broker_get says whether a job is autonomous.
+DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
+                                    timestamptz, interval, text);
+\new-signature broker_add_job
+DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
+\new-signature broker_get
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 
@@ -130,7 +146,9 @@ CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
     'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
 CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
@@ -140,7 +158,9 @@ CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND broker._may_run_as(created_by, CURRENT_USER)
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
     'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
 CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
@@ -162,9 +182,11 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
                 AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0);
+                AND pending_deps OPERATOR(pg_catalog.=) 0
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
 
 CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
