@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import errors
 
-from . import __version__, queries, stopping
+from . import __version__, autonomous, queries, stopping
 from .config import DatabaseConfig, parse_duration
 from .login import LoginRefused, check_login
 from .logs import RateLimitedWarning, cap_text, short_label
@@ -299,15 +299,19 @@ class DatabaseRunner:
         rows.extend(got)
         claimed, dirty = bool(got), False
         while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
-            alone = rows[0][6] is not None  # timeout_ms: statement_timeout covers the whole call
+            # alone: a job with a timeout (statement_timeout covers the whole call), an autonomous job
+            alone = rows[0][6] is not None or rows[0][8]
             # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
             # connection then hands back every job of the others)
             taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
-                                                       if r[6] is not None or r[3] != rows[0][3]), len(rows))]
+                                                       if r[6] is not None or r[8] or r[3] != rows[0][3]), len(rows))]
             batch = taken[:PER_TRANSACTION]
             del rows[:len(batch)]
             try:
-                rows[:0] = batch[await self._run_batch(conn, queue, batch, dirty):]
+                if batch[0][8]:  # outside a transaction, on a connection of its own (autonomous.py)
+                    await autonomous.run(self, conn, queue, batch[0], dirty)
+                else:
+                    rows[:0] = batch[await self._run_batch(conn, queue, batch, dirty):]
             except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
                 unrun = batch + rows                          # the batch did not run, every claimed job goes back
                 rows.clear()
@@ -410,7 +414,7 @@ class DatabaseRunner:
 
     def _record(self, queue: int, row: tuple, outcome: tuple) -> None:
         """A job that did not complete: not run (lease lost, or gone), or failed (retried or for good)."""
-        job_id, name, _, tenant, _, max_attempts, _, _ = row
+        job_id, name, _, tenant, _, max_attempts, *_ = row
         _, status, attempts, sqlstate, message, seconds = outcome
         message = cap_text(message)  # the extension caps it too (broker._error_text); this holds for any caller
         fields = {"database": self.db.name, "queue": queue, "job_id": job_id, "job_name": name}
