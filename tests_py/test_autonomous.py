@@ -136,3 +136,26 @@ def test_a_runner_killed_in_the_middle_of_the_procedure_leaves_a_job_that_is_ret
             assert conn.execute("SELECT sum(rows_done) FROM chunks").fetchone() == (100_000,)
             assert conn.execute("SELECT count(*) FROM items WHERE NOT done").fetchone() == (0,)
         assert "recovered a job whose lease expired" in second.log()
+
+
+def test_timeouts_retries_and_dependencies_work_as_for_other_jobs(db, tmp_path, start):
+    with autonomous_roles(db, tmp_path) as a:
+        with a.as_role(a.etl) as conn:
+            conn.execute("CREATE TABLE marks (job text)")
+            conn.execute("CREATE PROCEDURE mark(p text) LANGUAGE plpgsql AS $$BEGIN INSERT INTO marks VALUES (p); COMMIT; END $$")
+            conn.execute("CREATE PROCEDURE slow() LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(30); COMMIT; END $$")
+            slow = add_job(conn, "slow", "CALL slow()", timeout="1 second", max_attempts=2)
+            first = add_job(conn, "first", "CALL mark('first')")
+            after_first = conn.execute("SELECT job_id FROM broker.broker_add_job('after first', "
+                                       "$$INSERT INTO marks VALUES ('after first')$$, p_depends_on_job_ids => %s)",
+                                       ([first],)).fetchone()[0]
+            after_slow = conn.execute("SELECT job_id FROM broker.broker_add_job('after slow', 'SELECT 1', "
+                                      "p_depends_on_job_ids => %s)", ([slow],)).fetchone()[0]
+        runner = start(extra=("--config", str(a.config)), user=a.runner)
+        wait_until(lambda: outcome(db, slow)[0] == 3 and outcome(db, after_first)[0] == 2, 60, "the jobs", runner)
+        status, attempts, sqlstate, _ = outcome(db, slow)
+        assert (status, attempts, sqlstate) == (3, 2, "57014")  # timed out twice: retried once, then failed
+        assert outcome(db, after_slow)[0] == 4  # its dependent cancelled, as for any failed job
+        assert outcome(db, first)[:2] == (2, 1)
+        with connect(db) as conn:
+            assert sorted(r[0] for r in conn.execute("SELECT job FROM marks")) == ["after first", "first"]

@@ -59,7 +59,10 @@ async def _open(runner, via: str, run_as: str) -> psycopg.AsyncConnection:
 async def _execute(runner, via: str, run_as: str, text: str, search_path: str, tenant: str,
                    timeout_ms: int | None, lost: asyncio.Event, database: str) -> tuple[str | None, str | None]:
     """Run the job's one statement on a connection of its own; (sqlstate, message) of its error, or (None, None)."""
-    conn = await _open(runner, via, run_as)
+    try:
+        conn = await _open(runner, via, run_as)
+    except psycopg.OperationalError as exc:  # a failed attempt: retried like any other (the server may be back)
+        return "08001", cap_text(f"could not connect for the job ({via} {run_as}): " + (str(exc).strip().splitlines() or [""])[0])
     try:
         await conn.execute(queries.AUTONOMOUS_SETUP, {"path": ", ".join(p for p in (search_path, "pg_temp") if p),
                                                       "tenant": tenant, "ms": str(timeout_ms or 0)})
@@ -102,12 +105,23 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
         await conn.close()
 
 
-async def _keep_lease(runner, conn: psycopg.AsyncConnection, row: tuple, lost: asyncio.Event) -> None:
+async def _keep_lease(runner, conn: psycopg.AsyncConnection, row: tuple, lost: asyncio.Event,
+                      done: asyncio.Event) -> None:
+    """Extend the job's lease every third of lease_seconds until `done`; set `lost` when it cannot (the lease was
+    recovered elsewhere, or the worker's connection failed: then no one keeps it and the job must stop)."""
     every = max(0.5, runner.settings.lease_seconds / 3)
     params = {"jobs": "{%d}" % row[0], "tokens": "{%s}" % row[7], "lease": runner.settings.lease_seconds}
-    while True:
-        await asyncio.sleep(every)
-        if not await (await conn.execute(queries.AUTONOMOUS_EXTEND, params)).fetchall():
+    while not done.is_set():
+        try:
+            await asyncio.wait_for(done.wait(), every)
+            return
+        except asyncio.TimeoutError:
+            pass
+        try:
+            extended = await (await conn.execute(queries.AUTONOMOUS_EXTEND, params)).fetchall()
+        except psycopg.Error:
+            extended = []
+        if not extended:
             lost.set()
             return
 
@@ -130,8 +144,8 @@ async def run(runner, conn: psycopg.AsyncConnection, queue: int, row: tuple, dir
             runner._record(queue, row, (row[0], 3, row[4], "42501", refused, 0.0))
             return
         started, final = time.perf_counter(), False
-        lost = asyncio.Event()
-        keeper = asyncio.create_task(_keep_lease(runner, conn, row, lost))
+        lost, done = asyncio.Event(), asyncio.Event()
+        keeper = asyncio.create_task(_keep_lease(runner, conn, row, lost, done))
         try:
             check(text, via)
             sqlstate, message = await _execute(runner, via, run_as, text, search_path, tenant, row[6], lost,
@@ -145,7 +159,8 @@ async def run(runner, conn: psycopg.AsyncConnection, queue: int, row: tuple, dir
             await asyncio.shield(_interrupted(runner, conn, row, fields))
             raise
         finally:
-            keeper.cancel()
+            done.set()  # (the keeper is never cancelled inside a query: the worker's connection goes on)
+            await keeper
         try:
             outcome = await (await conn.execute(queries.AUTONOMOUS_END, _params(row) | {
                 "sqlstate": sqlstate, "message": message, "seconds": time.perf_counter() - started,
