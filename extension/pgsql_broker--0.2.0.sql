@@ -2338,18 +2338,23 @@ COMMENT ON FUNCTION broker._sql_tokens(text) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._transaction_words()
---   The regular expression that a text _never_in_transaction refuses
---   matches (case-insensitively): texts without any of these words need no
---   lexing. BEGIN and END are left out (every PL/pgSQL body has them, and
---   so does CASE): a transaction block that one of them opens or ends alone
---   is left to fail at run time. broker_add_jobs matches each element once.
+--   A regular expression (case-insensitive) that every text
+--   _never_in_transaction refuses matches: one of its statement words at the
+--   start of the text or after a ';' (comments between allowed), or COMMIT /
+--   ROLLBACK after a PL/pgSQL BEGIN, THEN, ELSE or LOOP. Texts it does not
+--   match need no lexing; broker_add_jobs matches each element once. BEGIN
+--   and END are left out (every PL/pgSQL body has them): a transaction block
+--   that one of them opens or ends alone is left to fail at run time.
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._transaction_words()
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE  -- (PL/pgSQL: a SQL function with SET is planned at every call)
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT '\m(vacuum|commit|rollback|abort|start|savepoint|release|prepare|concurrently|database|tablespace|system|cluster)\M'::text
+BEGIN
+    RETURN '(^|;)\s*((/\*.*?\*/|--[^\n]*)\s*)*(vacuum|commit|rollback|abort|start|savepoint|release|prepare|create|drop|alter|cluster|reindex)\M'
+           '|\m(begin|then|else|loop)\s+(commit|rollback)\M';
+END;
 $$;
 COMMENT ON FUNCTION broker._transaction_words() IS
     'Internal: a regular expression matched by every job text that can never run inside a transaction (a quick filter before lexing).';
