@@ -9,6 +9,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 from autonomous_setup import add_job, autonomous_roles, outcome
 from conftest import connect
 
@@ -159,3 +161,28 @@ def test_timeouts_retries_and_dependencies_work_as_for_other_jobs(db, tmp_path, 
         assert outcome(db, first)[:2] == (2, 1)
         with connect(db) as conn:
             assert sorted(r[0] for r in conn.execute("SELECT job FROM marks")) == ["after first", "first"]
+
+
+@pytest.mark.parametrize("signals, why", [(2, "second signal"), (1, "shutdown deadline passed")])
+def test_stopping_interrupts_a_running_autonomous_job_without_counting_its_attempt(db, tmp_path, start, signals, why):
+    """A second signal interrupts at once; one signal waits for the job until shutdown_timeout_sec (1 s here) and
+    the stop's grace for workers (10 s), then cancels it: either way pending again, attempt not counted."""
+    with autonomous_roles(db, tmp_path) as a:
+        procedure_objects(a, rows=40_000)
+        with a.as_role(a.etl) as conn:
+            slow = add_job(conn, "slow", "CALL process_items(1000, 1.0)")
+        runner = start(extra=("--config", str(a.config)), user=a.runner)
+        with connect(db) as conn:
+            wait_until(lambda: conn.execute("SELECT count(*) FROM chunks").fetchone()[0] >= 1, 60, "the procedure", runner)
+        runner.signal(signal.SIGTERM)
+        if signals == 2:
+            runner.wait_for(lambda r: "signal received" in r.log(), 10, "the first signal")
+            runner.signal(signal.SIGTERM)
+        assert runner.wait(40) == 0
+        status, attempts, *_ = outcome(db, slow)
+        with connect(db) as conn:
+            assert conn.execute("SELECT interruptions FROM broker.broker_jobs WHERE job_id = %s", (slow,)).fetchone() == (1,)
+            assert conn.execute("SELECT count(*) < 40 FROM chunks").fetchone() == (True,)  # it did not run to its end
+        assert (status, attempts) == (0, 0), runner.log()[-2000:]  # pending again, the attempt not counted
+        assert f"job interrupted ({why})" in runner.log(), runner.log()[-3000:]
+        assert "Task exception was never retrieved" not in runner.log()

@@ -37,6 +37,10 @@ class _Lost(Exception):
     """The job's lease was lost while it ran (it was recovered elsewhere): its statement was cancelled."""
 
 
+class _Hurried(Exception):
+    """A second signal: the job's statement was cancelled, the job is recorded as interrupted."""
+
+
 def _params(row: tuple) -> dict:
     return {"job": row[0], "token": row[7]}
 
@@ -63,6 +67,7 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
         conn = await _open(runner, via, run_as)
     except psycopg.OperationalError as exc:  # a failed attempt: retried like any other (the server may be back)
         return "08001", cap_text(f"could not connect for the job ({via} {run_as}): " + (str(exc).strip().splitlines() or [""])[0])
+    run = None
     try:
         await conn.execute(queries.AUTONOMOUS_SETUP, {"path": ", ".join(p for p in (search_path, "pg_temp") if p),
                                                       "tenant": tenant, "ms": str(timeout_ms or 0)})
@@ -75,7 +80,7 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
                                    f"not {run_as} in {database} (check autonomous_logins)")
         # extended protocol (binary=True): the server takes exactly one statement, whatever the text holds
         run = asyncio.ensure_future(conn.execute(text, binary=True))
-        waiters = {run, asyncio.ensure_future(lost.wait())}
+        waiters = {run, asyncio.ensure_future(lost.wait()), asyncio.ensure_future(runner.hurry.wait())}
         limit = timeout_ms / 1000 + TIMEOUT_GRACE_SEC if timeout_ms else None
         try:
             done, _ = await asyncio.wait(waiters, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
@@ -90,6 +95,8 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
                 pass
             if lost.is_set():
                 raise _Lost()
+            if runner.hurry.is_set():
+                raise _Hurried()
             return "57014", "canceling statement due to the job's timeout (enforced by the runner)"
         run.result()
         return None, None
@@ -99,6 +106,8 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
         return exc.sqlstate or "XX000", cap_text(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     except asyncio.CancelledError:
         # the stop gave up waiting (shutdown deadline): end the statement, then let the caller record it
+        if run is not None:
+            run.add_done_callback(lambda f: f.cancelled() or f.exception())  # (its error is the cancel's)
         await asyncio.shield(conn.cancel_safe(timeout=2))
         raise
     finally:
@@ -155,8 +164,11 @@ async def run(runner, conn: psycopg.AsyncConnection, queue: int, row: tuple, dir
         except _Lost:
             log.warning("job cancelled: its lease was lost while it ran (recovered elsewhere)", extra=fields)
             return
+        except _Hurried:
+            await _interrupted(runner, conn, row, fields, "second signal")
+            return
         except asyncio.CancelledError:
-            await asyncio.shield(_interrupted(runner, conn, row, fields))
+            await asyncio.shield(_interrupted(runner, conn, row, fields, "shutdown deadline passed"))
             raise
         finally:
             done.set()  # (the keeper is never cancelled inside a query: the worker's connection goes on)
@@ -173,14 +185,14 @@ async def run(runner, conn: psycopg.AsyncConnection, queue: int, row: tuple, dir
         runner.running.pop(row[0], None)
 
 
-async def _interrupted(runner, conn: psycopg.AsyncConnection, row: tuple, fields: dict) -> None:
-    """The stop ended the job at its deadline: pending again, attempt not counted (broker_interrupt_jobs)."""
+async def _interrupted(runner, conn: psycopg.AsyncConnection, row: tuple, fields: dict, why: str) -> None:
+    """The stop ended the job (`why`): pending again, attempt not counted (broker_interrupt_jobs)."""
     try:
         ids = await (await conn.execute(queries.AUTONOMOUS_INTERRUPT,
                                         {"jobs": "{%d}" % row[0], "tokens": "{%s}" % row[7]})).fetchall()
     except psycopg.Error:
         ids = []
     if ids:
-        log.warning("job interrupted (shutdown deadline passed): back to pending, attempt not counted", extra=fields)
+        log.warning("job interrupted (%s): back to pending, attempt not counted", why, extra=fields)
     else:
         log.warning("could not record the interruption: its lease will recover it (the attempt counts)", extra=fields)
