@@ -2194,6 +2194,8 @@ COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
 --   block comments too), so what follows them is lexed as PostgreSQL would.
 --   NULL for an unterminated quote or comment, or a text over 100,000
 --   characters: the callers then refuse nothing they cannot be sure of.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._sql_tokens(p_sql text)
 RETURNS text[]
@@ -2345,6 +2347,8 @@ COMMENT ON FUNCTION broker._sql_tokens(text) IS
 --   match need no lexing; broker_add_jobs matches each element once. BEGIN
 --   and END are left out (every PL/pgSQL body has them): a transaction block
 --   that one of them opens or ends alone is left to fail at run time.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._transaction_words()
 RETURNS text
@@ -2366,6 +2370,8 @@ COMMENT ON FUNCTION broker._transaction_words() IS
 --   NULL. Only what is certain: a statement hidden in EXECUTE or behind a
 --   text this lexer gives up on is left to fail at run time. A quick regular
 --   expression first, so that ordinary jobs pay one match.
+--   Calls: _transaction_words, _sql_tokens
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._never_in_transaction(p_sql text, p_language text)
 RETURNS text
@@ -2441,6 +2447,8 @@ COMMENT ON FUNCTION broker._never_in_transaction(text, text) IS
 --   MATERIALIZED VIEW CONCURRENTLY or CALL. The runner parses the text again
 --   with PostgreSQL's own parser (pglast) before it runs it.
 -- Errors: 22023 a shape outside the above; 0A000 another kind of statement.
+--   Calls: _sql_tokens, _autonomous_refuse_kind
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_kind(p_fn text, p_sql text)
 RETURNS text
@@ -2503,6 +2511,8 @@ COMMENT ON FUNCTION broker._autonomous_kind(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._autonomous_refuse_kind(p_fn, p_found, p_hint)
 --   Raises 0A000: an autonomous job of another kind of statement.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_refuse_kind(p_fn text, p_found text, p_hint text)
 RETURNS text
@@ -2522,6 +2532,8 @@ COMMENT ON FUNCTION broker._autonomous_refuse_kind(text, text, text) IS
 -- Function: broker._autonomous_via(p_role)
 --   How jobs of p_role may run autonomously ('set_role' or 'login', see
 --   broker_autonomous_role), or NULL when an administrator has not allowed it.
+--   Calls: none
+--   Tables: reads broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_via(p_role name)
 RETURNS text
@@ -2543,6 +2555,8 @@ COMMENT ON FUNCTION broker._autonomous_via(name) IS
 --   must have the administrator's arrangement (42501 with the fix in the
 --   hint): set_role for the maintenance statements, login for CALL too.
 --   Returns true (it raises otherwise).
+--   Calls: _never_in_transaction, _autonomous_kind, _autonomous_via
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_autonomous(p_fn text, p_sql text, p_language text, p_run_as name, p_autonomous boolean)
 RETURNS boolean
@@ -2610,6 +2624,8 @@ COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
 --   GRANT app TO broker_runtime;
 --   SELECT broker.broker_allow_autonomous('app');            -- VACUUM, REINDEX ... CONCURRENTLY, ...
 --   SELECT broker.broker_allow_autonomous('etl', 'login');   -- CALL etl.load_in_chunks() too
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_allow_autonomous(p_role text, p_via text DEFAULT 'set_role')
 RETURNS void
@@ -2662,6 +2678,8 @@ COMMENT ON FUNCTION broker.broker_allow_autonomous(text, text) IS
 --   broker_runtime yourself.)
 -- Example:
 --   SELECT broker.broker_disallow_autonomous('app');  REVOKE app FROM broker_runtime;
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_disallow_autonomous(p_role text)
 RETURNS boolean
@@ -4718,6 +4736,8 @@ COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
 --   autonomous job (run those with broker_run).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_begin(42, '1d2e...'::uuid);
+--   Calls: _run_begin, _authority_lost, _autonomous_via, _fail_job
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_begin(p_job_id bigint, p_lease_token uuid)
 RETURNS TABLE (job_id bigint, execute_str text, run_as name, via text, search_path text, tenant_id text, refused text)
@@ -4761,6 +4781,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
+--   Calls: _check_lease_args
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
 RETURNS TABLE (job_id bigint)
@@ -4801,6 +4823,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
+--   Calls: _run_begin, _complete_job, _error_text, _grant_hint, _fail_job, _fail_attempt
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
                                              p_error_message text, p_duration interval, p_final boolean DEFAULT false)

@@ -10,6 +10,8 @@
 --   MATERIALIZED VIEW CONCURRENTLY or CALL. The runner parses the text again
 --   with PostgreSQL's own parser (pglast) before it runs it.
 -- Errors: 22023 a shape outside the above; 0A000 another kind of statement.
+--   Calls: _sql_tokens, _autonomous_refuse_kind
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_kind(p_fn text, p_sql text)
 RETURNS text
@@ -72,6 +74,8 @@ COMMENT ON FUNCTION broker._autonomous_kind(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._autonomous_refuse_kind(p_fn, p_found, p_hint)
 --   Raises 0A000: an autonomous job of another kind of statement.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_refuse_kind(p_fn text, p_found text, p_hint text)
 RETURNS text
@@ -91,6 +95,8 @@ COMMENT ON FUNCTION broker._autonomous_refuse_kind(text, text, text) IS
 -- Function: broker._autonomous_via(p_role)
 --   How jobs of p_role may run autonomously ('set_role' or 'login', see
 --   broker_autonomous_role), or NULL when an administrator has not allowed it.
+--   Calls: none
+--   Tables: reads broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._autonomous_via(p_role name)
 RETURNS text
@@ -112,6 +118,8 @@ COMMENT ON FUNCTION broker._autonomous_via(name) IS
 --   must have the administrator's arrangement (42501 with the fix in the
 --   hint): set_role for the maintenance statements, login for CALL too.
 --   Returns true (it raises otherwise).
+--   Calls: _never_in_transaction, _autonomous_kind, _autonomous_via
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_autonomous(p_fn text, p_sql text, p_language text, p_run_as name, p_autonomous boolean)
 RETURNS boolean
@@ -179,6 +187,8 @@ COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
 --   GRANT app TO broker_runtime;
 --   SELECT broker.broker_allow_autonomous('app');            -- VACUUM, REINDEX ... CONCURRENTLY, ...
 --   SELECT broker.broker_allow_autonomous('etl', 'login');   -- CALL etl.load_in_chunks() too
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_allow_autonomous(p_role text, p_via text DEFAULT 'set_role')
 RETURNS void
@@ -231,6 +241,8 @@ COMMENT ON FUNCTION broker.broker_allow_autonomous(text, text) IS
 --   broker_runtime yourself.)
 -- Example:
 --   SELECT broker.broker_disallow_autonomous('app');  REVOKE app FROM broker_runtime;
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_disallow_autonomous(p_role text)
 RETURNS boolean

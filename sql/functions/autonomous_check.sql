@@ -11,6 +11,8 @@
 --   block comments too), so what follows them is lexed as PostgreSQL would.
 --   NULL for an unterminated quote or comment, or a text over 100,000
 --   characters: the callers then refuse nothing they cannot be sure of.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._sql_tokens(p_sql text)
 RETURNS text[]
@@ -162,6 +164,8 @@ COMMENT ON FUNCTION broker._sql_tokens(text) IS
 --   match need no lexing; broker_add_jobs matches each element once. BEGIN
 --   and END are left out (every PL/pgSQL body has them): a transaction block
 --   that one of them opens or ends alone is left to fail at run time.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._transaction_words()
 RETURNS text
@@ -183,6 +187,8 @@ COMMENT ON FUNCTION broker._transaction_words() IS
 --   NULL. Only what is certain: a statement hidden in EXECUTE or behind a
 --   text this lexer gives up on is left to fail at run time. A quick regular
 --   expression first, so that ordinary jobs pay one match.
+--   Calls: _transaction_words, _sql_tokens
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._never_in_transaction(p_sql text, p_language text)
 RETURNS text

@@ -16,6 +16,8 @@
 --   autonomous job (run those with broker_run).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_begin(42, '1d2e...'::uuid);
+--   Calls: _run_begin, _authority_lost, _autonomous_via, _fail_job
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_begin(p_job_id bigint, p_lease_token uuid)
 RETURNS TABLE (job_id bigint, execute_str text, run_as name, via text, search_path text, tenant_id text, refused text)
@@ -59,6 +61,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
+--   Calls: _check_lease_args
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
 RETURNS TABLE (job_id bigint)
@@ -99,6 +103,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
+--   Calls: _run_begin, _complete_job, _error_text, _grant_hint, _fail_job, _fail_attempt
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
                                              p_error_message text, p_duration interval, p_final boolean DEFAULT false)
