@@ -16,7 +16,7 @@ EXTENSION  = pgsql_broker
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
 GENERATED  = extension/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(wildcard extension/$(EXTENSION)--*.sql)
-SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql)
+SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql sql/*/*/*.sql)
 
 BROKER_PYTHON ?= python3
 VENV   ?= .venv
@@ -78,7 +78,7 @@ CATALOG_JSON = runner/pgsql_broker/catalog.json
 catalog: $(VENV)/.installed all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster sh -c 'createdb catalog_snapshot && psql -X -q -d catalog_snapshot -c "CREATE EXTENSION $(EXTENSION)" \
-	  && $(VENV)/bin/python -m pgsql_broker.catalog catalog_snapshot > $(CATALOG_JSON)'
+	  && $(VENV)/bin/python -m pgsql_broker.install.catalog catalog_snapshot > $(CATALOG_JSON)'
 	@echo "wrote $(CATALOG_JSON)"
 
 installcheck:
@@ -140,7 +140,7 @@ test-in-cluster: installcheck pytest
 # Retakes docs/dashboard.png through the dashboard test.
 screenshot: deps all
 	$(MAKE) install >/dev/null
-	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/test_runner.py -k dashboard'
+	.ci/with-cluster sh -c 'PGBROKER_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_runner_process_serves_databases.py -k dashboard'
 
 demo: deps all
 	$(MAKE) install >/dev/null

@@ -1,17 +1,19 @@
 -- pgsql_broker upgrade: generated from sql/upgrades/pgsql_broker--0.1.0--0.2.0.sql by make; do not edit.
 \echo Use "ALTER EXTENSION pgsql_broker UPDATE" to load this file. \quit
 -- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
--- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with
--- sql/upgrades/build.awk: \i includes a file, \i-functions-of every function file of the
--- install manifest, in its order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0
--- already had become CREATE OR REPLACE, so each function file of the release is included
--- whole and nothing is copied by hand. What cannot be
--- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
--- re-signatured functions) is written out here. tests_py/test_install.py checks that a
--- database upgraded this way has the catalog of a fresh 0.2.0 install.
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with sql/upgrades/build.awk
+-- (directives: sql/upgrades/README.md): \i includes a file, \i-functions-of every function
+-- file of the install manifest (outside sql/guards/, sql/tables/, sql/security/), in its
+-- order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0 already had become
+-- CREATE OR REPLACE, so each function file of the release is included whole and nothing is
+-- copied by hand. Policies are dropped and their files included again. What cannot be
+-- replaced (table columns, indexes, triggers whose kind changed, dropped or re-signatured
+-- functions) is written out here. tests_py/install/test_install_paths.py checks that a database upgraded
+-- this way has the catalog of a fresh 0.2.0 install.
 
 -- First: nothing planted in schema broker is carried on (sql/guards/).
 -- source: sql/guards/objects_are_the_brokers.sql
+-- sql/guards/objects_are_the_brokers.sql: upgrade guard: schema broker holds only what pgsql_broker made.
 -- ---------------------------------------------------------------------------
 -- Upgrade guard: schema broker holds only what pgsql_broker made. An upgrade
 -- (and sql/roles.sql, which repeats this check) must not carry on over, or
@@ -19,7 +21,7 @@
 -- into a schema made beforehand by another role). Made by the broker means:
 -- with CREATE EXTENSION, a member of the extension (pg_depend deptype 'e'),
 -- in a schema owned by the extension's owner, broker_admin or a superuser;
--- with tracked migrations, a table or function owned by the schema's owner
+-- with tracked migrations, a table, function or type owned by the schema's owner
 -- or broker_admin, in a schema owned by a superuser, broker_admin or the
 -- upgrading role. Anything else stops the upgrade (42501, naming it).
 -- ---------------------------------------------------------------------------
@@ -43,7 +45,7 @@ BEGIN
                   HINT = 'It was made before the install by another role: move your data out and drop it.';
     END IF;
     SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity) OPERATOR(pg_catalog.||)
-                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner)::pg_catalog.regrole::pg_catalog.text
+                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner, t.typowner)::pg_catalog.regrole::pg_catalog.text
                                           OPERATOR(pg_catalog.||) ')', ''), ', '
                                  ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
       INTO v_found
@@ -53,6 +55,8 @@ BEGIN
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) d.objid
       LEFT JOIN pg_catalog.pg_proc AS p
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) d.objid
+      LEFT JOIN pg_catalog.pg_type AS t
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid OPERATOR(pg_catalog.=) d.objid
      WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
        AND d.refobjid OPERATOR(pg_catalog.=) v_schema
        AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
@@ -62,7 +66,7 @@ BEGIN
                                   WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
                                     AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                                     AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
-                    ELSE COALESCE(COALESCE(c.relowner, p.proowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
+                    ELSE COALESCE(COALESCE(c.relowner, p.proowner, t.typowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
                END;
     IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'pgsql_broker: schema broker holds objects pgsql_broker did not create: %', pg_catalog.left(v_found, 1000)
@@ -114,6 +118,7 @@ COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules 
 
 -- Schedules per tenant, for the quota (filled at each tenant's next new schedule).
 -- source: sql/tables/broker_schedule_count.sql
+-- sql/tables/broker_schedule_count.sql: table of schedule counts per tenant (the quota).
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule_count
 --   How many schedules each tenant has, kept by the trigger
@@ -135,8 +140,6 @@ COMMENT ON TABLE broker.broker_schedule_count IS
     'Schedules per tenant, kept by a trigger for the quota max_schedules_per_tenant (derived; recounted when missing).';
 COMMENT ON COLUMN broker.broker_schedule_count.tenant_id IS 'Tenant.';
 COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules the tenant has.';
-ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
 
 -- A new database-wide option: max_schedules_per_tenant.
 ALTER TABLE broker.broker_config
@@ -175,6 +178,7 @@ COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction b
 ALTER TABLE broker.broker_schedule ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
 -- source: sql/tables/broker_autonomous_role.sql
+-- sql/tables/broker_autonomous_role.sql: the roles allowed autonomous jobs, and how.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_autonomous_role
 --   The roles whose jobs may run outside a transaction block (autonomous
@@ -202,17 +206,13 @@ COMMENT ON COLUMN broker.broker_autonomous_role.tenant_id IS 'Always ''default''
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_by IS 'Who allowed it.';
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_at IS 'When.';
 
-ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
-CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
-    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
-COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
 -- <extension-only> (see sql/dump.sql)
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>
 
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 -- source: sql/tables/broker_deferred_release.sql
+-- sql/tables/broker_deferred_release.sql: table of dependency releases not applied yet.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_deferred_release
 --   Dependency releases not applied yet. Completing a job lowers the
@@ -243,12 +243,34 @@ COMMENT ON COLUMN broker.broker_deferred_release.tenant_id IS 'Tenant of the com
 COMMENT ON COLUMN broker.broker_deferred_release.job_ids IS 'Pending dependents still to release, ascending.';
 COMMENT ON COLUMN broker.broker_deferred_release.amounts IS 'For each of job_ids, how much its pending_deps goes down.';
 COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the completion deferred them.';
--- <extension-only> (see sql/dump.sql)
+-- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
+-- replaced in place), the new ones are added.
+-- source: sql/tables/dump.sql
+-- sql/tables/dump.sql: pg_dump registration of the data tables (CREATE EXTENSION only).
+-- ---------------------------------------------------------------------------
+-- pg_dump: the rows of extension tables are not dumped unless registered as
+-- configuration tables. Register every table that holds user data, and the
+-- identity sequences behind them, so a dump/restore keeps jobs, schedules,
+-- tenant mappings and options. pg_extension_config_dump() only exists inside
+-- CREATE EXTENSION, so `pgsql-broker install --no-extension` leaves this block
+-- out (there, the tables are ordinary tables and pg_dump dumps them anyway).
+-- ---------------------------------------------------------------------------
+-- <extension-only>
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_jobs_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_dependency_dependency_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schedule_schedule_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>
-ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
 -- The edge trigger became statement-level (set-based, transition table new_edges).
@@ -276,10 +298,13 @@ DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
 -- ---------------------------------------------------------------------------
--- source: sql/functions/settings.sql
+-- source: sql/core/settings.sql
+-- sql/core/settings.sql: database-wide options (broker_config) and their reader.
 -- ---------------------------------------------------------------------------
 -- Function: broker._setting_int(p_name, p_default, p_min)
 --   The integer option p_name from broker_config, or p_default when unset.
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._setting_int(p_name text, p_default integer, p_min integer)
 RETURNS integer
@@ -312,6 +337,8 @@ COMMENT ON FUNCTION broker._setting_int(text, integer, integer) IS
 -- Example:
 --   SELECT broker.broker_set('application_name', 'nightly-etl');
 --   SELECT broker.broker_set('retry_max_seconds', '600');   -- broker_admin: database-wide
+--   Calls: broker_set_tenant
+--   Tables: writes broker_config
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_set(p_setting text, p_value text, p_is_local boolean DEFAULT false)
 RETURNS text
@@ -359,18 +386,174 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_set(text, text, boolean) IS
     'Sets application_name or tenant_id for the session/transaction, or (broker_admin) the database-wide options lease_seconds, retry_base_seconds, retry_max_seconds, max_schedules_per_tenant; returns the value in force.';
--- source: sql/functions/tenant.sql
+-- source: sql/core/states.sql
+-- sql/core/states.sql: the job states by name, and what "claimable" means.
+-- ---------------------------------------------------------------------------
+-- Job states (broker_jobs.complete_status; drawn in docs/state-machine.md):
+--   0 pending    waiting to be claimed (claimable once pending_deps = 0 and run_after is reached)
+--   1 running    claimed, under a lease
+--   2 completed  final
+--   3 failed     final: its last attempt failed
+--   4 cancelled  final: cancelled, or a dependency of it failed or was cancelled
+-- Function bodies name states with broker._state('name'). The table's CHECK
+-- constraints, index predicates and policies keep the numbers (a partial
+-- index is used only when the query's predicate matches it literally).
+-- Both functions are SQL without SET search_path so that the planner inlines
+-- them (and folds _state of a literal to a constant): they cost nothing in
+-- the claim; every operator in them is schema-qualified.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._state(p_name)
+--   The complete_status of state p_name (pending, running, completed, failed,
+--   cancelled); NULL for any other name.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._state(p_name text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_name OPERATOR(pg_catalog.=) 'pending' THEN 0
+                WHEN p_name OPERATOR(pg_catalog.=) 'running' THEN 1
+                WHEN p_name OPERATOR(pg_catalog.=) 'completed' THEN 2
+                WHEN p_name OPERATOR(pg_catalog.=) 'failed' THEN 3
+                WHEN p_name OPERATOR(pg_catalog.=) 'cancelled' THEN 4 END
+$$;
+COMMENT ON FUNCTION broker._state(text) IS
+    'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable(p_complete_status, p_pending_deps)
+--   Whether a job may be claimed, run_after aside: pending and waiting on
+--   nothing. The claim index broker_jobs_claim_idx has this predicate
+--   written out (sql/tables/broker_jobs.sql); inlined, this function is the
+--   same expression, so the claim still uses that index
+--   (tests_sql/run/claim_is_index_backed.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+$$;
+COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
+    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
+-- source: sql/core/lock_keys.sql
+-- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
+--   The one place the dependency-lock key of a group (p_group) or of a job
+--   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
+--   of these locks calls it. A bigint advisory key: the high 32 bits are the
+--   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
+--   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
+--   tenants never share a key (unless their names hash alike: strict tenancy
+--   names are the administrator's, see README), a tenant holds at most 2,048
+--   keys, and, within a tenant, group keys sort before job keys.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.|)
+           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
+            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
+    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';
+-- source: sql/core/notify.sql
+-- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
+-- ---------------------------------------------------------------------------
+-- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'.
+-- broker._notify_queue writes that notification, and nothing else notifies
+-- that channel (schedule changes have their own, pgsql_broker_schedule:
+-- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
+-- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
+-- dependents, and by the enqueue functions once they have added a job's
+-- dependencies.
+-- broker.defer_notify: while this transaction-local setting is 'on', the
+-- INSERT trigger sends nothing. broker_add_job and broker_add_jobs set it
+-- while they insert jobs whose dependency edges they add next (a job that
+-- looks claimable at INSERT may not be once its edges are in), reset it, and
+-- notify themselves once the edges are counted.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queue(p_queue)
+--   NOTIFY pgsql_broker, '<database>/<queue>'. SQL without SET search_path,
+--   so that the planner inlines it into the trigger's one statement; every
+--   call and operator is schema-qualified.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queue(p_queue integer)
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
+$$;
+COMMENT ON FUNCTION broker._notify_queue(integer) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+--   Calls: _notify_queue
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM broker._notify_queue(d.q)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
+-- source: sql/tenancy/tenant.sql
+-- sql/tenancy/tenant.sql: the current tenant (setting broker.tenant_id); table defaults call it.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_current_tenant()
 --   The tenant this transaction acts for: the broker.tenant_id setting, or
 --   'default' when it is unset or empty.
 --   No SET search_path on purpose: the column defaults and every row-level
 --   security policy call it once per row, and only a function without SET
---   clauses is inlined into the query (the SET cost about 10 us a row). Every
+--   clauses is inlined into the query. Every
 --   name in it is schema-qualified, so no search_path can change its meaning
 --   (listed in sql/pgspot-no-search-path.txt for pgspot).
 -- Example:
 --   SELECT broker.broker_current_tenant();   -- 'default' unless broker.tenant_id is set
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_current_tenant()
 RETURNS text
@@ -392,6 +575,8 @@ COMMENT ON FUNCTION broker.broker_current_tenant() IS
 --   SELECT broker.broker_set_tenant('acme');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()');
 --   COMMIT;
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_set_tenant(p_tenant_id text)
 RETURNS text
@@ -412,10 +597,13 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_set_tenant(text) IS
     'Sets broker.tenant_id for the current transaction only; new jobs and queries act for that tenant.';
--- source: sql/functions/security.sql
+-- source: sql/tenancy/strict.sql
+-- sql/tenancy/strict.sql: strict tenancy: which roles may act for which tenant.
 -- ---------------------------------------------------------------------------
 -- Function: broker._strict_tenancy()
 --   True when strict tenancy is on (broker_config.strict_tenancy = 'on').
+--   Calls: none
+--   Tables: reads broker_config
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._strict_tenancy()
 RETURNS boolean
@@ -435,6 +623,8 @@ COMMENT ON FUNCTION broker._strict_tenancy() IS 'Internal: whether strict tenanc
 --   tenancy is on; then p_role must belong to a role mapped to the tenant in
 --   broker_tenant_roles. Policies pass CURRENT_USER, evaluated as the querying
 --   role, so a caller cannot answer for someone else.
+--   Calls: none
+--   Tables: reads broker_config, broker_tenant_roles
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._tenant_allowed(p_tenant_id text, p_role name)
 RETURNS boolean
@@ -467,10 +657,41 @@ COMMENT ON FUNCTION broker._tenant_allowed(text, name) IS
     'Policy helper: true unless strict tenancy is on and p_role belongs to no role mapped to the tenant.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_strict_tenancy(p_enabled)
+--   Turns strict tenancy on or off. Runs with the caller's rights: only
+--   roles that may write broker_config (broker_admin, superusers) can.
+-- Example:
+--   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
+--   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
+--   Calls: none
+--   Tables: writes broker_config
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_enabled IS NULL THEN
+        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO broker.broker_config AS c (setting, value)
+    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
+    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
+    RETURN p_enabled;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
+    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
+-- source: sql/tenancy/run_as.sql
+-- sql/tenancy/run_as.sql: which roles a role may enqueue as (run_as), and when that right is lost.
+-- ---------------------------------------------------------------------------
 -- Function: broker._may_run_as(p_run_as, p_role)
 --   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
 --   member of it; a superuser or BYPASSRLS target other than itself needs
 --   p_role to be superuser.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
@@ -496,6 +717,8 @@ COMMENT ON FUNCTION broker._may_run_as(name, name) IS
 --   its owner): p_role must still exist, still act for the tenant (strict
 --   tenancy) and still be allowed to run jobs as p_run_as (_may_run_as).
 --   NULL when all hold, else why not, naming p_role as p_who.
+--   Calls: _tenant_allowed, _may_run_as
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._authority_lost(p_role name, p_tenant_id text, p_run_as name, p_who text)
 RETURNS text
@@ -522,6 +745,8 @@ COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
 --   it; a superuser or BYPASSRLS role other than the caller only for a
 --   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
 -- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_run_as(p_fn text, p_run_as text)
 RETURNS name
@@ -557,332 +782,117 @@ END;
 $$;
 COMMENT ON FUNCTION broker._check_run_as(text, text) IS
     'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
+-- source: sql/tenancy/autonomous_roles.sql
+-- sql/tenancy/autonomous_roles.sql: which roles may run autonomous jobs, and how (the administrator's per-role arrangement).
+-- ---------------------------------------------------------------------------
+-- Function: broker._autonomous_via(p_role)
+--   How jobs of p_role may run autonomously ('set_role' or 'login', see
+--   broker_autonomous_role), or NULL when an administrator has not allowed it.
+--   Calls: none
+--   Tables: reads broker_autonomous_role
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._autonomous_via(p_role name)
+RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- (PL/pgSQL: created before the table, and planned once)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT a.via FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role);
+END;
+$$;
+COMMENT ON FUNCTION broker._autonomous_via(name) IS
+    'Internal: set_role or login when an administrator allowed autonomous jobs for the role (broker_allow_autonomous), else NULL.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_set_strict_tenancy(p_enabled)
---   Turns strict tenancy on or off. Runs with the caller's rights: only
---   roles that may write broker_config (broker_admin, superusers) can.
+-- Function: broker.broker_allow_autonomous(p_role, p_via)
+--   Lets jobs of p_role run outside a transaction (autonomous jobs), as an
+--   administrator's explicit, per-role decision (broker_admin only):
+--   * 'set_role' (default): the maintenance statements only. The runner's
+--     login runs SET ROLE p_role on a connection of its own, so it must be
+--     able to: GRANT p_role TO broker_runtime first. That grant lets every
+--     session of the runner's login act as p_role (broker_runtime is
+--     NOINHERIT, so it does not use p_role's privileges without SET ROLE).
+--   * 'login': CALL too. The runner logs in as p_role with credentials the
+--     operator configures for it (the runner's autonomous_logins); no grant.
+--   Refused for a role that is a superuser or has BYPASSRLS, CREATEROLE or
+--   REPLICATION, or is a member of broker_admin or broker_runtime.
+-- Errors: 22004 NULL; 22023 unknown p_via; 42704 unknown role; 42501 a role
+--   refused above, or (set_role) broker_runtime not a member of it.
 -- Example:
---   INSERT INTO broker.broker_tenant_roles (tenant_id, role_name) VALUES ('acme', 'acme_app');
---   SELECT broker.broker_set_strict_tenancy(true);   -- broker_admin
+--   GRANT app TO broker_runtime;
+--   SELECT broker.broker_allow_autonomous('app');            -- VACUUM, REINDEX ... CONCURRENTLY, ...
+--   SELECT broker.broker_allow_autonomous('etl', 'login');   -- CALL etl.load_in_chunks() too
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_set_strict_tenancy(p_enabled boolean)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_enabled IS NULL THEN
-        RAISE EXCEPTION 'broker_set_strict_tenancy: p_enabled must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    INSERT INTO broker.broker_config AS c (setting, value)
-    VALUES ('strict_tenancy', CASE WHEN p_enabled THEN 'on' ELSE 'off' END)
-    ON CONFLICT (setting) DO UPDATE SET value = EXCLUDED.value;
-    RETURN p_enabled;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
-    'Turns strict tenancy on/off (roles may then act only for tenants mapped in broker_tenant_roles); needs write access to broker_config.';
--- source: sql/functions/executors.sql
--- ---------------------------------------------------------------------------
--- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
--- language, search_path): a SECURITY DEFINER function owned by the job's
--- run_as role. Inside it the job has exactly that role's privileges, and
--- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
--- set_config('role', ...) in a security-definer context, also in DO blocks
--- and functions the job calls or creates, so the job cannot get back to the
--- privileges of the broker that called it.
--- Each role gets its own schema, owned by the broker's owner, in which only
--- that role (and its members) may create: nobody else can plant a look-alike
--- or an overload next to its executor. broker_run only calls a run_job whose
--- schema, owner, signature and SECURITY DEFINER flag all match.
--- Next to run_job, run_jobs(sqls, languages, search_paths, tenant) runs the
--- jobs of a batch in one call, each exactly as run_job would, in a
--- subtransaction of its own, and returns each one's error (NULL: success) and
--- run time; broker_run_batch calls it under the same checks. Executors made
--- before run_jobs existed have none: their jobs run one run_job call each
--- (broker_create_executor adds it).
--- ---------------------------------------------------------------------------
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor(p_role)
---   The executor of role p_role, or NULL when it has none that passes the
---   checks above.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._executor(p_role name)
-RETURNS regprocedure
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT p.oid::regprocedure
-      FROM pg_catalog.pg_roles AS r
-      JOIN pg_catalog.pg_namespace AS n
-        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
-       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
-                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
-      JOIN pg_catalog.pg_proc AS p
-        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
-       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
-       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
-     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
-       AND p.proowner OPERATOR(pg_catalog.=) r.oid
-       AND p.prosecdef
-       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
-             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
-               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
-     LIMIT 1);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor(name) IS
-    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor_jobs(p_exec)
---   The batch entry point run_jobs next to executor p_exec (same schema and
---   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
---   text[], text[], text)) as schema-qualified name, or NULL when it has none.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- plpgsql, not sql: a SQL function with SET is planned again at every call (0.5 ms here)
-    RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
-      FROM pg_catalog.pg_proc AS e
-      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
-      JOIN pg_catalog.pg_proc AS p
-        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
-       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
-       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
-       AND p.prosecdef
-     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
-       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
-             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
-    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor_schema(p_role)
---   Creates (if missing) the executor schema of p_role: owned by the broker's
---   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
---   that name owned by anyone else was not made here (another role can make
---   it before the broker does): it is never used.
--- Errors: 42704 unknown role; 42501 the schema exists with another owner.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._executor_schema(p_role name)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+CREATE FUNCTION broker.broker_allow_autonomous(p_role text, p_via text DEFAULT 'set_role')
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
-    v_schema text;
-    v_owner  oid;
+    v_role pg_catalog.pg_roles;
+    v_via  text := pg_catalog.lower(pg_catalog.btrim(p_via));
 BEGIN
-    IF v_oid IS NULL THEN
-        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    IF p_role IS NULL OR p_via IS NULL THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: % must not be NULL', CASE WHEN p_role IS NULL THEN 'p_role' ELSE 'p_via' END
+            USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
-    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
-    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
-                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
-        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
-            v_schema, v_owner::pg_catalog.regrole,
-            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
+    IF v_via OPERATOR(pg_catalog.<>) ALL (ARRAY['set_role', 'login']) THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: p_via must be set_role or login, got %', pg_catalog.quote_literal(p_via)
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_owner IS NULL THEN
-        BEGIN
-            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
-        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
-            NULL;  -- created concurrently
-        END;
-        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
-            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
-        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
-        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
-    END IF;
-    RETURN v_schema;
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_schema(name) IS
-    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_create_executor(p_role)
---   Creates (if missing) and returns the executor of p_role: run_job and the
---   batch entry point run_jobs (an executor made before run_jobs existed gets
---   it here). Runs with the caller's rights: the caller must be p_role, an
---   (inheriting) member of it, or a superuser (for an executor without
---   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
---   broker's owner only.
--- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
--- Example:
---   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_create_executor(p_role name)
-RETURNS regprocedure
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
-                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
-    v_exec   regprocedure := broker._executor(p_role);
-    v_schema text;
-    v_made   text[] := '{}';  -- the functions created here (signatures)
-    v_fn     text;
-BEGIN
-    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
-    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
-                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
-                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
-                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
-        RETURN v_exec;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
-        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+    SELECT * INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: role % does not exist', pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'undefined_object';
     END IF;
-    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
-        IF v_exec IS NOT NULL THEN
-            RETURN v_exec;  -- made before run_jobs existed: it runs jobs one call each
-        END IF;
-        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
+    IF v_role.rolsuper OR v_role.rolbypassrls OR v_role.rolcreaterole OR v_role.rolreplication
+       OR pg_catalog.pg_has_role(v_role.oid, 'broker_admin', 'MEMBER') OR pg_catalog.pg_has_role(v_role.oid, 'broker_runtime', 'MEMBER') THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: role % is privileged (superuser, BYPASSRLS, CREATEROLE, REPLICATION, or a member of broker_admin or broker_runtime)',
             pg_catalog.quote_ident(p_role)
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
+                  HINT = 'Run maintenance as an ordinary role that owns the objects.';
     END IF;
-    v_schema := broker._executor_schema(p_role);
-    IF v_exec IS NULL THEN
-        BEGIN
-            EXECUTE pg_catalog.format($ddl$
-CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-BEGIN
-    -- the job's own search_path, with pg_temp explicitly last: temporary
-    -- objects never shadow anything that exists elsewhere
-    PERFORM pg_catalog.set_config('search_path',
-        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
-             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
-    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
-        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
-    ELSE
-        EXECUTE p_sql;
+    IF v_via OPERATOR(pg_catalog.=) 'set_role' AND NOT pg_catalog.pg_has_role('broker_runtime', v_role.oid, 'MEMBER') THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: broker_runtime is not a member of role %, so the runner cannot SET ROLE to it',
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('GRANT %I TO broker_runtime first: every session of the runner''s login may then act as %I (docs/security.md).',
+                                           p_role, p_role);
     END IF;
+    INSERT INTO broker.broker_autonomous_role AS a (role_name, via) VALUES (p_role, v_via)
+    ON CONFLICT (role_name) DO UPDATE SET via = EXCLUDED.via, allowed_by = EXCLUDED.allowed_by, allowed_at = EXCLUDED.allowed_at;
 END;
-$body$$ddl$, v_schema);
-        EXCEPTION WHEN duplicate_function OR unique_violation THEN
-            v_exec := broker._executor(p_role);
-            IF v_exec IS NOT NULL THEN
-                RETURN v_exec;  -- created concurrently
-            END IF;
-            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
-                pg_catalog.quote_ident(p_role)
-                USING ERRCODE = 'insufficient_privilege',
-                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
-                                               p_role, v_schema);
-        END;
-        v_made := ARRAY['run_job(text, text, text)'];
-    END IF;
-    -- the batch entry point: each job as run_job runs it, in a subtransaction of its own; after a
-    -- job, its search_path is in effect, so everything here is schema-qualified
-    BEGIN
-        EXECUTE pg_catalog.format($ddl$
-CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
-RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $body$
-DECLARE
-    v_started timestamptz;
-    v_set     text;
-BEGIN
-    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
-        error_sqlstate := NULL;
-        error_message := NULL;
-        v_started := pg_catalog.clock_timestamp();
-        BEGIN
-            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
-            v_set := pg_catalog.set_config('search_path',
-                CASE WHEN pg_catalog.btrim(p_search_paths[i]) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
-                     ELSE p_search_paths[i] OPERATOR(pg_catalog.||) ', pg_temp' END, true);
-            IF p_languages[i] OPERATOR(pg_catalog.=) 'plpgsql' THEN
-                EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sqls[i]);
-            ELSE
-                EXECUTE p_sqls[i];
-            END IF;
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
-        END;
-        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-        RETURN NEXT;
-    END LOOP;
-END;
-$body$$ddl$, v_schema);
-        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
-    EXCEPTION WHEN duplicate_function OR unique_violation THEN
-        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
-    END;
-    FOREACH v_fn IN ARRAY v_made LOOP
-        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
-            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
-        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
-        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
-        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
-        END IF;
-    END LOOP;
-    v_exec := broker._executor(p_role);
-    IF v_exec IS NULL THEN
-        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
-            pg_catalog.quote_ident(p_role), v_schema
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN v_exec;
-END;
-$fn$;
-COMMENT ON FUNCTION broker.broker_create_executor(name) IS
-    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
--- source: sql/functions/dependency_locks.sql
+$$;
+COMMENT ON FUNCTION broker.broker_allow_autonomous(text, text) IS
+    'Lets jobs of a role run outside a transaction (autonomous jobs): set_role (maintenance statements; needs GRANT role TO broker_runtime) or login (CALL too; the runner logs in as the role). broker_admin only.';
+
 -- ---------------------------------------------------------------------------
--- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
---   The one place the dependency-lock key of a group (p_group) or of a job
---   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
---   of these locks calls it. A bigint advisory key: the high 32 bits are the
---   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
---   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
---   tenants never share a key (unless their names hash alike: strict tenancy
---   names are the administrator's, see README), a tenant holds at most 2,048
---   keys, and, within a tenant, group keys sort before job keys.
+-- Function: broker.broker_disallow_autonomous(p_role)
+--   Withdraws broker_allow_autonomous: new autonomous jobs of p_role are
+--   refused at enqueue, pending ones fail when they come to run (42501).
+--   Returns whether there was an arrangement. (Revoke the role from
+--   broker_runtime yourself.)
+-- Example:
+--   SELECT broker.broker_disallow_autonomous('app');  REVOKE app FROM broker_runtime;
+--   Calls: none
+--   Tables: writes broker_autonomous_role
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
-RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+CREATE FUNCTION broker.broker_disallow_autonomous(p_role text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
-           OPERATOR(pg_catalog.|)
-           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
-            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
-                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+    DELETE FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role;
+    RETURN FOUND;
 END;
 $$;
-COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
-    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
-
+COMMENT ON FUNCTION broker.broker_disallow_autonomous(text) IS
+    'Withdraws broker_allow_autonomous for a role: its autonomous jobs are refused at enqueue and fail at run time (42501). broker_admin only.';
+-- source: sql/dependencies/locks.sql
+-- sql/dependencies/locks.sql: taking the dependency locks of jobs and groups.
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_dependency_keys(p_tenant_id, p_shared_groups,
 --     p_exclusive_groups, p_shared_jobs, p_exclusive_jobs)
@@ -899,6 +909,8 @@ COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
 --   that take all their keys here cannot deadlock on them.
 -- Errors: 42501 a caller outside the broker's own code naming a tenant it may
 --   not act for (strict tenancy).
+--   Calls: _tenant_allowed, _dependency_lock_key
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._lock_dependency_keys(
     p_tenant_id text,
@@ -922,7 +934,7 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     -- force_generic_plan: the key query reads no table, and a custom plan (the
-    -- default choice for it) was planned again at every call.
+    -- default choice for it) would be planned again at every call.
     IF COALESCE(pg_catalog.cardinality(p_exclusive_groups), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_exclusive_jobs), 0) OPERATOR(pg_catalog.=) 0
        AND COALESCE(pg_catalog.cardinality(p_shared_groups), 0) OPERATOR(pg_catalog.<=) 1
@@ -968,6 +980,8 @@ COMMENT ON FUNCTION broker._lock_dependency_keys(text, text[], text[], bigint[],
 --   are. Every pending_deps update goes through this first, so concurrent
 --   enqueues and finishes touching the same dependents queue up instead of
 --   deadlocking.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._lock_dependents(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS bigint[]
@@ -977,7 +991,7 @@ AS $$
 BEGIN
     RETURN (SELECT pg_catalog.array_agg(locked.job_id ORDER BY locked.job_id) FROM (
         SELECT d.job_id FROM broker.broker_jobs AS d
-         WHERE d.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
            AND d.job_id IN (SELECT e.job_id FROM broker.broker_job_dependency AS e
                              WHERE e.depends_on_job_id IS NOT NULL  -- (the partial indexes: not implied by = ANY)
                                AND e.depends_on_job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
@@ -992,7 +1006,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
     'Internal: row-lock, in job_id order, the pending jobs waiting on the given job ids or groups; returns their ids.';
--- source: sql/functions/dependency_cycle.sql
+-- source: sql/dependencies/cycle.sql
+-- sql/dependencies/cycle.sql: the dependency cycle check.
 -- ---------------------------------------------------------------------------
 -- Function: broker._dependency_cycle(p_origins, p_max_reach)
 --   For _dependency_after_insert: a pending job that waits, through unfinished
@@ -1005,6 +1020,8 @@ COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
 --   every tenant's unfinished jobs). It stops once it has reached more than
 --   p_max_reach (origin, job) pairs (100,000 unless told): 54000.
 -- Errors: 54000 more than p_max_reach pairs reachable.
+--   Calls: none
+--   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000)
 RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
@@ -1040,7 +1057,7 @@ BEGIN
                 WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                   AND e.depends_on_group IS NOT NULL
                   AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
-         WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+         WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
     ), capped AS MATERIALIZED (
         -- (the recursion runs only as far as this LIMIT reads)
         SELECT * FROM reach LIMIT p_max_reach OPERATOR(pg_catalog.+) 1
@@ -1053,7 +1070,7 @@ BEGIN
              FROM capped AS r
              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
              JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
-            WHERE r.complete_status OPERATOR(pg_catalog.=) 0
+            WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
               AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                             WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                               AND e.depends_on_job_id IS NOT NULL
@@ -1076,27 +1093,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer) IS
     'Internal: a pending job that waits, transitively through unfinished jobs of its tenant, on one of the given jobs (or their groups) again, with that job; 54000 past p_max_reach.';
--- source: sql/functions/job_notify.sql
--- ---------------------------------------------------------------------------
--- Function: broker._notify_queues(p_queues)
---   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
---   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
---   identical notifications of one transaction into one.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._notify_queues(p_queues integer[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pg_catalog.pg_notify('pgsql_broker',
-                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) d.q::text)
-       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
-END;
-$$;
-COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';
--- source: sql/functions/job_finish.sql
+-- source: sql/dependencies/release.sql
+-- sql/dependencies/release.sql: releasing dependents when jobs complete (pending_deps), deferred when large.
 -- ---------------------------------------------------------------------------
 -- Function: broker._lower_pending_deps(p_job_ids, p_amounts)
 --   Lowers the pending_deps of the pending jobs p_job_ids (ascending) by
@@ -1104,6 +1102,8 @@ COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
 --   path that lowers counters locks in that order, so they cannot deadlock),
 --   and notifies the queues that got a ready job. Jobs no longer pending
 --   (cancelled meanwhile) are skipped. Returns how many became ready.
+--   Calls: _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lower_pending_deps(p_job_ids bigint[], p_amounts integer[])
 RETURNS integer
@@ -1117,7 +1117,7 @@ DECLARE
 BEGIN
     PERFORM 1 FROM broker.broker_jobs AS d
      WHERE d.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-       AND d.complete_status OPERATOR(pg_catalog.=) 0
+       AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
      ORDER BY d.job_id
        FOR NO KEY UPDATE OF d;
     WITH released AS (
@@ -1125,7 +1125,7 @@ BEGIN
            SET pending_deps = d.pending_deps OPERATOR(pg_catalog.-) c.n
           FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_amounts)) AS c(id, n)
          WHERE d.job_id OPERATOR(pg_catalog.=) c.id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
         RETURNING d.job_queue, d.pending_deps, d.run_after
     )
     SELECT pg_catalog.array_agg(DISTINCT r.job_queue)
@@ -1158,6 +1158,8 @@ COMMENT ON FUNCTION broker._lower_pending_deps(bigint[], integer[]) IS
 --   these groups later does not count the completed jobs (the dependency
 --   keys, held here, order the two), and a listed job stays pending until
 --   its release is applied (its pending_deps includes it), unless cancelled.
+--   Calls: _lock_dependency_keys, _lower_pending_deps
+--   Tables: reads broker_job_dependency, broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._release_dependents_of(p_tenant_id text, p_job_ids bigint[], p_groups text[])
 RETURNS integer
@@ -1203,7 +1205,7 @@ BEGIN
       INTO v_ids, v_counts
       FROM counted AS c
      WHERE c.job_id OPERATOR(pg_catalog.<>) ALL (ARRAY(
-               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) 1));
+               SELECT r.job_id FROM broker.broker_jobs AS r WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('running')));
     v_n := COALESCE(pg_catalog.cardinality(v_ids), 0);
     IF v_n OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
@@ -1233,6 +1235,8 @@ COMMENT ON FUNCTION broker._release_dependents_of(text, bigint[], text[]) IS
 -- Errors: 22023 p_max_jobs < 1.
 -- Example:
 --   SELECT broker.broker_apply_deferred_releases();   -- the runner's maintenance, every second
+--   Calls: _lower_pending_deps
+--   Tables: reads broker_jobs; writes broker_deferred_release
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_apply_deferred_releases(p_max_jobs integer DEFAULT 5000)
 RETURNS integer
@@ -1270,7 +1274,7 @@ BEGIN
                 -- never wait for a listed job another session holds locked
                 PERFORM 1 FROM broker.broker_jobs AS d
                  WHERE d.job_id OPERATOR(pg_catalog.=) ANY (r.job_ids[1:v_n])
-                   AND d.complete_status OPERATOR(pg_catalog.=) 0
+                   AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                  ORDER BY d.job_id
                    FOR NO KEY UPDATE OF d NOWAIT;
                 IF v_n OPERATOR(pg_catalog.=) pg_catalog.cardinality(r.job_ids) THEN
@@ -1299,6 +1303,8 @@ COMMENT ON FUNCTION broker.broker_apply_deferred_releases(integer) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._release_dependents(p_tenant_id, p_job_id, p_job_group)
 --   _release_dependents_of for one completed job.
+--   Calls: _release_dependents_of
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._release_dependents(p_tenant_id text, p_job_id bigint, p_job_group text)
 RETURNS integer
@@ -1311,120 +1317,15 @@ END;
 $$;
 COMMENT ON FUNCTION broker._release_dependents(text, bigint, text) IS
     'Internal: a job completed; lower pending_deps of the pending jobs waiting on it (by id or group) and notify queues with newly ready jobs.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._complete_job(p_job_id)
---   Marks a running job completed and releases its dependents.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._complete_job(p_job_id bigint)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job broker.broker_jobs;
-BEGIN
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 2,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._complete_job(bigint) IS
-    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._complete_jobs(p_job_ids)
---   _complete_job for many jobs at once (broker_run_batch, after its jobs
---   ran): one UPDATE, and one release of dependents per tenant. Generic
---   plans: a custom plan of the UPDATE was made again at every call.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    r record;
-BEGIN
-    FOR r IN
-        WITH done AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = 2,
-                   finished_at = pg_catalog.clock_timestamp(),
-                   lease_token = NULL, lease_expires_at = NULL
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-            RETURNING j.tenant_id, j.job_id, j.job_group
-        )
-        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
-               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
-          FROM done AS d
-         GROUP BY d.tenant_id
-         ORDER BY d.tenant_id
-    LOOP
-        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
-    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
--- source: sql/functions/job_fail.sql
--- ---------------------------------------------------------------------------
--- Function: broker._error_text(p_message)
---   A job's error message as it is stored and returned: at most 2,000
---   characters. A longer one is cut so that, with ' [truncated from <n>
---   characters]' appended, it is 2,000 characters (so capping twice changes
---   nothing). Error messages carry text of the job's choosing (and row data)
---   of any length: whole, 20 failing jobs with 16 MB messages filled the
---   runner's memory and its dashboard.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._error_text(p_message text)
-RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
-                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
-      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
-                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
-$$;
-COMMENT ON FUNCTION broker._error_text(text) IS
-    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._retry_delay(p_attempts)
---   Backoff before the next attempt after p_attempts attempts failed:
---   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._retry_delay(p_attempts integer)
-RETURNS interval
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
-    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
-    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
-BEGIN
-    RETURN pg_catalog.make_interval(secs =>
-        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
-              v_max::double precision));
-END;
-$$;
-COMMENT ON FUNCTION broker._retry_delay(integer) IS
-    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
-
+-- source: sql/dependencies/propagation.sql
+-- sql/dependencies/propagation.sql: a failed or cancelled job cancels its dependents; counting blockers.
 -- ---------------------------------------------------------------------------
 -- Function: broker._cancel_dependents(p_tenant_id, p_job_id, p_job_group, p_reason)
 --   Called when job p_job_id ended failed or cancelled: every pending job
 --   waiting on it (by id, or by its group), and transitively every pending job
 --   waiting on those, is cancelled with p_reason. Returns how many.
+--   Calls: _lock_dependency_keys, _lock_dependents
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._cancel_dependents(p_tenant_id text, p_job_id bigint, p_job_group text, p_reason text)
 RETURNS integer
@@ -1449,11 +1350,11 @@ BEGIN
 
         WITH victims AS (
             UPDATE broker.broker_jobs AS d
-               SET complete_status = 4,
+               SET complete_status = broker._state('cancelled'),
                    finished_at = pg_catalog.clock_timestamp(),
                    cancel_reason = p_reason
              WHERE d.job_id OPERATOR(pg_catalog.=) ANY (v_locked)
-               AND d.complete_status OPERATOR(pg_catalog.=) 0
+               AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
             RETURNING d.job_id, d.job_group
         )
         SELECT pg_catalog.array_agg(v.job_id), pg_catalog.array_agg(DISTINCT v.job_group), pg_catalog.count(*)
@@ -1473,6 +1374,8 @@ COMMENT ON FUNCTION broker._cancel_dependents(text, bigint, text, text) IS
 -- Function: broker._count_pending_deps(p_tenant_id, p_job_id)
 --   Recounts from its edges how many unfinished jobs job p_job_id waits on,
 --   holding the dependency locks exclusively (as an enqueue of it would).
+--   Calls: _lock_dependency_keys
+--   Tables: reads broker_job_dependency, broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._count_pending_deps(p_tenant_id text, p_job_id bigint)
 RETURNS integer
@@ -1504,76 +1407,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._count_pending_deps(text, bigint) IS
     'Internal: recount the unfinished dependencies of a job from its edges (under the dependency locks).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
---   Fails a running job for good (3), whatever attempts it has left, with
---   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
---   such job). _fail_attempt's last attempt, and a job refused at run time.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
-RETURNS smallint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job record;
-BEGIN
-    UPDATE broker.broker_jobs AS j
-       SET complete_status = 3,
-           finished_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, lease_expires_at = NULL,
-           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
-    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
-        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
-    RETURN 3;
-END;
-$$;
-COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
-    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
---   Records a failed attempt of a running job. While attempts < max_attempts
---   the job returns to pending with run_after = now + backoff; otherwise it
---   is failed (3) and its dependents are cancelled (_fail_job). Returns the
---   new status.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
-RETURNS smallint
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_job broker.broker_jobs;
-BEGIN
-    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
-        -- Back to pending: count again what it waits on. Jobs that joined one of
-        -- its groups while it was running were not counted for it then.
-        UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
-               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
-               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
-               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
-               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
-         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-        RETURN 0;
-    END IF;
-    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
-END;
-$$;
-COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
-    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
--- source: sql/functions/job_triggers.sql
+-- source: sql/dependencies/triggers.sql
+-- sql/dependencies/triggers.sql: triggers that keep dependency bookkeeping exact on every INSERT.
 -- ---------------------------------------------------------------------------
 -- Triggers that keep dependency bookkeeping exact whoever writes the tables
 -- (broker_add_job, or a role with INSERT privilege writing rows directly).
@@ -1593,6 +1428,8 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   tenant p_tenants[i]; every pending job waiting on such a group waits on
 --   them too (its pending_deps grows by the new members of its groups).
 --   The caller holds the shared keys of these groups.
+--   Calls: _lock_dependents
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_join_groups(p_tenants text[], p_groups text[], p_members integer[])
 RETURNS void
@@ -1622,7 +1459,7 @@ BEGIN
                    AND e.depends_on_group OPERATOR(pg_catalog.=) ANY (r.groups)
                  GROUP BY e.job_id) AS c
          WHERE d.job_id OPERATOR(pg_catalog.=) c.job_id
-           AND d.complete_status OPERATOR(pg_catalog.=) 0;
+           AND d.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     END LOOP;
 END;
 $$;
@@ -1637,12 +1474,12 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --     enqueued with a dependency on the group at the same time holds it
 --     exclusively while it counts the members), in key order;
 --   * one NOTIFY per queue that got a job claimable now (same query), unless
---     broker.defer_notify is on (broker_add_job and broker_add_jobs set it
---     while they insert jobs whose dependencies they add next, and notify
---     once those are counted);
+--     broker.defer_notify is on (see sql/core/notify.sql);
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
+--   Calls: _dependency_lock_key, _notify_queue, _jobs_join_groups
+--   Tables: reads broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._jobs_after_insert()
 RETURNS trigger
@@ -1660,19 +1497,18 @@ BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock_shared(k.key)
        FROM (SELECT DISTINCT broker._dependency_lock_key(n.tenant_id, n.job_group, NULL) AS key
                FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+              WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
               ORDER BY 1) AS k
     UNION ALL
-    SELECT pg_catalog.pg_notify('pgsql_broker',
-                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) q.job_queue::text)
+    SELECT broker._notify_queue(q.job_queue)
        FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
-              WHERE n.complete_status OPERATOR(pg_catalog.=) 0
+              WHERE n.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                 AND n.pending_deps OPERATOR(pg_catalog.=) 0
                 AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
                 AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
     -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
     IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
-                               WHERE n.complete_status OPERATOR(pg_catalog.<=) 1) AS g
+                               WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')) AS g
                 WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                                WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
                                  AND e.depends_on_group OPERATOR(pg_catalog.=) g.job_group)) THEN
@@ -1681,7 +1517,7 @@ BEGIN
           INTO v_groups
           FROM (SELECT n.tenant_id, n.job_group, pg_catalog.count(*)::integer AS n
                   FROM new_jobs AS n
-                 WHERE n.complete_status OPERATOR(pg_catalog.<=) 1
+                 WHERE n.complete_status OPERATOR(pg_catalog.<=) broker._state('running')
                  GROUP BY n.tenant_id, n.job_group) AS g
          WHERE EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) g.tenant_id
@@ -1711,6 +1547,8 @@ COMMENT ON TRIGGER broker_jobs_after_insert_trg ON broker.broker_jobs IS
 -- Errors: 23503 unknown job or target job (or one the writer cannot see);
 --   55000 the job is not pending, or the target failed/was cancelled;
 --   23514 the job's own group.
+--   Calls: none
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._dependency_before_insert()
 RETURNS trigger
@@ -1727,7 +1565,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', NEW.job_id USING ERRCODE = 'foreign_key_violation';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 0 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('pending') THEN
         RAISE EXCEPTION 'job % is not pending; dependencies can only be added to pending jobs', v_job.job_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -1743,7 +1581,7 @@ BEGIN
             RAISE EXCEPTION 'dependency job % does not exist', NEW.depends_on_job_id
                 USING ERRCODE = 'foreign_key_violation';
         END IF;
-        IF v_target.complete_status OPERATOR(pg_catalog.>=) 3 THEN
+        IF v_target.complete_status OPERATOR(pg_catalog.>=) broker._state('failed') THEN
             RAISE EXCEPTION 'dependency job % % and can never complete', v_target.job_id,
                 CASE v_target.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
                 USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -1779,6 +1617,8 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
 --     (each target group's unfinished members are counted once per group).
 -- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
 --   23514 a dependency cycle; 54000 a graph too large to check.
+--   Calls: _dependency_lock_key, _lock_dependency_keys, _dependency_cycle
+--   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._dependency_after_insert()
 RETURNS trigger
@@ -1825,7 +1665,7 @@ BEGIN
     SELECT e.depends_on_job_id INTO v_cycle
       FROM new_edges AS e
       JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
-     WHERE t.complete_status OPERATOR(pg_catalog.>=) 3
+     WHERE t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed')
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'dependency job % ended while the dependency was being added and can never complete',
@@ -1868,7 +1708,7 @@ BEGIN
     ), cnt AS (
         SELECT e.job_id,
                pg_catalog.sum(CASE WHEN e.depends_on_group IS NOT NULL THEN g.n
-                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) 1 THEN 1 ELSE 0 END)::integer AS n
+                                   WHEN t.complete_status OPERATOR(pg_catalog.<=) broker._state('running') THEN 1 ELSE 0 END)::integer AS n
           FROM new_edges AS e
           LEFT JOIN grp AS g
             ON g.tenant_id OPERATOR(pg_catalog.=) e.tenant_id AND g.grp OPERATOR(pg_catalog.=) e.depends_on_group
@@ -1892,43 +1732,8 @@ CREATE OR REPLACE TRIGGER broker_job_dependency_after_insert_trg
     FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
     'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_cancel_request()
---   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
---   one column enqueuers may update, and only on pending jobs of their tenant,
---   see the policies): the job becomes cancelled and its dependents follow.
---   The number of jobs cancelled goes to broker.last_cancel_count.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._jobs_cancel_request()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_n integer;
-BEGIN
-    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
-    NEW.complete_status := 4;
-    NEW.finished_at := pg_catalog.clock_timestamp();
-    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
-        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
-    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
-    RETURN NEW;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_cancel_request() IS
-    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
-
-CREATE OR REPLACE TRIGGER broker_jobs_cancel_request_trg
-    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
-    FOR EACH ROW
-    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
-          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
-    EXECUTE FUNCTION broker._jobs_cancel_request();
-COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
-    'A cancel_reason set on a pending job cancels it and its dependents.';
--- source: sql/functions/autonomous_check.sql
+-- source: sql/enqueue/transaction_checks.sql
+-- sql/enqueue/transaction_checks.sql: the lexer of job SQL and the refusal of regular jobs that can never run in a transaction.
 -- ---------------------------------------------------------------------------
 -- Function: broker._sql_tokens(p_sql)
 --   A lexer for the enqueue-time checks of job SQL (SQL has no parser to
@@ -2182,7 +1987,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._never_in_transaction(text, text) IS
     'Internal: the statement of a job''s text that can never run inside a transaction (VACUUM, COMMIT, CREATE INDEX CONCURRENTLY, ...), or NULL.';
--- source: sql/functions/autonomous.sql
+-- source: sql/enqueue/autonomous.sql
+-- sql/enqueue/autonomous.sql: the enqueue-time checks of a job's SQL against how it runs (autonomous jobs: one allowed statement, a role with the arrangement).
 -- ---------------------------------------------------------------------------
 -- Function: broker._autonomous_kind(p_fn, p_sql)
 --   The enqueue-time check of an autonomous job's text: exactly one
@@ -2277,23 +2083,6 @@ COMMENT ON FUNCTION broker._autonomous_refuse_kind(text, text, text) IS
     'Internal: raise 0A000 for an autonomous job of a statement kind that is not allowed.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._autonomous_via(p_role)
---   How jobs of p_role may run autonomously ('set_role' or 'login', see
---   broker_autonomous_role), or NULL when an administrator has not allowed it.
---   Calls: none
---   Tables: reads broker_autonomous_role
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._autonomous_via(p_role name)
-RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT a.via FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role
-$$;
-COMMENT ON FUNCTION broker._autonomous_via(name) IS
-    'Internal: set_role or login when an administrator allowed autonomous jobs for the role (broker_allow_autonomous), else NULL.';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._check_autonomous(p_fn, p_sql, p_language, p_run_as, p_autonomous)
 --   The enqueue-time checks of a job's text against how it will run (every
 --   enqueue path: broker_add_job, broker_add_jobs, the schedules, and raw
@@ -2353,95 +2142,8 @@ $$;
 COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
     'Internal: enqueue-time check of a job''s SQL against how it runs (regular jobs: nothing that can never run in a transaction; autonomous: one allowed statement and the role''s arrangement).';
 
--- ---------------------------------------------------------------------------
--- Function: broker.broker_allow_autonomous(p_role, p_via)
---   Lets jobs of p_role run outside a transaction (autonomous jobs), as an
---   administrator's explicit, per-role decision (broker_admin only):
---   * 'set_role' (default): the maintenance statements only. The runner's
---     login runs SET ROLE p_role on a connection of its own, so it must be
---     able to: GRANT p_role TO broker_runtime first. That grant lets every
---     session of the runner's login act as p_role (broker_runtime is
---     NOINHERIT, so it does not use p_role's privileges without SET ROLE).
---   * 'login': CALL too. The runner logs in as p_role with credentials the
---     operator configures for it (the runner's autonomous_logins); no grant.
---   Refused for a role that is a superuser or has BYPASSRLS, CREATEROLE or
---   REPLICATION, or is a member of broker_admin or broker_runtime.
--- Errors: 22004 NULL; 22023 unknown p_via; 42704 unknown role; 42501 a role
---   refused above, or (set_role) broker_runtime not a member of it.
--- Example:
---   GRANT app TO broker_runtime;
---   SELECT broker.broker_allow_autonomous('app');            -- VACUUM, REINDEX ... CONCURRENTLY, ...
---   SELECT broker.broker_allow_autonomous('etl', 'login');   -- CALL etl.load_in_chunks() too
---   Calls: none
---   Tables: writes broker_autonomous_role
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_allow_autonomous(p_role text, p_via text DEFAULT 'set_role')
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_role pg_catalog.pg_roles;
-    v_via  text := pg_catalog.lower(pg_catalog.btrim(p_via));
-BEGIN
-    IF p_role IS NULL OR p_via IS NULL THEN
-        RAISE EXCEPTION 'broker_allow_autonomous: % must not be NULL', CASE WHEN p_role IS NULL THEN 'p_role' ELSE 'p_via' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF v_via OPERATOR(pg_catalog.<>) ALL (ARRAY['set_role', 'login']) THEN
-        RAISE EXCEPTION 'broker_allow_autonomous: p_via must be set_role or login, got %', pg_catalog.quote_literal(p_via)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT * INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'broker_allow_autonomous: role % does not exist', pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF v_role.rolsuper OR v_role.rolbypassrls OR v_role.rolcreaterole OR v_role.rolreplication
-       OR pg_catalog.pg_has_role(v_role.oid, 'broker_admin', 'MEMBER') OR pg_catalog.pg_has_role(v_role.oid, 'broker_runtime', 'MEMBER') THEN
-        RAISE EXCEPTION 'broker_allow_autonomous: role % is privileged (superuser, BYPASSRLS, CREATEROLE, REPLICATION, or a member of broker_admin or broker_runtime)',
-            pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Run maintenance as an ordinary role that owns the objects.';
-    END IF;
-    IF v_via OPERATOR(pg_catalog.=) 'set_role' AND NOT pg_catalog.pg_has_role('broker_runtime', v_role.oid, 'MEMBER') THEN
-        RAISE EXCEPTION 'broker_allow_autonomous: broker_runtime is not a member of role %, so the runner cannot SET ROLE to it',
-            pg_catalog.quote_ident(p_role)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = pg_catalog.format('GRANT %I TO broker_runtime first: every session of the runner''s login may then act as %I (docs/security.md).',
-                                           p_role, p_role);
-    END IF;
-    INSERT INTO broker.broker_autonomous_role AS a (role_name, via) VALUES (p_role, v_via)
-    ON CONFLICT (role_name) DO UPDATE SET via = EXCLUDED.via, allowed_by = EXCLUDED.allowed_by, allowed_at = EXCLUDED.allowed_at;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_allow_autonomous(text, text) IS
-    'Lets jobs of a role run outside a transaction (autonomous jobs): set_role (maintenance statements; needs GRANT role TO broker_runtime) or login (CALL too; the runner logs in as the role). broker_admin only.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_disallow_autonomous(p_role)
---   Withdraws broker_allow_autonomous: new autonomous jobs of p_role are
---   refused at enqueue, pending ones fail when they come to run (42501).
---   Returns whether there was an arrangement. (Revoke the role from
---   broker_runtime yourself.)
--- Example:
---   SELECT broker.broker_disallow_autonomous('app');  REVOKE app FROM broker_runtime;
---   Calls: none
---   Tables: writes broker_autonomous_role
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_disallow_autonomous(p_role text)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    DELETE FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role;
-    RETURN FOUND;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_disallow_autonomous(text) IS
-    'Withdraws broker_allow_autonomous for a role: its autonomous jobs are refused at enqueue and fail at run time (42501). broker_admin only.';
--- source: sql/functions/broker_add_job.sql
+-- source: sql/enqueue/add_job.sql
+-- sql/enqueue/add_job.sql: enqueueing one job (broker_add_job, broker_add_job_simple).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
@@ -2483,6 +2185,8 @@ COMMENT ON FUNCTION broker.broker_disallow_autonomous(text) IS
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
     p_job_name            text,
@@ -2717,6 +2421,8 @@ COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, te
 --   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
 -- Example:
 --   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
+--   Calls: broker_add_job
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_add_job_simple(
     p_job_name          text,
@@ -2734,7 +2440,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
--- source: sql/functions/add_jobs_parse.sql
+-- source: sql/enqueue/parse_jobs.sql
+-- sql/enqueue/parse_jobs.sql: parsing the jsonb array of broker_add_jobs.
 -- ---------------------------------------------------------------------------
 -- Function: broker._parse_jobs(p_jobs, p_search_path)
 --   One row per element of the JSON array p_jobs (ord = 1-based position),
@@ -2745,6 +2452,8 @@ COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], te
 --   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
 --   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
 --   conversion errors; the caller checked the JSON types of the values.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
@@ -2819,7 +2528,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
--- source: sql/functions/broker_add_jobs.sql
+-- source: sql/enqueue/add_jobs.sql
+-- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker._add_jobs(p_jobs, p_search_path)
 --   The body of broker_add_jobs (see there); p_search_path is the caller's
@@ -2832,6 +2542,8 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
+--   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -3052,7 +2764,7 @@ BEGIN
       FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
       LEFT JOIN broker.broker_jobs AS t
         ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
-     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) 3)
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
      ORDER BY d.o LIMIT 1;
     IF FOUND THEN
         IF v_bad.complete_status IS NULL THEN
@@ -3154,7 +2866,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
-               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
+               AND broker._claimable(j.complete_status, j.pending_deps)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
@@ -3200,6 +2912,8 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
 --       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
 --       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
 --   ]$$);
+--   Calls: _add_jobs
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -3209,13 +2923,16 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
     'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
--- source: sql/functions/add_jobs_plain.sql
+-- source: sql/enqueue/add_plain_jobs.sql
+-- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
 -- ---------------------------------------------------------------------------
 -- Function: broker._element_error(p_ord, p_problem)
 --   Raises the problem _parse_jobs found in element p_ord of a
 --   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
 --   return text so that a query can call it where a value is expected;
 --   VOLATILE so that the planner never runs it ahead of the row.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
 RETURNS text
@@ -3242,6 +2959,8 @@ COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
 --   the table's triggers do the bookkeeping. A value that does not convert
 --   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
 --   path, which names the element.
+--   Calls: _element_error, _parse_jobs, _executor, broker_create_executor
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
@@ -3278,165 +2997,305 @@ END;
 $$;
 COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
     'Internal: broker_add_jobs for elements without run_as, schedule, idempotency key or dependencies: one INSERT in element order.';
--- source: sql/functions/broker_get.sql
+-- source: sql/run/executors.sql
+-- sql/run/executors.sql: job executors: the per-role functions a job's SQL runs in, and calling them.
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
---   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached. Highest
---   priority first, then earliest run_after, then lowest job_id. Each claimed
---   job becomes running (1) with a lease of p_lease_seconds (default: setting
---   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle;
---   an autonomous job (autonomous = true) is run with
---   broker_autonomous_begin/_end outside a transaction, not broker_run.
---   It does no other work (deferred dependency releases are the runner's
---   maintenance, broker_apply_deferred_releases): a claim's cost is its own
---   queue's, whatever any tenant left to release.
---
---   The claim index holds only pending, unblocked jobs. The probe walks it
---   one priority level at a time (a loose index scan) and checks each level
---   with a range scan bounded by run_after, so the cost does not depend on
---   how many jobs are finished, blocked or scheduled for later. Its plans are
---   generic (plan_cache_mode): the custom plan PostgreSQL otherwise chose for
---   the claim was planned again at every call (0.2 ms, as much as a claim of
---   one job), and the generic plan is the same index scan (06_claim_index).
---   A claim names the active instance (broker_register_instance) when there
---   is one, and its lease is at most an hour: whoever claims jobs it will
---   not run (a stray or hostile session of the runner's login) holds them
---   visibly and for a bounded time.
--- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
---   < 1; 55000 p_instance_id is not the active instance, or NULL while one
---   is active.
--- Example:
---   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+-- Job executors. A job runs inside broker_exec_<role oid>.run_job(sql,
+-- language, search_path): a SECURITY DEFINER function owned by the job's
+-- run_as role. Inside it the job has exactly that role's privileges, and
+-- PostgreSQL refuses SET ROLE, RESET ROLE, SET SESSION AUTHORIZATION and
+-- set_config('role', ...) in a security-definer context, also in DO blocks
+-- and functions the job calls or creates, so the job cannot get back to the
+-- privileges of the broker that called it.
+-- Each role gets its own schema, owned by the broker's owner, in which only
+-- that role (and its members) may create: nobody else can plant a look-alike
+-- or an overload next to its executor. broker_run only calls a run_job whose
+-- schema, owner, signature and SECURITY DEFINER flag all match.
+-- run_job is the one place a job's SQL runs (its search_path, its language).
+-- Next to it, run_jobs(sqls, languages, search_paths, tenant) runs the jobs
+-- of a batch in one call, each through run_job in a subtransaction of its
+-- own, and returns each one's error (NULL: success) and run time;
+-- broker_run_batch calls it under the same checks. An executor without
+-- run_jobs (made by 0.1.0) runs its jobs one run_job call each
+-- (sql/compat/executor_fallback.sql; broker_create_executor adds run_jobs).
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_get(
-    p_job_queue     integer DEFAULT 1,
-    p_instance_id   bigint  DEFAULT NULL,
-    p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1)
-RETURNS TABLE (
-    job_id           bigint,
-    job_name         text,
-    job_queue        integer,
-    job_priority     integer,
-    job_language     text,
-    tenant_id        text,
-    attempts         integer,
-    max_attempts     integer,
-    job_timeout      interval,
-    lease_token      uuid,
-    lease_expires_at timestamptz,
-    autonomous       boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor(p_role)
+--   The executor of role p_role, or NULL when it has none that passes the
+--   checks above.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
 AS $$
-DECLARE
-    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
-    v_left     integer := p_batch_size;
-    v_priority integer;
-    v_bound    bigint := 2147483648;  -- above every integer priority
-    v_now      timestamptz := pg_catalog.statement_timestamp();
-    v_claimed  integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
-    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
-        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
-                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
-                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
-    END IF;
-    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    LOOP
-        -- <priority-probe> Highest priority level below v_bound that has a job ready
-        -- now: a loose index scan over the claim index, one probe per level, each
-        -- level checked with a bounded range scan on run_after.
-        WITH RECURSIVE levels (p) AS (
-            (SELECT j.job_priority FROM broker.broker_jobs AS j
-              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-              ORDER BY j.job_queue, j.job_priority DESC
-              LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
-                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
-                     ORDER BY j.job_queue, j.job_priority DESC
-                     LIMIT 1)
-              FROM levels AS l
-             WHERE l.p IS NOT NULL
-        )
-        SELECT l.p INTO v_priority
-          FROM levels AS l
-         WHERE l.p IS NOT NULL
-           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                          AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
-         LIMIT 1
-        -- </priority-probe>
-        ;
-        EXIT WHEN v_priority IS NULL;
-
-        RETURN QUERY
-        -- <claim-query> (tests_sql/06_claim_index.sql EXPLAINs the text between these markers)
-        -- (the ids as an array, not a join: a join's generic plan was a hash join over the table)
-        WITH claimed AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = 1,
-                   attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                   started_at = v_now,
-                   lease_token = pg_catalog.gen_random_uuid(),
-                   lease_instance_id = p_instance_id,
-                   lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                   SELECT r.job_id
-                     FROM broker.broker_jobs AS r
-                    WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND r.complete_status OPERATOR(pg_catalog.=) 0 AND r.pending_deps OPERATOR(pg_catalog.=) 0
-                      AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                      AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                    ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                    LIMIT v_left
-                      FOR NO KEY UPDATE SKIP LOCKED))
-            RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
-        )
-        SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
-          FROM claimed AS c
-         ORDER BY c.run_after, c.job_id
-        -- </claim-query>
-        ;
-        GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
-        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
-        -- This level is drained (or its remaining rows are locked by other
-        -- claimers): continue below it.
-        v_bound := v_priority;
-    END LOOP;
+    RETURN (SELECT p.oid::regprocedure
+      FROM pg_catalog.pg_roles AS r
+      JOIN pg_catalog.pg_namespace AS n
+        ON n.nspname OPERATOR(pg_catalog.=) ('broker_exec_' OPERATOR(pg_catalog.||) r.oid::text)
+       AND n.nspowner OPERATOR(pg_catalog.=) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                               WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) n.oid
+       AND p.proname OPERATOR(pg_catalog.=) 'run_job'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
+     WHERE r.rolname OPERATOR(pg_catalog.=) p_role
+       AND p.proowner OPERATOR(pg_catalog.=) r.oid
+       AND p.prosecdef
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) n.oid
+               AND o.proname OPERATOR(pg_catalog.=) 'run_job') OPERATOR(pg_catalog.=) 1
+     LIMIT 1);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
--- source: sql/functions/run_guard.sql
+COMMENT ON FUNCTION broker._executor(name) IS
+    'Internal: the executor function of a role (its own schema, SECURITY DEFINER, owned by it, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_jobs(p_exec)
+--   The batch entry point run_jobs next to executor p_exec (same schema and
+--   owner, SECURITY DEFINER, the one run_jobs there, signature (text[],
+--   text[], text[], text)) as schema-qualified name, or NULL when it has none.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- plpgsql, not sql: a SQL function with SET is planned again at every call
+    RETURN (SELECT pg_catalog.format('%I.run_jobs', n.nspname)
+      FROM pg_catalog.pg_proc AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.pronamespace
+      JOIN pg_catalog.pg_proc AS p
+        ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+       AND p.proname OPERATOR(pg_catalog.=) 'run_jobs'
+       AND p.proargtypes OPERATOR(pg_catalog.=) '1009 1009 1009 25'::pg_catalog.oidvector
+       AND p.proowner OPERATOR(pg_catalog.=) e.proowner
+       AND p.prosecdef
+     WHERE e.oid OPERATOR(pg_catalog.=) p_exec
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc AS o
+             WHERE o.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+               AND o.proname OPERATOR(pg_catalog.=) 'run_jobs') OPERATOR(pg_catalog.=) 1);
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_jobs(regprocedure) IS
+    'Internal: the batch entry point run_jobs next to a job executor (same schema and owner, SECURITY DEFINER, unique), or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_schema(p_role)
+--   Creates (if missing) the executor schema of p_role: owned by the broker's
+--   owner, CREATE and USAGE for p_role only. Returns its name. A schema of
+--   that name owned by anyone else was not made here (another role can make
+--   it before the broker does): it is never used.
+-- Errors: 42704 unknown role; 42501 the schema exists with another owner.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._executor_schema(p_role name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_oid    oid := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role);
+    v_schema text;
+    v_owner  oid;
+BEGIN
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'role % does not exist', pg_catalog.quote_ident(p_role) USING ERRCODE = 'undefined_object';
+    END IF;
+    v_schema := 'broker_exec_' OPERATOR(pg_catalog.||) v_oid::text;
+    v_owner := (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname OPERATOR(pg_catalog.=) v_schema);
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT b.nspowner FROM pg_catalog.pg_namespace AS b
+                                         WHERE b.nspname OPERATOR(pg_catalog.=) 'broker') THEN
+        RAISE EXCEPTION 'schema % exists but is owned by %, not by % (the owner of schema broker): pgsql_broker did not make it',
+            v_schema, v_owner::pg_catalog.regrole,
+            (SELECT b.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace AS b WHERE b.nspname OPERATOR(pg_catalog.=) 'broker')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('Find out who made it and why, drop it (DROP SCHEMA %I CASCADE), then try again.', v_schema);
+    END IF;
+    IF v_owner IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE SCHEMA %I', v_schema);
+        EXCEPTION WHEN duplicate_schema OR unique_violation THEN
+            NULL;  -- created concurrently
+        END;
+        EXECUTE pg_catalog.format('COMMENT ON SCHEMA %I IS %L', v_schema,
+            pg_catalog.format('pgsql_broker: the job executor of role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA %I FROM PUBLIC', v_schema);
+        EXECUTE pg_catalog.format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', v_schema, p_role);
+    END IF;
+    RETURN v_schema;
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_schema(name) IS
+    'Internal: create (if missing) the schema broker_exec_<role oid>, where only that role may create its executor.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_create_executor(p_role)
+--   Creates (if missing) and returns the executor of p_role: run_job and the
+--   batch entry point run_jobs (an executor without run_jobs gets
+--   it here). Runs with the caller's rights: the caller must be p_role, an
+--   (inheriting) member of it, or a superuser (for an executor without
+--   run_jobs, anyone else just gets it back as it is). EXECUTE goes to the
+--   broker's owner only.
+-- Errors: 42704 unknown role; 42501 not allowed (the hint says what to do).
+-- Example:
+--   SELECT broker.broker_create_executor('reporting');   -- as a member of reporting
+--   Calls: _executor, _executor_schema
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_create_executor(p_role name)
+RETURNS regprocedure
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_owner  name := (SELECT n.nspowner::regrole::name FROM pg_catalog.pg_namespace AS n
+                       WHERE n.nspname OPERATOR(pg_catalog.=) 'broker');
+    v_exec   regprocedure := broker._executor(p_role);
+    v_schema text;
+    v_made   text[] := '{}';  -- the functions created here (signatures)
+    v_fn     text;
+BEGIN
+    -- (a run_jobs there that fails _executor_jobs' checks is not used, nor replaced)
+    IF v_exec IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS e JOIN pg_catalog.pg_proc AS p
+                                          ON p.pronamespace OPERATOR(pg_catalog.=) e.pronamespace
+                                       WHERE e.oid OPERATOR(pg_catalog.=) v_exec
+                                         AND p.proname OPERATOR(pg_catalog.=) 'run_jobs') THEN
+        RETURN v_exec;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role) THEN
+        RAISE EXCEPTION 'broker_create_executor: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(CURRENT_USER, p_role, 'USAGE') THEN
+        IF v_exec IS NOT NULL THEN
+            RETURN v_exec;  -- as it is (without run_jobs, its jobs run one run_job call each)
+        END IF;
+        RAISE EXCEPTION 'broker_create_executor: % cannot act as %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run it as that role, an inheriting member of it, or a superuser.';
+    END IF;
+    v_schema := broker._executor_schema(p_role);
+    IF v_exec IS NULL THEN
+        BEGIN
+            EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_job(p_sql text, p_language text, p_search_path text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    -- the job's own search_path, with pg_temp explicitly last: temporary
+    -- objects never shadow anything that exists elsewhere
+    PERFORM pg_catalog.set_config('search_path',
+        CASE WHEN pg_catalog.btrim(p_search_path) OPERATOR(pg_catalog.=) '' THEN 'pg_temp'
+             ELSE p_search_path OPERATOR(pg_catalog.||) ', pg_temp' END, true);
+    IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
+        EXECUTE 'DO LANGUAGE plpgsql ' OPERATOR(pg_catalog.||) pg_catalog.quote_literal(p_sql);
+    ELSE
+        EXECUTE p_sql;
+    END IF;
+END;
+$body$$ddl$, v_schema);
+        EXCEPTION WHEN duplicate_function OR unique_violation THEN
+            v_exec := broker._executor(p_role);
+            IF v_exec IS NOT NULL THEN
+                RETURN v_exec;  -- created concurrently
+            END IF;
+            RAISE EXCEPTION 'broker_create_executor: %.run_job exists but is not a valid executor of %', v_schema,
+                pg_catalog.quote_ident(p_role)
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = pg_catalog.format('Drop it (as %I or a superuser): DROP FUNCTION %I.run_job(text, text, text);',
+                                               p_role, v_schema);
+        END;
+        v_made := ARRAY['run_job(text, text, text)'];
+    END IF;
+    -- the batch entry point: each job through run_job (the one place a job's SQL runs), in a
+    -- subtransaction of its own; everything here is schema-qualified all the same
+    BEGIN
+        EXECUTE pg_catalog.format($ddl$
+CREATE FUNCTION %I.run_jobs(p_sqls text[], p_languages text[], p_search_paths text[], p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_started timestamptz;
+    v_set     text;
+BEGIN
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            v_set := pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            PERFORM %I.run_job(p_sqls[i], p_languages[i], p_search_paths[i]);
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
+    END LOOP;
+END;
+$body$$ddl$, v_schema, v_schema);
+        v_made := v_made OPERATOR(pg_catalog.||) 'run_jobs(text[], text[], text[], text)'::text;
+    EXCEPTION WHEN duplicate_function OR unique_violation THEN
+        NULL;  -- created concurrently, or not ours: _executor_jobs decides whether it is used
+    END;
+    FOREACH v_fn IN ARRAY v_made LOOP
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION %I.%s IS %L', v_schema, v_fn,
+            pg_catalog.format('pgsql_broker executor: runs jobs as role %s', p_role));
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I.%s FROM PUBLIC', v_schema, v_fn);
+        EXECUTE pg_catalog.format('ALTER FUNCTION %I.%s OWNER TO %I', v_schema, v_fn, p_role);
+        IF v_owner OPERATOR(pg_catalog.<>) p_role THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I.%s TO %I', v_schema, v_fn, v_owner);
+        END IF;
+    END LOOP;
+    v_exec := broker._executor(p_role);
+    IF v_exec IS NULL THEN
+        RAISE EXCEPTION 'broker_create_executor: the executor of % failed its checks (another run_job in %?)',
+            pg_catalog.quote_ident(p_role), v_schema
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN v_exec;
+END;
+$fn$;
+COMMENT ON FUNCTION broker.broker_create_executor(name) IS
+    'Creates (if missing) and returns the SECURITY DEFINER executor that runs jobs as p_role; the caller must be able to act as p_role.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._executor_call(p_exec)
+--   The statement that calls executor p_exec with a job's SQL, language and
+--   search_path as $1, $2, $3 (NULL when p_exec is NULL).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._executor_call(p_exec regprocedure)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
+      FROM pg_catalog.pg_proc AS p
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE p.oid OPERATOR(pg_catalog.=) p_exec);
+END;
+$$;
+COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
+    'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
+-- source: sql/run/guard.sql
+-- sql/run/guard.sql: the run guard: what a job may not leave behind when its executor returns.
 -- ---------------------------------------------------------------------------
 -- What a job may not leave behind when its executor returns.
 -- Whoever runs jobs (broker_run, broker_run_batch) commits their transaction
@@ -3463,6 +3322,8 @@ COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
 --   the connection (timeouts that end the session or cancel the caller's next
 --   statement, keepalives, client encoding and quoting), on the caller's rest
 --   of the transaction and its next one, and the broker's own.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._guarded_settings()
 RETURNS text[]
@@ -3490,6 +3351,8 @@ COMMENT ON FUNCTION broker._guarded_settings() IS
 --   channels, its SQL-level prepared statements, its WITH HOLD cursors
 --   (name and creation time), and the rows written so far to tables with
 --   deferrable code (_deferrable_code: 'trigger oid/rows').
+--   Calls: _guarded_settings, _advisory_locks, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._session_state(OUT settings text[], OUT advisory text[], OUT channels text[],
                                       OUT prepared text[], OUT cursors text[], OUT written text[])
@@ -3514,6 +3377,8 @@ COMMENT ON FUNCTION broker._session_state() IS
 -- Function: broker._advisory_locks()
 --   The advisory locks this session holds (session or transaction level:
 --   pg_locks does not tell), as 'classid/objid/objsubid/mode'.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._advisory_locks()
 RETURNS text[]
@@ -3545,6 +3410,8 @@ COMMENT ON FUNCTION broker._advisory_locks() IS
 --   before (else to the channels it did not listen to); and deallocates the
 --   SQL-level prepared statements that are new. A setting that cannot be put
 --   back (say temp_buffers after use) is left.
+--   Calls: _guarded_settings, _advisory_locks, _int4_key
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._restore_session(p_settings text[], p_advisory text[], p_channels text[], p_prepared text[])
 RETURNS void
@@ -3620,6 +3487,8 @@ COMMENT ON FUNCTION broker._restore_session(text[], text[], text[], text[]) IS
 -- Function: broker._int4_key(p_oid)
 --   An advisory lock key half as pg_locks shows it (an oid), as the integer
 --   pg_advisory_lock(int, int) took.
+--   Calls: _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._int4_key(p_oid bigint)
 RETURNS integer
@@ -3637,6 +3506,8 @@ COMMENT ON FUNCTION broker._int4_key(bigint) IS
 --   ones with triggers included; empty at once when the database has no
 --   DEFERRABLE trigger at all, the usual case. Work grows with the tables
 --   that have triggers, not with how many triggers anyone created.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._written_tables()
 RETURNS text[]
@@ -3673,6 +3544,8 @@ COMMENT ON FUNCTION broker._written_tables() IS
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
 --   queue further events). Reads the triggers of those tables only (index
 --   on tgrelid).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT rel regclass, OUT trigger_name name)
 RETURNS SETOF record
@@ -3706,6 +3579,8 @@ COMMENT ON FUNCTION broker._deferrable_code(oid[]) IS
 --   jobs wrote (not in p_written, the _written_tables from before they ran,
 --   with as many rows) or on one of this session's temporary tables; with
 --   track_counts off, on any table with triggers.
+--   Calls: _deferrable_code, _written_tables
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._commit_time_code(p_cursors text[], p_written text[])
 RETURNS text
@@ -3751,6 +3626,8 @@ COMMENT ON FUNCTION broker._commit_time_code(text[], text[]) IS
 --   (_commit_time_code). Returns each job's error (NULL: success) and run
 --   time, in order, and refused NULL; or, when they left code for COMMIT,
 --   everything they did rolled back, the arrays NULL and refused the reason.
+--   Calls: _session_state, _restore_session, _commit_time_code
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._run_guarded(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
     p_tenant_id text, OUT states text[], OUT messages text[], OUT durations interval[], OUT refused text)
@@ -3782,6 +3659,8 @@ COMMENT ON FUNCTION broker._run_guarded(text, text[], text[], text[], text) IS
 -- Function: broker._refusal(p_reason, p_run_as)
 --   The stored message of a job refused for code it left for COMMIT
 --   (p_reason from _commit_time_code), with what to do; NULL for NULL.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._refusal(p_reason text, p_run_as name)
 RETURNS text
@@ -3795,13 +3674,368 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._refusal(text, name) IS
     'Internal: the message of a job refused because it left code for COMMIT (what, and what to do instead).';
--- source: sql/functions/broker_run.sql
+-- source: sql/run/finish.sql
+-- sql/run/finish.sql: completing jobs.
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_job(p_job_id)
+--   Marks a running job completed and releases its dependents.
+--   Calls: _release_dependents
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._complete_job(p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = broker._state('completed'),
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        PERFORM broker._release_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_job(bigint) IS
+    'Internal: mark a job completed (status 2) and release the jobs waiting on it.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._complete_jobs(p_job_ids)
+--   _complete_job for many jobs at once (broker_run_batch, after its jobs
+--   ran): one UPDATE, and one release of dependents per tenant. Generic
+--   plans: a custom plan of the UPDATE was made again at every call.
+--   Calls: _release_dependents_of
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._complete_jobs(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        WITH done AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = broker._state('completed'),
+                   finished_at = pg_catalog.clock_timestamp(),
+                   lease_token = NULL, lease_expires_at = NULL
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+            RETURNING j.tenant_id, j.job_id, j.job_group
+        )
+        SELECT d.tenant_id, pg_catalog.array_agg(d.job_id ORDER BY d.job_id) AS ids,
+               pg_catalog.array_agg(d.job_group ORDER BY d.job_id) AS groups
+          FROM done AS d
+         GROUP BY d.tenant_id
+         ORDER BY d.tenant_id
+    LOOP
+        PERFORM broker._release_dependents_of(r.tenant_id, r.ids, r.groups);
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker._complete_jobs(bigint[]) IS
+    'Internal: mark jobs completed (status 2) in one statement and release the jobs waiting on them.';
+-- source: sql/run/fail.sql
+-- sql/run/fail.sql: failing an attempt: error text, retry delay, final failure.
+-- ---------------------------------------------------------------------------
+-- Function: broker._error_text(p_message)
+--   A job's error message as it is stored and returned: at most 2,000
+--   characters. A longer one is cut so that, with ' [truncated from <n>
+--   characters]' appended, it is 2,000 characters (so capping twice changes
+--   nothing). Error messages carry text of the job's choosing (and row data)
+--   of any length: whole, 20 failing jobs with 16 MB messages filled the
+--   runner's memory and its dashboard.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._error_text(p_message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN pg_catalog.length(p_message) OPERATOR(pg_catalog.<=) 2000 THEN p_message
+                ELSE pg_catalog.left(p_message, 2000 OPERATOR(pg_catalog.-) pg_catalog.length(m.marker)) OPERATOR(pg_catalog.||) m.marker END
+      FROM (SELECT ' [truncated from ' OPERATOR(pg_catalog.||) pg_catalog.length(p_message)::text
+                   OPERATOR(pg_catalog.||) ' characters]' AS marker) AS m
+$$;
+COMMENT ON FUNCTION broker._error_text(text) IS
+    'Internal: a job error message as stored and returned: at most 2,000 characters, a longer one cut and ending in '' [truncated from <n> characters]''.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._retry_delay(p_attempts)
+--   Backoff before the next attempt after p_attempts attempts failed:
+--   retry_base_seconds * 2^(p_attempts - 1), at most retry_max_seconds.
+--   Calls: _setting_int
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._retry_delay(p_attempts integer)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_base integer := broker._setting_int('retry_base_seconds', 5, 0);
+    v_max  integer := broker._setting_int('retry_max_seconds', 3600, 1);
+    v_exp  integer := LEAST(GREATEST(p_attempts OPERATOR(pg_catalog.-) 1, 0), 30);
+BEGIN
+    RETURN pg_catalog.make_interval(secs =>
+        LEAST(v_base::double precision OPERATOR(pg_catalog.*) pg_catalog.power(2::double precision, v_exp::double precision),
+              v_max::double precision));
+END;
+$$;
+COMMENT ON FUNCTION broker._retry_delay(integer) IS
+    'Internal: retry backoff after n failed attempts: retry_base_seconds * 2^(n-1), capped at retry_max_seconds.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_job(p_job_id, p_sqlstate, p_message)
+--   Fails a running job for good (3), whatever attempts it has left, with
+--   p_sqlstate and p_message, and cancels its dependents. Returns 3 (NULL: no
+--   such job). _fail_attempt's last attempt, and a job refused at run time.
+--   Calls: _error_text, _cancel_dependents
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._fail_job(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+BEGIN
+    UPDATE broker.broker_jobs AS j
+       SET complete_status = broker._state('failed'),
+           finished_at = pg_catalog.clock_timestamp(),
+           lease_token = NULL, lease_expires_at = NULL,
+           last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+    RETURNING j.tenant_id, j.job_id, j.job_group, j.job_name INTO v_job;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM broker._cancel_dependents(v_job.tenant_id, v_job.job_id, v_job.job_group,
+        pg_catalog.format('dependency job %s (%s) failed', v_job.job_id, v_job.job_name));
+    RETURN broker._state('failed');
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_job(bigint, text, text) IS
+    'Internal: fail a job for good (status 3) whatever attempts it has left, and cancel its dependents.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._fail_attempt(p_job_id, p_sqlstate, p_message)
+--   Records a failed attempt of a running job. While attempts < max_attempts
+--   the job returns to pending with run_after = now + backoff; otherwise it
+--   is failed (3) and its dependents are cancelled (_fail_job). Returns the
+--   new status.
+--   Calls: _count_pending_deps, _retry_delay, _error_text, _fail_job
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._fail_attempt(p_job_id bigint, p_sqlstate text, p_message text)
+RETURNS smallint
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job broker.broker_jobs;
+BEGIN
+    SELECT * INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_job.attempts OPERATOR(pg_catalog.<) v_job.max_attempts THEN
+        -- Back to pending: count again what it waits on. Jobs that joined one of
+        -- its groups while it was running were not counted for it then.
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = broker._state('pending'),
+               pending_deps = broker._count_pending_deps(v_job.tenant_id, v_job.job_id),
+               run_after = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) broker._retry_delay(v_job.attempts),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               last_error_sqlstate = p_sqlstate, last_error_message = broker._error_text(p_message)
+         WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+        RETURN broker._state('pending');
+    END IF;
+    RETURN broker._fail_job(p_job_id, p_sqlstate, p_message);
+END;
+$$;
+COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
+    'Internal: record a failed attempt; retry with exponential backoff while attempts < max_attempts, else fail and cancel dependents.';
+-- source: sql/run/claim.sql
+-- sql/run/claim.sql: claiming jobs (broker_get).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   claimer are skipped. Returns one row per claimed job, none when idle;
+--   an autonomous job (autonomous = true) is run with
+--   broker_autonomous_begin/_end outside a transaction, not broker_run.
+--   It does no other work (deferred dependency releases are the runner's
+--   maintenance, broker_apply_deferred_releases): a claim's cost is its own
+--   queue's, whatever any tenant left to release.
+--
+--   The claim index holds only pending, unblocked jobs. The probe walks it
+--   one priority level at a time (a loose index scan) and checks each level
+--   with a range scan bounded by run_after, so the cost does not depend on
+--   how many jobs are finished, blocked or scheduled for later. Its plans are
+--   generic (plan_cache_mode): a custom plan would be planned again at every
+--   call, at about the cost of a claim of one job, and the generic plan is the
+--   same index scan (tests_sql/run/claim_is_index_backed.sql).
+--   A claim names the active instance (broker_register_instance) when there
+--   is one, and its lease is at most an hour: whoever claims jobs it will
+--   not run (a stray or hostile session of the runner's login) holds them
+--   visibly and for a bounded time.
+-- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
+--   < 1; 55000 p_instance_id is not the active instance, or NULL while one
+--   is active.
+-- Example:
+--   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+--   Calls: _setting_int, _active_instance, _claimable
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    autonomous       boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
+    END IF;
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    LOOP
+        -- <priority-probe> Highest priority level below v_bound that has a job ready
+        -- now: a loose index scan over the claim index, one probe per level, each
+        -- level checked with a bounded range scan on run_after.
+        WITH RECURSIVE levels (p) AS (
+            (SELECT j.job_priority FROM broker.broker_jobs AS j
+              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                AND broker._claimable(j.complete_status, j.pending_deps)
+                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+              ORDER BY j.job_queue, j.job_priority DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
+                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND broker._claimable(j.complete_status, j.pending_deps)
+                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
+                     ORDER BY j.job_queue, j.job_priority DESC
+                     LIMIT 1)
+              FROM levels AS l
+             WHERE l.p IS NOT NULL
+        )
+        SELECT l.p INTO v_priority
+          FROM levels AS l
+         WHERE l.p IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                          AND broker._claimable(j.complete_status, j.pending_deps)
+                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        EXIT WHEN v_priority IS NULL;
+
+        RETURN QUERY
+        -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
+        -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
+        WITH claimed AS (
+            UPDATE broker.broker_jobs AS j
+               SET complete_status = broker._state('running'),
+                   attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                   started_at = v_now,
+                   lease_token = pg_catalog.gen_random_uuid(),
+                   lease_instance_id = p_instance_id,
+                   lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                   SELECT r.job_id
+                     FROM broker.broker_jobs AS r
+                    WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                      AND broker._claimable(r.complete_status, r.pending_deps)
+                      AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                      AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                    ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
+                    LIMIT v_left
+                      FOR NO KEY UPDATE SKIP LOCKED))
+            RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+        )
+        SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+          FROM claimed AS c
+         ORDER BY c.run_after, c.job_id
+        -- </claim-query>
+        ;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/run/run.sql
+-- sql/run/run.sql: running one claimed job (broker_run).
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_begin(p_job_id, p_lease_token)
 --   Locks a claimed job for execution (FOR NO KEY UPDATE, held until the
 --   caller's transaction ends: this lock is what marks the job as executing,
 --   and broker_recover_stale_jobs never takes a locked job) and returns it.
 -- Errors: P0002 unknown job; 55000 job not running, or lease token mismatch.
+--   Calls: broker_get
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._run_begin(p_job_id bigint, p_lease_token uuid)
 RETURNS broker.broker_jobs
@@ -3818,7 +4052,7 @@ BEGIN
         RAISE EXCEPTION 'broker_run: job % does not exist', p_job_id
             USING ERRCODE = 'no_data_found';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) 1 THEN
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running') THEN
         RAISE EXCEPTION 'broker_run: job % is %, not running', p_job_id,
             CASE v_job.complete_status WHEN 0 THEN 'pending' WHEN 2 THEN 'completed'
                                        WHEN 3 THEN 'failed' ELSE 'cancelled' END
@@ -3841,6 +4075,8 @@ COMMENT ON FUNCTION broker._run_begin(bigint, uuid) IS
 --   For a permission error raised while a job ran as p_role: the GRANT that
 --   would let it through (for tables and sequences: the privileges the role
 --   lacks there), or NULL when the message names no object.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._grant_hint(p_role name, p_message text)
 RETURNS text
@@ -3883,6 +4119,8 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 --   executor is p_exec: p_message (capped by _error_text), and for a
 --   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
 --   message says how to create one.
+--   Calls: _error_text, broker_create_executor, _grant_hint
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._job_error(p_run_as name, p_exec regprocedure, p_sqlstate text, p_message text)
 RETURNS text
@@ -3908,26 +4146,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
     'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._executor_call(p_exec)
---   The statement that calls executor p_exec with a job's SQL, language and
---   search_path as $1, $2, $3 (NULL when p_exec is NULL).
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._executor_call(p_exec regprocedure)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RETURN (SELECT pg_catalog.format('SELECT %I.run_job($1, $2, $3)', n.nspname)
-      FROM pg_catalog.pg_proc AS p
-      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-     WHERE p.oid OPERATOR(pg_catalog.=) p_exec);
-END;
-$$;
-COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
-    'Internal: the SELECT that calls a job executor with a job''s SQL, language and search_path ($1, $2, $3).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
@@ -3965,6 +4183,8 @@ COMMENT ON FUNCTION broker._executor_call(regprocedure) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
+--   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _complete_job, _fail_job, _job_error, _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
 RETURNS TABLE (
@@ -4011,7 +4231,7 @@ BEGIN
     END IF;
     IF v_run.error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
+        v_status := broker._state('completed');
     ELSIF v_denied IS NOT NULL THEN
         v_message := v_denied;
         v_status := broker._fail_job(p_job_id, v_run.error_sqlstate, v_message);
@@ -4024,7 +4244,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
     'Executes a claimed job as its run_as role; its effects and its completion commit in the caller''s transaction, a failure rolls its effects back and retries or fails it. Returns the outcome.';
--- source: sql/functions/broker_run_batch.sql
+-- source: sql/run/run_batch.sql
+-- sql/run/run_batch.sql: running claimed jobs in one transaction (broker_run_batch).
 -- ---------------------------------------------------------------------------
 -- Function: broker._lock_batch(p_job_ids, p_lease_tokens)
 --   For broker_run_batch: locks the jobs p_job_ids with one statement, in
@@ -4032,6 +4253,8 @@ COMMENT ON FUNCTION broker.broker_run(bigint, uuid) IS
 --   them as executing, see _run_begin), and returns, in the order given, each
 --   id with its token and what broker_run_batch needs of the job (found NULL:
 --   no such job). Generic plans: custom ones were made again at every call.
+--   Calls: none
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._lock_batch(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint, token uuid, found bigint, status smallint, lease_token uuid, run_as name, enqueued_by name,
@@ -4057,39 +4280,18 @@ COMMENT ON FUNCTION broker._lock_batch(bigint[], uuid[]) IS
     'Internal: lock the jobs of a batch (job_id order) and return them in the order given (broker_run_batch).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
---     p_search_paths, p_tenant_id)
---   What an executor's run_jobs does, for an executor made before run_jobs
---   existed: each job through p_call (the SELECT that calls its run_job, see
---   _executor_call) in a subtransaction of its own, with broker.tenant_id
---   p_tenant_id; its error (NULL: success) and run time, in order.
+-- Type: broker._batch_row
+--   One row of broker_run_batch's result while it is being built: a job it
+--   took up, its outcome so far (status completed until the run says
+--   otherwise) and its error.
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
-    p_tenant_id text)
-RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_started timestamptz;
-BEGIN
-    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
-        error_sqlstate := NULL;
-        error_message := NULL;
-        v_started := pg_catalog.clock_timestamp();
-        BEGIN
-            PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
-            EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
-        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
-            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
-        END;
-        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
-        RETURN NEXT;
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
-    'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
+CREATE TYPE broker._batch_row AS (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text);
+COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s result while it is built (job, status, attempts, error).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run_batch(p_job_ids, p_lease_tokens)
@@ -4131,6 +4333,8 @@ COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) 
 --   more than 1000 jobs, or a job id given twice (it would run twice).
 -- Example:
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
+--   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL)
 RETURNS TABLE (
@@ -4152,13 +4356,9 @@ DECLARE
     v_failed  boolean := false;  -- some job taken up failed or was not run
     x_pos     integer[] := '{}'; -- the positions of the jobs not run for their enqueuer
     v_job     record;
-    -- one element per row returned, in order (status 2 until the run says otherwise)
-    o_ids     bigint[] := '{}';
-    o_status  smallint[] := '{}';
-    o_attempts integer[] := '{}';
-    o_states  text[] := '{}';
-    o_msgs    text[] := '{}';
-    -- the jobs run, in order, and their positions among the rows
+    o         broker._batch_row[] := '{}';  -- the rows returned, in order
+    -- the jobs run, in order: their positions in o, and what the executor's run_jobs takes
+    -- (three arrays: its signature)
     r_pos     integer[] := '{}';
     r_sqls    text[] := '{}';
     r_langs   text[] := '{}';
@@ -4186,7 +4386,7 @@ BEGIN
     END IF;
     IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1
        AND EXISTS (SELECT FROM pg_catalog.unnest(p_job_ids) AS u(id)
-                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN  -- (about 25 µs for 50 ids)
+                    GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1) THEN
         RAISE EXCEPTION 'broker_run_batch: job % is given more than once',
             (SELECT COALESCE(u.id::text, 'NULL') FROM pg_catalog.unnest(p_job_ids) AS u(id)
               GROUP BY u.id HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1)
@@ -4196,15 +4396,14 @@ BEGIN
     -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
-        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) 1
+        IF v_job.found IS NULL OR v_job.status OPERATOR(pg_catalog.<>) broker._state('running')
            OR (v_job.token IS NOT NULL AND v_job.lease_token OPERATOR(pg_catalog.<>) v_job.token) THEN
-            o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-            o_status := o_status OPERATOR(pg_catalog.||) NULL::smallint;
-            o_attempts := o_attempts OPERATOR(pg_catalog.||) NULL::integer;
-            o_states := o_states OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END;
-            o_msgs := o_msgs OPERATOR(pg_catalog.||) CASE WHEN v_job.found IS NULL
+            o := o OPERATOR(pg_catalog.||) ROW(v_job.id, NULL::smallint, NULL::integer,
+                CASE WHEN v_job.found IS NULL THEN 'P0002' ELSE '55000' END,
+                CASE WHEN v_job.found IS NULL
                 THEN pg_catalog.format('broker_run: job %s does not exist', COALESCE(v_job.id::text, 'NULL'))
-                ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END;
+                ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END
+                )::broker._batch_row;
             CONTINUE;
         END IF;
         IF v_run_as IS NULL THEN
@@ -4214,23 +4413,19 @@ BEGIN
               OR v_job.job_timeout IS NOT NULL THEN
             EXIT;  -- the caller resets the session and passes the rest again
         END IF;
-        o_ids := o_ids OPERATOR(pg_catalog.||) v_job.id;
-        o_status := o_status OPERATOR(pg_catalog.||) 2::smallint;
-        o_attempts := o_attempts OPERATOR(pg_catalog.||) v_job.attempts;
         -- its enqueuer's rights, again now (once per enqueuer: a batch has one role and tenant)
         IF v_enqueuer IS DISTINCT FROM v_job.enqueued_by THEN
             v_enqueuer := v_job.enqueued_by;
             v_denied := broker._authority_lost(v_enqueuer, v_tenant, v_run_as, 'enqueuer');
         END IF;
-        o_msgs := o_msgs OPERATOR(pg_catalog.||) v_denied;
+        o := o OPERATOR(pg_catalog.||) ROW(v_job.id, broker._state('completed')::smallint, v_job.attempts,
+                                           CASE WHEN v_denied IS NOT NULL THEN '42501' END, v_denied)::broker._batch_row;
         IF v_denied IS NOT NULL THEN  -- not run; it fails below
-            o_states := o_states OPERATOR(pg_catalog.||) '42501'::text;
-            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
+            x_pos := x_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o);
             v_failed := true;
             CONTINUE;
         END IF;
-        o_states := o_states OPERATOR(pg_catalog.||) NULL::text;
-        r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o_ids);
+        r_pos := r_pos OPERATOR(pg_catalog.||) pg_catalog.cardinality(o);
         r_sqls := r_sqls OPERATOR(pg_catalog.||) v_job.execute_str;
         r_langs := r_langs OPERATOR(pg_catalog.||) v_job.job_language;
         r_paths := r_paths OPERATOR(pg_catalog.||) v_job.job_search_path;
@@ -4288,46 +4483,48 @@ BEGIN
         FOR i IN 1 .. pg_catalog.cardinality(r_pos) LOOP
             CONTINUE WHEN v_states[i] IS NULL;
             v_failed := true;
-            o_states[r_pos[i]] := v_states[i];
-            o_msgs[r_pos[i]] := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
+            o[r_pos[i]].error_sqlstate := v_states[i];
+            o[r_pos[i]].error_message := broker._job_error(v_run_as, v_exec, v_states[i], v_msgs[i]);
         END LOOP;
     END IF;
     -- the failed ones, retried or failed, and those not run for their enqueuer, failed; in order
     -- (rare; skipped, loop and all, when none)
     IF v_failed THEN
-        FOR i IN 1 .. pg_catalog.cardinality(o_ids) LOOP
-            CONTINUE WHEN o_status[i] IS NULL OR o_states[i] IS NULL;
-            o_status[i] := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
-                                THEN broker._fail_job(o_ids[i], o_states[i], o_msgs[i])
-                                ELSE broker._fail_attempt(o_ids[i], o_states[i], o_msgs[i]) END;
+        FOR i IN 1 .. pg_catalog.cardinality(o) LOOP
+            CONTINUE WHEN (o[i]).complete_status IS NULL OR (o[i]).error_sqlstate IS NULL;
+            o[i].complete_status := CASE WHEN i OPERATOR(pg_catalog.=) ANY (x_pos)
+                                THEN broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message)
+                                ELSE broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message) END;
         END LOOP;
     END IF;
     -- the jobs that succeeded are completed together, in this transaction (their effects and
     -- their completion still commit together), and their dependents released at once
-    v_done := ARRAY(SELECT o_ids[p.pos] FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
+    v_done := ARRAY(SELECT (o[p.pos]).job_id FROM ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_states)) AS p(pos, state)
                      WHERE p.state IS NULL);
     IF pg_catalog.cardinality(v_done) OPERATOR(pg_catalog.>) 0 THEN
         PERFORM broker._complete_jobs(v_done);
     END IF;
 
     RETURN QUERY
-        SELECT o.id, o.status, o.att, o.state, o.msg,
-               COALESCE(r.dur, CASE WHEN o.status IS NOT NULL THEN interval '0' END)
-          FROM ROWS FROM (pg_catalog.unnest(o_ids), pg_catalog.unnest(o_status), pg_catalog.unnest(o_attempts),
-                          pg_catalog.unnest(o_states), pg_catalog.unnest(o_msgs)) WITH ORDINALITY AS o(id, status, att, state, msg, n)
+        SELECT b.id, b.status, b.att, b.state, b.msg,
+               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END)
+          FROM pg_catalog.unnest(o) WITH ORDINALITY AS b(id, status, att, state, msg, n)
           LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
-            ON r.pos OPERATOR(pg_catalog.=) o.n
-         ORDER BY o.n;
+            ON r.pos OPERATOR(pg_catalog.=) b.n
+         ORDER BY b.n;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[]) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout.';
--- source: sql/functions/broker_release_jobs.sql
+-- source: sql/run/release.sql
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
 --   share: neither array NULL (22004), one token per job and at most 1000
 --   jobs (22023); p_fn names the caller in the messages.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._check_lease_args(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS void
@@ -4366,6 +4563,8 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   more than 1000 jobs.
 -- Example:
 --   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
@@ -4380,13 +4579,13 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
             ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_token OPERATOR(pg_catalog.=) u.token
          ORDER BY j.job_id
            FOR NO KEY UPDATE OF j SKIP LOCKED
     ), released AS (
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
                lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
@@ -4402,7 +4601,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
     'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
--- source: sql/functions/broker_interrupt_jobs.sql
+-- source: sql/run/interrupt.sql
+-- sql/run/interrupt.sql: ending runs at runner shutdown (broker_interrupt_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_interrupt_jobs(p_job_ids, p_lease_tokens)
 --   Records that the runner ended the runs of these jobs (its shutdown
@@ -4424,6 +4624,8 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
 --   executing one of them.
 -- Example:
 --   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
@@ -4444,11 +4646,11 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
           JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
             ON j.job_id OPERATOR(pg_catalog.=) u.id
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_token OPERATOR(pg_catalog.=) u.token
     ), interrupted AS (
         UPDATE broker.broker_jobs AS j
-           SET complete_status = 0,
+           SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                interruptions = j.interruptions OPERATOR(pg_catalog.+) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
@@ -4465,7 +4667,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
     'Returns jobs whose run their runner ended (shutdown deadline) to pending without counting the attempt and without touching their dependents, counting the interruption (only under the lease token of their claim; waits for a session still executing them); returns the ids interrupted.';
--- source: sql/functions/autonomous_run.sql
+-- source: sql/run/autonomous.sql
+-- sql/run/autonomous.sql: starting autonomous jobs, keeping their leases, recording their outcome (the runner's side).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_autonomous_begin(p_job_id, p_lease_token)
 --   Starts a claimed autonomous job (one that runs outside a transaction
@@ -4529,7 +4732,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
---   Calls: _check_lease_args
+--   Calls: _check_lease_args, _state
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
@@ -4548,7 +4751,7 @@ BEGIN
        SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => p_lease_seconds)
       FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
      WHERE j.job_id OPERATOR(pg_catalog.=) u.id
-       AND j.complete_status OPERATOR(pg_catalog.=) 1
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
        AND j.autonomous
        AND j.lease_token OPERATOR(pg_catalog.=) u.token
     RETURNING j.job_id;
@@ -4571,7 +4774,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
---   Calls: _run_begin, _complete_job, _error_text, _grant_hint, _fail_job, _fail_attempt
+--   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _fail_attempt
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
@@ -4597,7 +4800,7 @@ BEGIN
     END IF;
     IF p_error_sqlstate IS NULL THEN
         PERFORM broker._complete_job(p_job_id);
-        v_status := 2;
+        v_status := broker._state('completed');
     ELSE
         v_message := broker._error_text(COALESCE(p_error_message, ''));
         IF p_error_sqlstate OPERATOR(pg_catalog.=) '42501' THEN
@@ -4613,7 +4816,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_autonomous_end(bigint, uuid, text, text, interval, boolean) IS
     'Records the outcome of an autonomous job (completed, a failed attempt, or with p_final failed for good) in its own transaction; returns it as broker_run does.';
--- source: sql/functions/broker_cancel_job.sql
+-- source: sql/run/cancel.sql
+-- sql/run/cancel.sql: cancelling pending jobs (broker_cancel_job and the cancel_reason trigger).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_cancel_job(p_job_id, p_reason)
 --   Cancels a pending job of the caller's tenant and, transitively, every
@@ -4625,6 +4829,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_end(bigint, uuid, text, text, inter
 --   running or already finished.
 -- Example:
 --   SELECT broker.broker_cancel_job(42, 'superseded by job 57');
+--   Calls: broker_current_tenant
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_cancel_job(p_job_id bigint, p_reason text DEFAULT NULL)
 RETURNS integer
@@ -4643,7 +4849,7 @@ BEGIN
        SET cancel_reason = v_reason
      WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
        AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND j.complete_status OPERATOR(pg_catalog.=) 0;
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
     IF FOUND THEN
         RETURN pg_catalog.current_setting('broker.last_cancel_count')::integer;
     END IF;
@@ -4659,7 +4865,46 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
     'Cancels a pending job of the current tenant and every pending job that waits on it; returns how many were cancelled.';
--- source: sql/functions/broker_recover_stale_jobs.sql
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_cancel_request()
+--   BEFORE UPDATE on broker_jobs when a pending job gets a cancel_reason (the
+--   one column enqueuers may update, and only on pending jobs of their tenant,
+--   see the policies): the job becomes cancelled and its dependents follow.
+--   The number of jobs cancelled goes to broker.last_cancel_count.
+--   Calls: _lock_dependency_keys, _cancel_dependents
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker._jobs_cancel_request()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    PERFORM broker._lock_dependency_keys(NEW.tenant_id, ARRAY[NEW.job_group], NULL, ARRAY[NEW.job_id], NULL);
+    NEW.complete_status := broker._state('cancelled');
+    NEW.finished_at := pg_catalog.clock_timestamp();
+    v_n := broker._cancel_dependents(NEW.tenant_id, NEW.job_id, NEW.job_group,
+        pg_catalog.format('dependency job %s (%s) was cancelled', NEW.job_id, NEW.job_name));
+    PERFORM pg_catalog.set_config('broker.last_cancel_count', (v_n OPERATOR(pg_catalog.+) 1)::text, true);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_cancel_request() IS
+    'Internal trigger: setting cancel_reason on a pending job cancels it and, transitively, its dependents.';
+
+CREATE OR REPLACE TRIGGER broker_jobs_cancel_request_trg
+    BEFORE UPDATE OF cancel_reason ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.complete_status OPERATOR(pg_catalog.=) 0
+          AND OLD.cancel_reason IS NULL AND NEW.cancel_reason IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_cancel_request();
+COMMENT ON TRIGGER broker_jobs_cancel_request_trg ON broker.broker_jobs IS
+    'A cancel_reason set on a pending job cancels it and its dependents.';
+-- source: sql/run/recovery.sql
+-- sql/run/recovery.sql: recovering jobs whose lease expired (broker_recover_stale_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_recover_stale_jobs(p_limit)
 --   Recovers running jobs whose lease has expired AND that nobody is
@@ -4671,6 +4916,8 @@ COMMENT ON FUNCTION broker.broker_cancel_job(bigint, text) IS
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
+--   Calls: _fail_attempt
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
 RETURNS TABLE (job_id bigint, complete_status smallint)
@@ -4686,7 +4933,7 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
           FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
          ORDER BY j.lease_expires_at
          LIMIT p_limit
@@ -4702,72 +4949,49 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
--- source: sql/functions/broker_purge_jobs.sql
+-- source: sql/compat/executor_fallback.sql
+-- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
+-- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which
+-- adds run_jobs), then drops _run_jobs_compat and the fallback branches of broker_run and
+-- broker_run_batch that call it.
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_purge_jobs(p_older_than, p_batch_size, p_complete_status)
---   Retention: deletes at most p_batch_size finished jobs whose finished_at
---   is older than p_older_than, with their dependency edges,
---   oldest first: of final state p_complete_status (2 completed, 3 failed,
---   4 cancelled), or of any final state when it is NULL. Returns the number
---   deleted; call it until it returns 0 (each call is one short transaction
---   in autocommit mode). Its cost is linear in the jobs it deletes: the
---   candidates come from broker_jobs_finished_idx one state at a time, and
---   their edges from broker_job_dependency_job_id_idx. Jobs another
---   transaction holds are skipped, not waited for.
--- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
---   that is not final.
--- Tables: broker_jobs (delete), broker_job_dependency (delete, by cascade)
--- Example:
---   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
---   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
+-- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
+--     p_search_paths, p_tenant_id)
+--   What an executor's run_jobs does, for an executor without run_jobs (made
+--   by 0.1.0): each job through p_call (the SELECT that calls its run_job, see
+--   _executor_call) in a subtransaction of its own, with broker.tenant_id
+--   p_tenant_id; its error (NULL: success) and run time, in order.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
-                                         p_complete_status smallint DEFAULT NULL)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+CREATE FUNCTION broker._run_jobs_compat(p_call text, p_sqls text[], p_languages text[], p_search_paths text[],
+    p_tenant_id text)
+RETURNS TABLE (error_sqlstate text, error_message text, duration interval)
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_n      integer := 0;
-    v_one    integer;
-    v_state  smallint;
-    v_before timestamptz;
+    v_started timestamptz;
 BEGIN
-    IF p_older_than IS NULL THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_older_than < interval '0' OR p_batch_size IS NULL OR p_batch_size < 1 THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_complete_status IS NOT NULL AND p_complete_status <> ALL (ARRAY[2, 3, 4]::smallint[]) THEN
-        RAISE EXCEPTION 'broker_purge_jobs: p_complete_status must be a final state (2, 3 or 4) or NULL, got %',
-            p_complete_status USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_before := pg_catalog.clock_timestamp() - p_older_than;
-    FOREACH v_state IN ARRAY CASE WHEN p_complete_status IS NULL THEN ARRAY[2, 3, 4]::smallint[]
-                                  ELSE ARRAY[p_complete_status] END LOOP
-        -- the state as a constant of the index predicate, so the planner reads the index in order
-        WITH doomed AS (
-            SELECT j.job_id FROM broker.broker_jobs AS j
-             WHERE j.complete_status = ANY (ARRAY[2, 3, 4]::smallint[])
-               AND j.complete_status = v_state
-               AND j.finished_at < v_before
-             ORDER BY j.complete_status, j.finished_at
-             LIMIT p_batch_size - v_n
-               FOR UPDATE SKIP LOCKED
-        )
-        DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id = doomed.job_id;
-        GET DIAGNOSTICS v_one = ROW_COUNT;
-        v_n := v_n + v_one;
-        EXIT WHEN v_n >= p_batch_size;
+    FOR i IN 1 .. COALESCE(pg_catalog.array_length(p_sqls, 1), 0) LOOP
+        error_sqlstate := NULL;
+        error_message := NULL;
+        v_started := pg_catalog.clock_timestamp();
+        BEGIN
+            PERFORM pg_catalog.set_config('broker.tenant_id', p_tenant_id, true);
+            EXECUTE p_call USING p_sqls[i], p_languages[i], p_search_paths[i];
+        EXCEPTION WHEN OTHERS OR query_canceled OR assert_failure THEN
+            GET STACKED DIAGNOSTICS error_sqlstate = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+        END;
+        duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
+        RETURN NEXT;
     END LOOP;
-    RETURN v_n;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
-    'Retention: deletes up to p_batch_size finished jobs (of one final state, or any) older than p_older_than, with their edges; returns how many. Call until 0.';
--- source: sql/functions/cron_parse.sql
+COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
+    'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
+-- source: sql/schedules/cron_parse.sql
+-- sql/schedules/cron_parse.sql: cron expressions: parsing.
 -- ---------------------------------------------------------------------------
 -- Cron expressions: parsing.
 --   Five fields (minute hour day-of-month month day-of-week) or an @macro.
@@ -4778,8 +5002,8 @@ COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
 --   variable's type is looked up once per session, so a pg_temp.text domain
 --   created before the first call would otherwise run its CHECK inside every
 --   later call, as whoever calls), so they carry no SET search_path: a SET
---   clause makes each call save and restore the setting, which made
---   broker_cron_next up to twice as slow. tests_sql/32 guards this.
+--   clause makes each call save and restore the setting, which costs about as
+--   much as the rest of a broker_cron_next call. tests_sql/security/search_path_hijack/ guards this.
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
@@ -4789,6 +5013,8 @@ COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
 --   three-letter names, case-insensitive. p_names[i] names the value
 --   p_min + i - 1. Day of week 7 is Sunday like 0 (the caller folds bit 7).
 -- Errors: 22023 naming the field, the offending part and the whole expression.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_field(p_field text, p_label text, p_min integer, p_max integer, p_names text[],
                                    p_expr text)
@@ -4885,6 +5111,8 @@ COMMENT ON FUNCTION broker._cron_field(text, text, integer, integer, text[], tex
 -- Errors: 22004 NULL expression; 22023 longer than 256 characters, wrong
 --   field count, unknown macro, bad value, range or step (the message names
 --   the field).
+--   Calls: _cron_field
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_parse(p_expr text,
     OUT minutes bigint, OUT hours bigint, OUT days bigint, OUT months bigint, OUT dows bigint,
@@ -4937,7 +5165,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker._cron_parse(text) IS
     'Internal: parses a five-field cron expression or @macro into bit masks plus the Vixie day rule and ISC fixed-time flags.';
--- source: sql/functions/cron_next.sql
+-- source: sql/schedules/cron_next.sql
+-- sql/schedules/cron_next.sql: cron expressions: the next fire time.
 -- ---------------------------------------------------------------------------
 -- Cron expressions: the next fire time.
 -- ---------------------------------------------------------------------------
@@ -4949,6 +5178,8 @@ COMMENT ON FUNCTION broker._cron_parse(text) IS
 --   whose fields match the masks of broker._cron_parse; NULL when nothing
 --   matches within 30 years (say day 31 of February). Pure calendar
 --   arithmetic, no time zone.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_next_wall(p_minutes bigint, p_hours bigint, p_days bigint, p_months bigint,
                                        p_dows bigint, p_day_and boolean, p_from timestamp)
@@ -5027,6 +5258,8 @@ COMMENT ON FUNCTION broker._cron_next_wall(bigint, bigint, bigint, bigint, bigin
 -- ---------------------------------------------------------------------------
 -- Function: broker._cron_utc_offset(p_utc, p_timezone)
 --   The UTC offset of p_timezone at the instant whose UTC wall time is p_utc.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cron_utc_offset(p_utc timestamp, p_timezone text)
 RETURNS interval
@@ -5061,6 +5294,8 @@ COMMENT ON FUNCTION broker._cron_utc_offset(timestamp, text) IS
 -- Example:
 --   SELECT broker.broker_cron_next('30 2 * * *', '2027-03-13 12:00+00', 'America/New_York');
 --   -- 2027-03-14 07:00:00+00 (02:30 does not exist that night: 03:00 EDT)
+--   Calls: _cron_parse, _cron_utc_offset, _cron_next_wall
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cron_next(p_expr text, p_after timestamptz, p_timezone text DEFAULT 'UTC')
 RETURNS timestamptz
@@ -5159,7 +5394,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
     'First fire time of a cron expression strictly after p_after, matched on the wall clock of p_timezone (Vixie day rule, ISC daylight-saving rules).';
--- source: sql/functions/schedules.sql
+-- source: sql/schedules/schedules.sql
+-- sql/schedules/schedules.sql: schedules: add, alter, enable/disable, remove.
 -- ---------------------------------------------------------------------------
 -- Schedules: add, alter, enable/disable, remove.
 --   All SECURITY INVOKER: rows are written with the caller's rights, so the
@@ -5179,6 +5415,8 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 --   not allowed for the caller; those of broker._check_autonomous (0A000
 --   SQL that can never run in a transaction without p_autonomous, and the
 --   refusals of an autonomous schedule's SQL or role).
+--   Calls: _may_run_as, _check_autonomous, broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
 RETURNS timestamptz
@@ -5257,6 +5495,8 @@ COMMENT ON FUNCTION broker._schedule_check(text, broker.broker_schedule) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_notify()
 --   NOTIFY pgsql_broker_schedule '<database>' (sent on commit).
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_notify()
 RETURNS void
@@ -5285,6 +5525,8 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
+--   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -5364,6 +5606,8 @@ COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, 
 --   The caller's tenant's schedule p_schedule_name, locked FOR UPDATE (as the
 --   caller: row-level security applies).
 -- Errors: 22004 NULL name; 42704 no such schedule (or not visible).
+--   Calls: broker_current_tenant, _may_run_as
+--   Tables: reads broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_row(p_fn text, p_schedule_name text)
 RETURNS broker.broker_schedule
@@ -5413,6 +5657,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
+--   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_alter_schedule(
     p_schedule_name text,
@@ -5494,6 +5740,8 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 -- Example:
 --   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
 --   SELECT broker.broker_enable_schedule('nightly-rollup');          -- re-checked, planned again
+--   Calls: _schedule_row, _schedule_check, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
 RETURNS timestamptz
@@ -5530,6 +5778,8 @@ COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
 -- Example:
 --   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
+--   Calls: broker_current_tenant, _schedule_row, _schedule_notify
+--   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
 RETURNS boolean
@@ -5552,7 +5802,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
--- source: sql/functions/schedule_triggers.sql
+-- source: sql/schedules/triggers.sql
+-- sql/schedules/triggers.sql: the triggers of broker_schedule (checks, quota).
 -- ---------------------------------------------------------------------------
 -- The triggers of broker_schedule: what holds however a schedule is written
 -- (through the functions of schedules.sql or by a raw INSERT or UPDATE).
@@ -5564,6 +5815,8 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
 --   for writers without BYPASSRLS (enqueuers, through the functions or
 --   directly) a next_fire_at in the past becomes now, so nobody can make the
 --   tick walk years of missed fires; the tick itself (the owner) is exempt.
+--   Calls: none
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
 RETURNS trigger
@@ -5649,7 +5902,8 @@ CREATE TRIGGER broker_schedule_count_delete_trg
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_count();
 COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
     'A removed schedule no longer counts against its tenant''s quota.';
--- source: sql/functions/schedule_tick.sql
+-- source: sql/schedules/tick.sql
+-- sql/schedules/tick.sql: the tick: enqueueing the jobs of due schedules.
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
 --   Enqueues one job per fire time in p_fires for schedule row s, in the
@@ -5657,6 +5911,8 @@ COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
 --   returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
+--   Calls: none
+--   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
 RETURNS TABLE (jobs integer, last_job_id bigint, last_fire_at timestamptz)
@@ -5698,6 +5954,8 @@ COMMENT ON FUNCTION broker._schedule_fire(broker.broker_schedule, timestamptz[])
 --   The most skipped fires one tick adds to a schedule's skipped_fires: an
 --   outage that skipped more adds this many and sets skipped_fires_capped,
 --   so the tick's work stays bounded however long the outage was.
+--   Calls: broker_cron_next
+--   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._skipped_fires_cap()
 RETURNS integer
@@ -5948,18 +6206,8 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_schedule_tick() IS
     'Enqueues each due schedule fire exactly once (catch-up and overlap policies), plans the next fires; returns (jobs_enqueued, next_fire_at, seconds_until_next).';
--- source: sql/functions/instances.sql
--- ---------------------------------------------------------------------------
--- Function: broker._instance_lock_key()
---   The session advisory lock (two int4 keys) that the active instance holds.
--- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT 1651665664, 0 $$;
-COMMENT ON FUNCTION broker._instance_lock_key() IS
-    'Internal: advisory lock key held by the active runner instance of this database.';
-
+-- source: sql/instances/instances.sql
+-- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_register_instance(p_instance_name, p_hostname,
 --     p_os_pid, p_queue_count, p_broker_version)
@@ -5971,6 +6219,8 @@ COMMENT ON FUNCTION broker._instance_lock_key() IS
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_register_instance(
     p_instance_name  text,
@@ -6032,6 +6282,8 @@ COMMENT ON FUNCTION broker.broker_register_instance(text, text, integer, integer
 -- Errors: 55000 the instance is not active or this session does not own it.
 -- Example:
 --   SELECT broker.broker_ping_instance(7);   -- from the session that registered instance 7
+--   Calls: none
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_ping_instance(p_instance_id bigint)
 RETURNS timestamptz
@@ -6066,6 +6318,8 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
 -- Errors: 55000 the instance is active in another session.
 -- Example:
 --   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
+--   Calls: _instance_lock_key
+--   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
 RETURNS boolean
@@ -6099,6 +6353,8 @@ COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()
 --   The id of the active instance, or NULL when none is active.
+--   Calls: none
+--   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._active_instance()
 RETURNS bigint
@@ -6110,7 +6366,8 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';
--- source: sql/functions/broker_queue_stats.sql
+-- source: sql/instances/queue_stats.sql
+-- sql/instances/queue_stats.sql: queue statistics for monitoring.
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_queue_stats()
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
@@ -6121,6 +6378,8 @@ COMMENT ON FUNCTION broker._active_instance() IS
 --   Reads the partial indexes only; finished jobs older than an hour cost nothing.
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0;
+--   Calls: _claimable
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
 RETURNS TABLE (
@@ -6137,15 +6396,15 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.job_queue, s.tenant_id,
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.>) 0),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 0 AND s.pending_deps OPERATOR(pg_catalog.=) 0
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND s.pending_deps OPERATOR(pg_catalog.>) 0),
+           pg_catalog.count(*) FILTER (WHERE broker._claimable(s.complete_status, s.pending_deps)
                                          AND s.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 1),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 2),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 3),
-           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) 4)
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('running')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('completed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('failed')),
+           pg_catalog.count(*) FILTER (WHERE s.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled'))
       FROM (SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after
               FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
@@ -6159,11 +6418,156 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker.broker_queue_stats() IS
     'Queue depth across all tenants for monitoring: ready, blocked, delayed, running, and finished in the last hour, per queue and tenant.';
+-- source: sql/retention/purge.sql
+-- sql/retention/purge.sql: purging finished jobs.
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_purge_jobs(p_older_than, p_batch_size, p_complete_status)
+--   Retention: deletes at most p_batch_size finished jobs whose finished_at
+--   is older than p_older_than, with their dependency edges,
+--   oldest first: of final state p_complete_status (2 completed, 3 failed,
+--   4 cancelled), or of any final state when it is NULL. Returns the number
+--   deleted; call it until it returns 0 (each call is one short transaction
+--   in autocommit mode). Its cost is linear in the jobs it deletes: the
+--   candidates come from broker_jobs_finished_idx one state at a time, and
+--   their edges from broker_job_dependency_job_id_idx. Jobs another
+--   transaction holds are skipped, not waited for.
+-- Errors: 22004 NULL age; 22023 negative age, batch size < 1, or a state
+--   that is not final.
+-- Calls: none
+-- Tables: writes broker_jobs, broker_job_dependency (by cascade)
+-- Example:
+--   SELECT broker.broker_purge_jobs(interval '7 days');        -- every final state
+--   SELECT broker.broker_purge_jobs(interval '30 days', 1000, 3::smallint);  -- failed jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_purge_jobs(p_older_than interval, p_batch_size integer DEFAULT 10000,
+                                         p_complete_status smallint DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n      integer := 0;
+    v_one    integer;
+    v_state  smallint;
+    v_before timestamptz;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than < interval '0' OR p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_older_than must be >= 0 and p_batch_size >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_complete_status IS NOT NULL AND p_complete_status <> ALL (ARRAY[2, 3, 4]::smallint[]) THEN
+        RAISE EXCEPTION 'broker_purge_jobs: p_complete_status must be a final state (2, 3 or 4) or NULL, got %',
+            p_complete_status USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_before := pg_catalog.clock_timestamp() - p_older_than;
+    FOREACH v_state IN ARRAY CASE WHEN p_complete_status IS NULL THEN ARRAY[2, 3, 4]::smallint[]
+                                  ELSE ARRAY[p_complete_status] END LOOP
+        -- the state as a constant of the index predicate, so the planner reads the index in order
+        WITH doomed AS (
+            SELECT j.job_id FROM broker.broker_jobs AS j
+             WHERE j.complete_status = ANY (ARRAY[2, 3, 4]::smallint[])
+               AND j.complete_status = v_state
+               AND j.finished_at < v_before
+             ORDER BY j.complete_status, j.finished_at
+             LIMIT p_batch_size - v_n
+               FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM broker.broker_jobs AS j USING doomed WHERE j.job_id = doomed.job_id;
+        GET DIAGNOSTICS v_one = ROW_COUNT;
+        v_n := v_n + v_one;
+        EXIT WHEN v_n >= p_batch_size;
+    END LOOP;
+    RETURN v_n;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) IS
+    'Retention: deletes up to p_batch_size finished jobs (of one final state, or any) older than p_older_than, with their edges; returns how many. Call until 0.';
 
 -- ---------------------------------------------------------------------------
--- Policies that changed (they reference the functions above)
+-- Row-level security: every 0.1.0 policy is dropped and each table's policy file included
+-- whole (they reference the functions above), so no policy is written twice.
 -- ---------------------------------------------------------------------------
+DROP POLICY broker_jobs_select ON broker.broker_jobs;
+DROP POLICY broker_jobs_insert ON broker.broker_jobs;
+DROP POLICY broker_jobs_update ON broker.broker_jobs;
+DROP POLICY broker_jobs_delete ON broker.broker_jobs;
+DROP POLICY broker_job_dependency_select ON broker.broker_job_dependency;
+DROP POLICY broker_job_dependency_insert ON broker.broker_job_dependency;
 DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
+DROP POLICY broker_queueinstance_tenant ON broker.broker_queueinstance;
+DROP POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations;
+DROP POLICY broker_config_tenant ON broker.broker_config;
+DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
+-- source: sql/security/policies/broker_jobs.sql
+-- sql/security/policies/broker_jobs.sql: row-level security of broker.broker_jobs.
+ALTER TABLE broker.broker_jobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_jobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_jobs_select ON broker.broker_jobs FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_select ON broker.broker_jobs IS 'Read the jobs of the current tenant (if the role may act for it).';
+CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
+                AND complete_status OPERATOR(pg_catalog.=) 0
+                AND attempts OPERATOR(pg_catalog.=) 0
+                AND pending_deps OPERATOR(pg_catalog.=) 0
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
+                         ELSE true END);
+COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
+CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+           AND complete_status OPERATOR(pg_catalog.=) 0)
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_update ON broker.broker_jobs IS
+    'Updates (enqueuers: cancel_reason only, by column privilege) touch pending jobs of the current tenant.';
+CREATE POLICY broker_jobs_delete ON broker.broker_jobs FOR DELETE
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_jobs_delete ON broker.broker_jobs IS 'Deletes (for roles granted DELETE) stay in the current tenant.';
+-- source: sql/security/policies/broker_job_dependency.sql
+-- sql/security/policies/broker_job_dependency.sql: row-level security of broker.broker_job_dependency.
+ALTER TABLE broker.broker_job_dependency ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_job_dependency FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_job_dependency_select ON broker.broker_job_dependency FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_job_dependency_select ON broker.broker_job_dependency IS 'Read the edges of the current tenant.';
+CREATE POLICY broker_job_dependency_insert ON broker.broker_job_dependency FOR INSERT
+    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                             WHERE j.job_id OPERATOR(pg_catalog.=) broker_job_dependency.job_id
+                               AND j.enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
+                               AND j.complete_status OPERATOR(pg_catalog.=) 0));
+COMMENT ON POLICY broker_job_dependency_insert ON broker.broker_job_dependency IS
+    'Edges may only be added to pending jobs the inserting role enqueued, in the current tenant.';
+-- source: sql/security/policies/broker_schedule_count.sql
+-- sql/security/policies/broker_schedule_count.sql: row-level security of broker.broker_schedule_count: no policy, no grant (only the quota trigger, SECURITY DEFINER, touches it).
+ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
+-- source: sql/security/policies/broker_deferred_release.sql
+-- sql/security/policies/broker_deferred_release.sql: row-level security of broker.broker_deferred_release (written and read only by the runtime functions).
+ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
+    'Read the pending releases of the current tenant.';
+-- source: sql/security/policies/broker_schedule.sql
+-- sql/security/policies/broker_schedule.sql: row-level security of broker.broker_schedule.
+ALTER TABLE broker.broker_schedule ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schedule FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
@@ -6194,34 +6598,52 @@ CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
            AND broker._may_run_as(created_by, CURRENT_USER));
 COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
-
--- A tenant mapping left behind by a dropped role is hidden, not an error.
-ALTER POLICY broker_tenant_roles_own ON broker.broker_tenant_roles
-    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
-
-DROP POLICY broker_jobs_insert ON broker.broker_jobs;
-CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER)
-                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
-                AND complete_status OPERATOR(pg_catalog.=) 0
-                AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0
-                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
-                         ELSE true END);
-COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
-
-CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
+-- source: sql/security/policies/broker_queueinstance.sql
+-- sql/security/policies/broker_queueinstance.sql: row-level security of broker.broker_queueinstance (database-wide: tenant default).
+ALTER TABLE broker.broker_queueinstance ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_queueinstance FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_queueinstance_tenant ON broker.broker_queueinstance FOR SELECT
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
-COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
-    'Read the pending releases of the current tenant.';
+COMMENT ON POLICY broker_queueinstance_tenant ON broker.broker_queueinstance IS
+    'Instances are database-wide (tenant default); written only through the instance functions.';
+-- source: sql/security/policies/broker_schema_migrations.sql
+-- sql/security/policies/broker_schema_migrations.sql: row-level security of broker.broker_schema_migrations (database-wide: tenant default).
+ALTER TABLE broker.broker_schema_migrations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_schema_migrations FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations IS
+    'Migrations are database-wide (tenant default); written only by broker_admin.';
+-- source: sql/security/policies/broker_config.sql
+-- sql/security/policies/broker_config.sql: row-level security of broker.broker_config (database-wide: tenant default).
+ALTER TABLE broker.broker_config ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_config FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_config_tenant ON broker.broker_config FOR SELECT
+    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+COMMENT ON POLICY broker_config_tenant ON broker.broker_config IS 'Options are database-wide (tenant default); written only by broker_admin.';
+-- source: sql/security/policies/broker_tenant_roles.sql
+-- sql/security/policies/broker_tenant_roles.sql: row-level security of broker.broker_tenant_roles, keyed on the role (it defines who may act for a tenant).
+ALTER TABLE broker.broker_tenant_roles ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
+-- (to_regrole: a mapping left behind by a dropped role is hidden, not an error)
+CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
+    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
+COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
+-- source: sql/security/policies/broker_autonomous_role.sql
+-- sql/security/policies/broker_autonomous_role.sql: row-level security of broker.broker_autonomous_role, keyed on the role (as broker_tenant_roles).
+ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
+-- (to_regrole: an arrangement left behind by a dropped role is hidden, not an error)
+CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
+    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
+COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
--- source: sql/grants.sql
+-- source: sql/security/grants.sql
+-- sql/security/grants.sql: privileges: nothing for PUBLIC (the broker roles get theirs from sql/roles.sql).
 -- ---------------------------------------------------------------------------
 -- Privileges. Nothing in schema broker is usable by PUBLIC: the extension
 -- owner (a superuser) uses it directly, and other roles get exactly what

@@ -1,16 +1,25 @@
--- pgsql_broker: the install manifest.
--- Every file of the extension, in dependency order. `make` resolves the \i lines into
--- extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql` from the
--- repository root runs the same sources directly (schema broker must exist).
+-- pgsql_broker: the install manifest, and the table of contents of sql/.
+-- Every file of the extension, in dependency order, one folder per concern. `make` resolves
+-- the \i lines into extension/pgsql_broker--<version>.sql; `psql -f sql/pgsql_broker.sql`
+-- from the repository root runs the same sources directly (schema broker must exist).
+-- Where each rule lives: docs/where-rules-live.md.
 
--- first: schema broker must be the installer's own and new (nothing planted in it)
+-- Group: guards: schema broker must be the installer's own and new (nothing planted in it)
 \i sql/guards/fresh_schema.sql
 
--- settings and tenancy (table defaults call these)
-\i sql/functions/settings.sql
-\i sql/functions/tenant.sql
+-- Group: core: options, job states, advisory-lock keys, the NOTIFY writer (table defaults and every concern use them)
+\i sql/core/settings.sql
+\i sql/core/states.sql
+\i sql/core/lock_keys.sql
+\i sql/core/notify.sql
 
--- tables
+-- Group: tenancy: the current tenant, strict tenancy, run_as rights (table defaults call broker_current_tenant)
+\i sql/tenancy/tenant.sql
+\i sql/tenancy/strict.sql
+\i sql/tenancy/run_as.sql
+\i sql/tenancy/autonomous_roles.sql
+
+-- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 \i sql/tables/broker_schema_migrations.sql
 \i sql/tables/broker_schedule.sql
 \i sql/tables/broker_schedule_count.sql
@@ -20,52 +29,64 @@
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
 \i sql/tables/broker_autonomous_role.sql
+\i sql/tables/dump.sql
 
--- tenancy and run_as checks, job executors
-\i sql/functions/security.sql
-\i sql/functions/executors.sql
+-- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
+\i sql/dependencies/locks.sql
+\i sql/dependencies/cycle.sql
+\i sql/dependencies/release.sql
+\i sql/dependencies/propagation.sql
+\i sql/dependencies/triggers.sql
 
--- dependency locking and the cycle check
-\i sql/functions/dependency_locks.sql
-\i sql/functions/dependency_cycle.sql
+-- Group: enqueue: adding jobs, one or many; the checks of a job's SQL against how it runs
+\i sql/enqueue/transaction_checks.sql
+\i sql/enqueue/autonomous.sql
+\i sql/enqueue/add_job.sql
+\i sql/enqueue/parse_jobs.sql
+\i sql/enqueue/add_jobs.sql
+\i sql/enqueue/add_plain_jobs.sql
 
--- job lifecycle
-\i sql/functions/job_notify.sql
-\i sql/functions/job_finish.sql
-\i sql/functions/job_fail.sql
-\i sql/functions/job_triggers.sql
-\i sql/functions/autonomous_check.sql
-\i sql/functions/autonomous.sql
-\i sql/functions/broker_add_job.sql
-\i sql/functions/add_jobs_parse.sql
-\i sql/functions/broker_add_jobs.sql
-\i sql/functions/add_jobs_plain.sql
-\i sql/functions/broker_get.sql
-\i sql/functions/run_guard.sql
-\i sql/functions/broker_run.sql
-\i sql/functions/broker_run_batch.sql
-\i sql/functions/broker_release_jobs.sql
-\i sql/functions/broker_interrupt_jobs.sql
-\i sql/functions/autonomous_run.sql
-\i sql/functions/broker_cancel_job.sql
-\i sql/functions/broker_recover_stale_jobs.sql
-\i sql/functions/broker_purge_jobs.sql
+-- Group: run: executors, the run guard, claim, run, finish/fail and retries, release/interrupt, autonomous jobs, cancel, recovery
+\i sql/run/executors.sql
+\i sql/run/guard.sql
+\i sql/run/finish.sql
+\i sql/run/fail.sql
+\i sql/run/claim.sql
+\i sql/run/run.sql
+\i sql/run/run_batch.sql
+\i sql/run/release.sql
+\i sql/run/interrupt.sql
+\i sql/run/autonomous.sql
+\i sql/run/cancel.sql
+\i sql/run/recovery.sql
 
--- cron schedules
-\i sql/functions/cron_parse.sql
-\i sql/functions/cron_next.sql
-\i sql/functions/schedules.sql
-\i sql/functions/schedule_triggers.sql
-\i sql/functions/schedule_tick.sql
+-- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
+\i sql/compat/executor_fallback.sql
 
--- runner instances and monitoring
-\i sql/functions/instances.sql
-\i sql/functions/broker_queue_stats.sql
+-- Group: schedules: cron parsing and next fire, schedules, their triggers, the tick
+\i sql/schedules/cron_parse.sql
+\i sql/schedules/cron_next.sql
+\i sql/schedules/schedules.sql
+\i sql/schedules/triggers.sql
+\i sql/schedules/tick.sql
 
--- pg_dump registration of the data tables (CREATE EXTENSION only)
-\i sql/dump.sql
+-- Group: instances: runner instances and queue statistics
+\i sql/instances/instances.sql
+\i sql/instances/queue_stats.sql
 
--- row-level security, then privileges (last: covers every object above;
--- the grants to the broker roles are in sql/roles.sql, run after install)
-\i sql/policies.sql
-\i sql/grants.sql
+-- Group: retention: purging finished jobs
+\i sql/retention/purge.sql
+
+-- Group: security: row-level security per table, then privileges (last: they cover every object
+-- above; the grants to the broker roles are in sql/roles.sql, run after install)
+\i sql/security/policies/broker_jobs.sql
+\i sql/security/policies/broker_job_dependency.sql
+\i sql/security/policies/broker_schedule_count.sql
+\i sql/security/policies/broker_deferred_release.sql
+\i sql/security/policies/broker_schedule.sql
+\i sql/security/policies/broker_queueinstance.sql
+\i sql/security/policies/broker_schema_migrations.sql
+\i sql/security/policies/broker_config.sql
+\i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_autonomous_role.sql
+\i sql/security/grants.sql

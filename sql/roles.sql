@@ -59,7 +59,7 @@ BEGIN
                   HINT = 'It was made before the install by another role: move your data out and drop it.';
     END IF;
     SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity) OPERATOR(pg_catalog.||)
-                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner)::pg_catalog.regrole::pg_catalog.text
+                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner, t.typowner)::pg_catalog.regrole::pg_catalog.text
                                           OPERATOR(pg_catalog.||) ')', ''), ', '
                                  ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
       INTO v_found
@@ -69,6 +69,8 @@ BEGIN
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) d.objid
       LEFT JOIN pg_catalog.pg_proc AS p
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) d.objid
+      LEFT JOIN pg_catalog.pg_type AS t
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid OPERATOR(pg_catalog.=) d.objid
      WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
        AND d.refobjid OPERATOR(pg_catalog.=) v_schema
        AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
@@ -78,7 +80,7 @@ BEGIN
                                   WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
                                     AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                                     AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
-                    ELSE COALESCE(COALESCE(c.relowner, p.proowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
+                    ELSE COALESCE(COALESCE(c.relowner, p.proowner, t.typowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
                END;
     IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'roles.sql: schema broker holds objects pgsql_broker did not create: %; nothing was changed',
@@ -174,6 +176,20 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO broker_admin', r.fn);
     END LOOP;
+    -- composite types (internal; their pg_class row follows the type)
+    FOR r IN SELECT t.oid::pg_catalog.regtype AS typ FROM pg_catalog.pg_type AS t
+              WHERE t.typnamespace OPERATOR(pg_catalog.=) v_schema AND t.typtype OPERATOR(pg_catalog.=) 'c'
+                AND (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) t.typrelid) OPERATOR(pg_catalog.=) 'c'
+                AND CASE WHEN v_ext IS NOT NULL
+                         THEN EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS m
+                                       WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+                                         AND m.objid OPERATOR(pg_catalog.=) t.oid
+                                         AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                         AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
+                         ELSE t.typowner OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]) END
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TYPE %s OWNER TO broker_admin', r.typ);
+    END LOOP;
 END
 $owner$;
 
@@ -192,6 +208,9 @@ GRANT EXECUTE ON FUNCTION
     broker._tenant_allowed(text, name),
     broker._strict_tenancy(),
     broker._setting_int(text, integer, integer),
+    broker._state(text),
+    broker._notify_queue(integer),
+    broker._claimable(smallint, integer),
     broker.broker_cron_next(text, timestamptz, text),
     broker._cron_parse(text),
     broker._cron_field(text, text, integer, integer, text[], text),

@@ -11,11 +11,12 @@ import socket
 import psycopg
 from psycopg import sql
 
-from . import __version__, queries
-from .engine import DatabaseRunner
-from .metrics import Metrics
+from . import __version__
+from .observe.metrics import Metrics
+from .observe.web import is_loopback, serve
+from .run import queries
+from .run.database import DatabaseRunner
 from .settings import Settings
-from .web import is_loopback, serve
 
 log = logging.getLogger("pgsql_broker")
 
@@ -37,7 +38,7 @@ class Broker:
 
     def stop(self) -> None:
         """Stop claiming and hand back what is claimed and not started; running jobs may finish until
-        shutdown_timeout_sec, then they are interrupted (stopping.py). Safe from any thread."""
+        shutdown_timeout_sec, then they are interrupted (run/stopping.py). Safe from any thread."""
         if self._stopping is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
 

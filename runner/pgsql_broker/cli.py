@@ -8,14 +8,17 @@ import sys
 import click
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import namedtuple_row
 
-from . import __version__, logs, queries
-from .logs import safe_text
+from . import __version__
 from .broker import Broker
-from .login import LoginRefused
 from .config import ConfigError, load_databases
-from .credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install import InstallError, apply_roles, install, verify
+from .install.credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
+from .observe import logs
+from .observe.logs import safe_text
+from .run import queries
+from .run.login import LoginRefused
 from .settings import BrokerSettings
 from .settings import load as load_settings
 
@@ -201,28 +204,27 @@ def status_command(dsns, config_path) -> None:
     failed = False
     for label, dsn in _targets(dsns, config_path):
         try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
+            with psycopg.connect(dsn, autocommit=True, row_factory=namedtuple_row) as conn:
                 click.echo(f"database {safe_text(label)}")
                 rows = conn.execute(queries.INSTANCES).fetchall()
-                active = [r for r in rows if r[4] == "active"]
+                active = [r for r in rows if r.status == "active"]
                 for r in active:
-                    click.echo(f"  active instance {r[0]}: {safe_text(r[1])} on {safe_text(r[2])} pid {r[3]}, "
-                               f"last ping {r[6]:%Y-%m-%d %H:%M:%S}")
+                    click.echo(f"  active instance {r.instance_id}: {safe_text(r.instance_name)} on "
+                               f"{safe_text(r.hostname)} pid {r.os_pid}, last ping {r.last_ping_at:%Y-%m-%d %H:%M:%S}")
                 if not active:
                     click.echo("  no active instance")
-                standby = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND application_name LIKE '%:listen' AND pid NOT IN (SELECT backend_pid FROM "
-                    "broker.broker_queueinstance WHERE status = 'active')").fetchone()[0]
+                standby = conn.execute(queries.STANDBY_COUNT).fetchone().standby
                 click.echo(f"  standby runners: {standby}")
                 stats = conn.execute(queries.QUEUE_STATS).fetchall()
                 click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
                 for q in stats:
-                    click.echo(f"  {q[0]:5d} {safe_text(q[1]):20.20s} {q[2]:5d} {q[3]:7d} {q[4]:7d} {q[5]:7d} {q[6]:7d} {q[7]:9d} {q[8]:12d}")
+                    click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} "
+                               f"{q.delayed:7d} {q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} "
+                               f"{q.cancelled_last_hour:12d}")
                 if not stats:
                     click.echo("  (no jobs)")
                 for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in conn.execute(
-                        queries.SCHEDULES):
+                        queries.SCHEDULES):  # (the columns in their order)
                     when = f"next {next_at:%Y-%m-%d %H:%M %Z}" if enabled and next_at else "disabled"
                     last = f", last {last_at:%Y-%m-%d %H:%M %Z}" if last_at else ""
                     click.echo(f"  schedule '{safe_text(name)}' '{safe_text(expr)}' ({safe_text(zone)}): {when}{last}, "

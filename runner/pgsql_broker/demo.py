@@ -13,11 +13,12 @@ import time
 
 import psycopg
 
-from . import logs
 from .broker import Broker, enqueue
 from .install import install
-from .scripts import roles_sql
+from .install.scripts import roles_sql
+from .observe import logs
 from .settings import load
+from .states import JobState
 
 DAG = [  # (name, group, depends on groups, queue, SQL): the extracts run in parallel on three queues
     ("extract orders", "extract", None, 1, "SELECT pg_sleep(0.3); INSERT INTO staging SELECT 'orders', 120"),
@@ -60,7 +61,8 @@ def main() -> None:
     started = time.monotonic()
     thread.start()
     with psycopg.connect(dbname=database, autocommit=True) as conn:
-        while conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status < 2").fetchone()[0]:
+        while conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status <> ALL (%s)",
+                           [[int(s) for s in JobState.finished()]]).fetchone()[0]:
             if time.monotonic() - started > 60:
                 raise SystemExit("the DAG did not finish within 60 s")
             time.sleep(0.1)
@@ -73,8 +75,8 @@ def main() -> None:
         report = conn.execute("SELECT source, rows, loaded FROM report ORDER BY source").fetchall()
     print(f"\n{'job':20s} {'status':9s} {'attempts':>8s} {'last start':>11s} {'finished':>9s}  note")
     for name, status, attempts, error, start, end in rows:
-        state = {2: "completed", 3: "failed", 4: "cancelled"}.get(status, str(status))
-        note = f"earlier attempt failed: {error}" if error and status == 2 else (error or "")
+        state = JobState(status).name.lower()
+        note = f"earlier attempt failed: {error}" if error and status == JobState.COMPLETED else (error or "")
         print(f"{name:20s} {state:9s} {attempts:8d} {start:10.2f}s {end:8.2f}s  {note}")
     print("\nreport:", ", ".join(f"{s}={r} loaded={l}" for s, r, l in report))
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:

@@ -1,3 +1,4 @@
+-- sql/guards/fresh_schema.sql: install guard: schema broker is the installer's own and new.
 -- ---------------------------------------------------------------------------
 -- Install guard: the schema broker this script fills must be the installer's
 -- own and new. CREATE EXTENSION (control file: schema = broker, not

@@ -1,3 +1,4 @@
+-- sql/guards/objects_are_the_brokers.sql: upgrade guard: schema broker holds only what pgsql_broker made.
 -- ---------------------------------------------------------------------------
 -- Upgrade guard: schema broker holds only what pgsql_broker made. An upgrade
 -- (and sql/roles.sql, which repeats this check) must not carry on over, or
@@ -5,7 +6,7 @@
 -- into a schema made beforehand by another role). Made by the broker means:
 -- with CREATE EXTENSION, a member of the extension (pg_depend deptype 'e'),
 -- in a schema owned by the extension's owner, broker_admin or a superuser;
--- with tracked migrations, a table or function owned by the schema's owner
+-- with tracked migrations, a table, function or type owned by the schema's owner
 -- or broker_admin, in a schema owned by a superuser, broker_admin or the
 -- upgrading role. Anything else stops the upgrade (42501, naming it).
 -- ---------------------------------------------------------------------------
@@ -29,7 +30,7 @@ BEGIN
                   HINT = 'It was made before the install by another role: move your data out and drop it.';
     END IF;
     SELECT pg_catalog.string_agg((i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity) OPERATOR(pg_catalog.||)
-                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner)::pg_catalog.regrole::pg_catalog.text
+                                 COALESCE(' (owner ' OPERATOR(pg_catalog.||) COALESCE(c.relowner, p.proowner, t.typowner)::pg_catalog.regrole::pg_catalog.text
                                           OPERATOR(pg_catalog.||) ')', ''), ', '
                                  ORDER BY (i.type OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i.identity))
       INTO v_found
@@ -39,6 +40,8 @@ BEGIN
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass AND c.oid OPERATOR(pg_catalog.=) d.objid
       LEFT JOIN pg_catalog.pg_proc AS p
         ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid OPERATOR(pg_catalog.=) d.objid
+      LEFT JOIN pg_catalog.pg_type AS t
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass AND t.oid OPERATOR(pg_catalog.=) d.objid
      WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
        AND d.refobjid OPERATOR(pg_catalog.=) v_schema
        AND NOT (d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
@@ -48,7 +51,7 @@ BEGIN
                                   WHERE m.classid OPERATOR(pg_catalog.=) d.classid AND m.objid OPERATOR(pg_catalog.=) d.objid
                                     AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                                     AND m.refobjid OPERATOR(pg_catalog.=) v_ext AND m.deptype OPERATOR(pg_catalog.=) 'e')
-                    ELSE COALESCE(COALESCE(c.relowner, p.proowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
+                    ELSE COALESCE(COALESCE(c.relowner, p.proowner, t.typowner) OPERATOR(pg_catalog.=) ANY (ARRAY[v_owner, v_admin]), false)
                END;
     IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'pgsql_broker: schema broker holds objects pgsql_broker did not create: %', pg_catalog.left(v_found, 1000)

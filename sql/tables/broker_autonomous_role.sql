@@ -1,3 +1,4 @@
+-- sql/tables/broker_autonomous_role.sql: the roles allowed autonomous jobs, and how.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_autonomous_role
 --   The roles whose jobs may run outside a transaction block (autonomous
@@ -25,8 +26,3 @@ COMMENT ON COLUMN broker.broker_autonomous_role.tenant_id IS 'Always ''default''
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_by IS 'Who allowed it.';
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_at IS 'When.';
 
-ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
-CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
-    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
-COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';

@@ -1,3 +1,4 @@
+-- sql/tables/broker_deferred_release.sql: table of dependency releases not applied yet.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_deferred_release
 --   Dependency releases not applied yet. Completing a job lowers the

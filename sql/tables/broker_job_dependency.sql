@@ -1,3 +1,4 @@
+-- sql/tables/broker_job_dependency.sql: table of dependency edges.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_job_dependency
 --   Dependency edges: job_id waits for depends_on_job_id (one job) or for

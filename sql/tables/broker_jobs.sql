@@ -1,3 +1,4 @@
+-- sql/tables/broker_jobs.sql: table of jobs, their state and their indexes.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_jobs
 --   One row per job. complete_status: 0 pending, 1 running (claimed, under a
@@ -65,6 +66,8 @@ CREATE TABLE broker.broker_jobs (
 );
 
 -- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
+-- (Its predicate is broker._claimable written out, as index predicates and CHECKs keep the
+-- state numbers; queries calling broker._claimable inline to this same expression.)
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
     (job_queue, job_priority DESC, run_after, job_id)
     WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;

@@ -1,3 +1,4 @@
+-- sql/tables/broker_queueinstance.sql: table of runner instances.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_queueinstance
 --   Runner instances. At most one is active per database: the active one

@@ -1,3 +1,4 @@
+-- sql/tables/broker_schedule.sql: table of cron schedules.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule
 --   Cron-like schedules: a job template enqueued at each fire time of a cron

@@ -1,3 +1,4 @@
+-- sql/tables/broker_schedule_count.sql: table of schedule counts per tenant (the quota).
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schedule_count
 --   How many schedules each tenant has, kept by the trigger

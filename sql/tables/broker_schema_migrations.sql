@@ -1,3 +1,4 @@
+-- sql/tables/broker_schema_migrations.sql: table of schema versions applied by `pgsql-broker install`.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_schema_migrations
 --   One row per schema version applied by `pgsql-broker install` (migrations

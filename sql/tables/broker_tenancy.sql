@@ -1,3 +1,4 @@
+-- sql/tables/broker_tenancy.sql: tables of tenant mappings and database-wide options.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_tenant_roles
 --   Strict tenancy: which roles may act for which tenant. Written only by

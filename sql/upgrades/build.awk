@@ -1,7 +1,10 @@
 # Builds an upgrade script from its manifest (the Makefile runs it with -v base=<full script of
 # the version upgraded from>):
 #   \i FILE                   FILE, included whole;
-#   \i-functions-of MANIFEST  every sql/functions/ file MANIFEST includes, in its order;
+#   \i-functions-of MANIFEST  every function file MANIFEST includes, in its order: every
+#                             \i file outside sql/guards/, sql/tables/ and sql/security/
+#                             (those hold guards, tables and policies/grants, which the
+#                             upgrade manifest includes or writes out itself);
 #   \new-signature NAME       function broker.NAME is created plain (the manifest dropped the
 #                             base version's signature before, so nothing of that name exists).
 # In included files, "CREATE FUNCTION broker.f" and "CREATE TRIGGER t" at the start of a line
@@ -31,7 +34,7 @@ BEGIN {
 /^\\i-functions-of / {
     m = $2
     while ((getline l < m) > 0)
-        if (l ~ /^\\i sql\/functions\//) { split(l, w, " "); include(w[2]) }
+        if (l ~ /^\\i sql\// && l !~ /^\\i sql\/(guards|tables|security)\//) { split(l, w, " "); include(w[2]) }
     close(m)
     next
 }

@@ -1,12 +1,13 @@
 -- pgsql_broker 0.1.0 -> 0.2.0: the upgrade manifest.
--- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with
--- sql/upgrades/build.awk: \i includes a file, \i-functions-of every function file of the
--- install manifest, in its order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0
--- already had become CREATE OR REPLACE, so each function file of the release is included
--- whole and nothing is copied by hand. What cannot be
--- replaced (table columns, indexes, policies, triggers whose kind changed, dropped or
--- re-signatured functions) is written out here. tests_py/test_install.py checks that a
--- database upgraded this way has the catalog of a fresh 0.2.0 install.
+-- `make` builds extension/pgsql_broker--0.1.0--0.2.0.sql from it with sql/upgrades/build.awk
+-- (directives: sql/upgrades/README.md): \i includes a file, \i-functions-of every function
+-- file of the install manifest (outside sql/guards/, sql/tables/, sql/security/), in its
+-- order; CREATE FUNCTION / CREATE TRIGGER of an object that 0.1.0 already had become
+-- CREATE OR REPLACE, so each function file of the release is included whole and nothing is
+-- copied by hand. Policies are dropped and their files included again. What cannot be
+-- replaced (table columns, indexes, triggers whose kind changed, dropped or re-signatured
+-- functions) is written out here. tests_py/install/test_install_paths.py checks that a database upgraded
+-- this way has the catalog of a fresh 0.2.0 install.
 
 -- First: nothing planted in schema broker is carried on (sql/guards/).
 \i sql/guards/objects_are_the_brokers.sql
@@ -53,8 +54,6 @@ COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules 
 
 -- Schedules per tenant, for the quota (filled at each tenant's next new schedule).
 \i sql/tables/broker_schedule_count.sql
-ALTER TABLE broker.broker_schedule_count ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_schedule_count FORCE ROW LEVEL SECURITY;
 
 -- A new database-wide option: max_schedules_per_tenant.
 ALTER TABLE broker.broker_config
@@ -99,12 +98,9 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
--- <extension-only> (see sql/dump.sql)
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_deferred_release_release_id_seq', '');
--- </extension-only>
-ALTER TABLE broker.broker_deferred_release ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_deferred_release FORCE ROW LEVEL SECURITY;
+-- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
+-- replaced in place), the new ones are added.
+\i sql/tables/dump.sql
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
 -- The edge trigger became statement-level (set-based, transition table new_edges).
@@ -135,64 +131,30 @@ DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 \i-functions-of sql/pgsql_broker.sql
 
 -- ---------------------------------------------------------------------------
--- Policies that changed (they reference the functions above)
+-- Row-level security: every 0.1.0 policy is dropped and each table's policy file included
+-- whole (they reference the functions above), so no policy is written twice.
 -- ---------------------------------------------------------------------------
-DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
-CREATE POLICY broker_schedule_select ON broker.broker_schedule FOR SELECT
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_select ON broker.broker_schedule IS 'Read the schedules of the current tenant.';
-CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER)
-                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
-                         ELSE true END);
-COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
-    'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
-CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-           AND broker._may_run_as(created_by, CURRENT_USER))
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND broker._may_run_as(created_by, CURRENT_USER)
-                AND broker._may_run_as(run_as, CURRENT_USER)
-                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
-                         ELSE true END);
-COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
-    'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
-CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-           AND broker._may_run_as(created_by, CURRENT_USER));
-COMMENT ON POLICY broker_schedule_delete ON broker.broker_schedule IS 'Schedules are removed by their owner (or members of it).';
-
--- A tenant mapping left behind by a dropped role is hidden, not an error.
-ALTER POLICY broker_tenant_roles_own ON broker.broker_tenant_roles
-    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
-
+DROP POLICY broker_jobs_select ON broker.broker_jobs;
 DROP POLICY broker_jobs_insert ON broker.broker_jobs;
-CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
-    WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                AND enqueued_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER)
-                AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
-                AND complete_status OPERATOR(pg_catalog.=) 0
-                AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0
-                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
-                         ELSE true END);
-COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
-
-CREATE POLICY broker_deferred_release_select ON broker.broker_deferred_release FOR SELECT
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
-COMMENT ON POLICY broker_deferred_release_select ON broker.broker_deferred_release IS
-    'Read the pending releases of the current tenant.';
+DROP POLICY broker_jobs_update ON broker.broker_jobs;
+DROP POLICY broker_jobs_delete ON broker.broker_jobs;
+DROP POLICY broker_job_dependency_select ON broker.broker_job_dependency;
+DROP POLICY broker_job_dependency_insert ON broker.broker_job_dependency;
+DROP POLICY broker_schedule_tenant ON broker.broker_schedule;
+DROP POLICY broker_queueinstance_tenant ON broker.broker_queueinstance;
+DROP POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations;
+DROP POLICY broker_config_tenant ON broker.broker_config;
+DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
+\i sql/security/policies/broker_jobs.sql
+\i sql/security/policies/broker_job_dependency.sql
+\i sql/security/policies/broker_schedule_count.sql
+\i sql/security/policies/broker_deferred_release.sql
+\i sql/security/policies/broker_schedule.sql
+\i sql/security/policies/broker_queueinstance.sql
+\i sql/security/policies/broker_schema_migrations.sql
+\i sql/security/policies/broker_config.sql
+\i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_autonomous_role.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
-\i sql/grants.sql
+\i sql/security/grants.sql

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import connect
 from tenant_logins import tenant_logins
-from test_runner import wait_until
+from job_checks import wait_until
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import socket
 import pytest
 
 from conftest import add_job, connect
-from pgsql_broker import web
-from pgsql_broker.metrics import Metrics
-from test_runner import finished, wait_until
+from pgsql_broker.observe import web
+from pgsql_broker.observe.metrics import Metrics
+from job_checks import finished, wait_until
 
 SECRET_STATE = {"running": True, "databases": [{"database": "d", "role": "active", "listening": True,
                                                 "failures": [{"job_name": "secret payroll export"}]}]}

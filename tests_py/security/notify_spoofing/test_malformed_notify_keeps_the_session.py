@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from conftest import add_job, connect
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 BAD_PAYLOADS = ["x", "", "-", "1 2", "1.5", "0x1", "99999999999999999999999999", "\u0661\u0662x", "/", "1/2"]
 
@@ -57,7 +57,7 @@ def test_malformed_notify_payloads_are_ignored_and_the_session_stays(db, start, 
 def test_the_malformed_notify_warning_is_rate_limited(caplog):
     import logging
 
-    from pgsql_broker.logs import RateLimitedWarning
+    from pgsql_broker.observe.logs import RateLimitedWarning
     now = [0.0]
     warn = RateLimitedWarning(logging.getLogger("pgsql_broker.test"), "ignored malformed NOTIFY payload(s)",
                               {"database": "d"}, interval=60, clock=lambda: now[0])

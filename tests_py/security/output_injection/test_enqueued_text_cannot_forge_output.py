@@ -9,7 +9,7 @@ import sys
 
 from conftest import add_job, connect
 from runner_process import db_dsn
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 FORGED = "2026-01-01 00:00:00,000 info    job completed database=prod job_id=1"
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (debug|info|warning|error) |    \| )")
@@ -49,6 +49,6 @@ def test_status_escapes_tenant_ids_and_schedule_names(db):
 
 
 def test_safe_text_escapes_controls_separators_and_bidi_overrides():
-    from pgsql_broker.logs import safe_text
+    from pgsql_broker.observe.logs import safe_text
     assert safe_text("a\nb\rc\td\x1be\x9bf\u2028g\u202eh\x7f") == "a\\nb\\rc\\td\\x1be\\x9bf\\u2028g\\u202eh\\x7f"
     assert safe_text("plain text, ünïcode ✓") == "plain text, ünïcode ✓"

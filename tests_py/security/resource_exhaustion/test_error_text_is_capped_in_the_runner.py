@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import add_job, connect
-from test_runner import finished, wait_until
+from job_checks import finished, wait_until
 
 
 def test_huge_error_messages_are_capped_in_the_state_and_the_log(db, start):
@@ -30,7 +30,7 @@ def test_huge_error_messages_are_capped_in_the_state_and_the_log(db, start):
 
 
 def test_the_runner_caps_any_text_it_is_handed():
-    from pgsql_broker.logs import MAX_ERROR_CHARS, cap_text
+    from pgsql_broker.observe.logs import MAX_ERROR_CHARS, cap_text
     assert cap_text("short") == "short" and cap_text(None) is None
     capped = cap_text("y" * 16_000_000)
     assert capped.startswith("y" * MAX_ERROR_CHARS) and capped.endswith("[truncated by the runner from 16000000 characters]")

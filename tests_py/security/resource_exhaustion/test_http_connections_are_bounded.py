@@ -7,9 +7,9 @@ import socket
 import time
 
 from conftest import add_job, connect
-from pgsql_broker import web
-from pgsql_broker.metrics import Metrics
-from test_runner import finished, wait_until
+from pgsql_broker.observe import web
+from pgsql_broker.observe.metrics import Metrics
+from job_checks import finished, wait_until
 
 
 def _closed_by_server(sock: socket.socket) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import connect
-MAX_DEPTH_ROWS = 100  # pgsql_broker.metrics.MAX_DEPTH_ROWS, as documented
+MAX_DEPTH_ROWS = 100  # pgsql_broker.observe.metrics.MAX_DEPTH_ROWS, as documented
 
 
 def _depth(runner, db: str) -> list:
@@ -40,5 +40,5 @@ def test_jobs_in_every_queue_and_many_tenants_make_a_bounded_number_of_series(db
 
 
 def test_the_documented_bound_is_the_runners():
-    from pgsql_broker.metrics import MAX_DEPTH_ROWS as runner_bound
+    from pgsql_broker.observe.metrics import MAX_DEPTH_ROWS as runner_bound
     assert runner_bound == MAX_DEPTH_ROWS

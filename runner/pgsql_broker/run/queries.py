@@ -1,0 +1,149 @@
+"""Every SQL statement the runner sends, by name, and the rows of the ones the runner reads by field name
+(`row.job_id`, not `row[0]`). The decisions are all in the extension."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import psycopg
+
+
+class Claimed(NamedTuple):
+    """A job broker_get claimed for this worker (CLAIM)."""
+    job_id: int
+    job_name: str
+    job_queue: int
+    tenant_id: str
+    attempts: int
+    max_attempts: int
+    timeout_ms: int | None  # the job's statement_timeout: it runs alone in its transaction
+    lease_token: str
+    autonomous: bool  # it runs outside a transaction, alone, on a connection of its own (run/autonomous.py)
+
+
+class Outcome(NamedTuple):
+    """What broker_run_batch reports of one job it took up (RUN_BATCH); status None: not run (lease lost)."""
+    job_id: int
+    status: int | None  # a JobState
+    attempts: int | None
+    error_sqlstate: str | None
+    error_message: str | None
+    seconds: float | None
+
+
+class Recovered(NamedTuple):
+    """A job whose lease expired, put back to pending or failed for good (RECOVER)."""
+    job_id: int
+    status: int
+
+
+class Tick(NamedTuple):
+    """The result of broker_schedule_tick (SCHEDULE_TICK)."""
+    jobs_enqueued: int
+    next_fire_at: object  # datetime or None
+    seconds_until_next: float | None
+
+
+def rows_of(cls):
+    """A psycopg row factory making `cls` rows: the result's column names are checked once per result, then
+    each row is made from its values by position (as cheap as a tuple on the hot path)."""
+    def factory(cursor):
+        names = tuple(c.name for c in cursor.description or ())
+        if names == cls._fields:
+            return cls._make
+
+        def mismatch(values):  # (a message's other results, BEGIN or the reset, are never read)
+            raise psycopg.ProgrammingError(f"{cls.__name__} expects columns {cls._fields}, the result has {names}")
+        return mismatch
+    return factory
+
+
+CLAIMED_ROW, OUTCOME_ROW, RECOVERED_ROW, TICK_ROW = rows_of(Claimed), rows_of(Outcome), rows_of(Recovered), rows_of(Tick)
+
+
+CHANNEL, SCHEDULE_CHANNEL = "pgsql_broker", "pgsql_broker_schedule"  # the extension's NOTIFY channels
+LISTEN = "LISTEN " + CHANNEL
+LISTEN_SCHEDULES = "LISTEN " + SCHEDULE_CHANNEL
+REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
+PING = "SELECT broker.broker_ping_instance(%(instance)s)"
+SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
+CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
+                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous
+             FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
+JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
+RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
+                      extract(epoch FROM duration)::float8 AS seconds
+                 FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[])"""
+# Once broker_run_batch returned, the transaction is read-only: should anything of a job still run at COMMIT
+# (broker_run_batch refuses jobs that leave code for it), it runs as this login and must not write.
+READ_ONLY = "SET LOCAL transaction_read_only = on"
+# One round trip for a transaction of jobs, bound client-side (several statements, simple protocol),
+# COMMIT included.
+RUN_TRANSACTION = "BEGIN; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
+RUN_TRANSACTION_TIMEOUT = "BEGIN; " + JOB_TIMEOUT + "; " + RUN_BATCH + "; " + READ_ONLY + "; COMMIT"
+# Claimed jobs this worker will not run (its connection was lost before it ran them) go back to pending.
+RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
+# The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
+# record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
+TERMINATE = "SELECT pg_catalog.pg_terminate_backend(%(pid)s, %(ms)s)"
+INTERRUPT_TRANSACTION = ("BEGIN; SELECT pg_catalog.set_config('lock_timeout', %(lock_timeout)s, true); "
+                         "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[]); COMMIT")
+# Roles the runner's login must not be or be a member of: what could bypass row-level security, make itself
+# one of those (CREATEROLE grants itself any non-superuser role, broker_admin too), read the cluster through
+# replication, or act as the server's OS user or on every table (predefined roles).
+PRIVILEGED_LOGIN = """SELECT string_agg(format('%%I (%%s)', r.rolname, concat_ws(', ',
+                                  CASE WHEN r.rolsuper THEN 'superuser' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
+                                  CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolreplication THEN 'REPLICATION' END,
+                                  CASE WHEN r.rolname = ANY (%(predefined)s) THEN 'server files, programs or every table' END)),
+                              '; ' ORDER BY r.rolname <> current_user, r.rolname)
+                        FROM pg_catalog.pg_roles AS r
+                       WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolreplication
+                              OR r.rolname = ANY (%(predefined)s))
+                         AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')"""
+PRIVILEGED_PREDEFINED = ["pg_execute_server_program", "pg_write_server_files", "pg_read_server_files",
+                         "pg_read_all_data", "pg_write_all_data"]
+# DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
+# LISTEN, prepared statements and cursors, session advisory locks, temporary objects, sequence state) but keeps
+# the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).
+# The reset waits for no one: a job can tie an object its role owns to one of its temporary objects (a column
+# default calling a temporary sequence), so that dropping the temporary objects needs a lock that another
+# session of the enqueuer holds; past RESET_LOCK_TIMEOUT the worker drops the connection instead (WorkerLost).
+RESET_LOCK_TIMEOUT = "2s"
+RESET_SESSION = ("CLOSE ALL; RESET ALL; SET LOCAL lock_timeout = '" + RESET_LOCK_TIMEOUT + "'; DEALLOCATE ALL; "
+                 "UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all(); DISCARD SEQUENCES; DISCARD TEMP")
+# What a worker sends first after a transaction of jobs, in the same message as its next statement: the reset
+# in a transaction of its own, so that the next transaction starts from the reset settings.
+RESET_TRANSACTION = "BEGIN; " + RESET_SESSION + "; COMMIT; "
+RECOVER = "SELECT job_id, complete_status AS status FROM broker.broker_recover_stale_jobs()"
+APPLY_RELEASES = "SELECT broker.broker_apply_deferred_releases(5000)"
+SCHEDULE_TICK = "SELECT jobs_enqueued, next_fire_at, seconds_until_next FROM broker.broker_schedule_tick()"
+SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at, last_fire_at, skipped_fires,
+                      skipped_fires_capped, last_error
+                 FROM broker.broker_schedule ORDER BY enabled DESC, next_fire_at NULLS LAST, schedule_name"""
+QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
+INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
+                 FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
+# `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
+STANDBY_COUNT = """SELECT count(*) AS standby FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name LIKE '%:listen'
+                      AND pid NOT IN (SELECT backend_pid FROM broker.broker_queueinstance WHERE status = 'active')"""
+SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'pgsql_broker'),
+                                    (SELECT version FROM broker.broker_schema_migrations
+                                     ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1))"""
+ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
+HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
+ROLLBACK = "ROLLBACK"
+# Autonomous jobs (autonomous.py): started, kept alive and recorded on the worker's connection, each in a transaction
+# of its own; the job's SQL runs on a connection of its own.
+AUTONOMOUS_BEGIN = """SELECT execute_str, run_as, via, search_path, tenant_id, refused
+                        FROM broker.broker_autonomous_begin(%(job)s, %(token)s::uuid)"""
+AUTONOMOUS_EXTEND = "SELECT job_id FROM broker.broker_autonomous_extend(%(jobs)s::bigint[], %(tokens)s::uuid[], %(lease)s)"
+AUTONOMOUS_END = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
+                             extract(epoch FROM duration)::float8 AS seconds
+                      FROM broker.broker_autonomous_end(%(job)s, %(token)s::uuid, %(sqlstate)s, %(message)s,
+                                                        make_interval(secs => %(seconds)s), %(final)s)"""
+# what an autonomous job's own connection runs before the job: its search_path, tenant and timeout (then, via
+# set_role, SET ROLE), and the check that it is who it must be
+AUTONOMOUS_SETUP = """SELECT set_config('search_path', %(path)s, false), set_config('broker.tenant_id', %(tenant)s, false),
+                             set_config('statement_timeout', %(ms)s, false)"""
+AUTONOMOUS_WHO = "SELECT current_user, session_user, current_database(), current_setting('is_superuser')"
+AUTONOMOUS_INTERRUPT = "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"

@@ -1,0 +1,42 @@
+-- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
+-- ---------------------------------------------------------------------------
+-- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
+--   The one place the dependency-lock key of a group (p_group) or of a job
+--   id (p_job_id, when p_group is NULL) of a tenant is computed; every taker
+--   of these locks calls it. A bigint advisory key: the high 32 bits are the
+--   tenant's (hashtext of its name), the low 32 bits 'br' (0x6272) then one
+--   of 1,024 buckets for groups, one of 1,024 more for job ids. So two
+--   tenants never share a key (unless their names hash alike: strict tenancy
+--   names are the administrator's, see README), a tenant holds at most 2,048
+--   keys, and, within a tenant, group keys sort before job keys.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.|)
+           (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
+            CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
+END;
+$$;
+COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
+    'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_key()
+--   The session advisory lock (two int4 keys) that the active instance holds.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 0 $$;
+COMMENT ON FUNCTION broker._instance_lock_key() IS
+    'Internal: advisory lock key held by the active runner instance of this database.';

@@ -1,0 +1,54 @@
+-- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
+-- ---------------------------------------------------------------------------
+-- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'.
+-- broker._notify_queue writes that notification, and nothing else notifies
+-- that channel (schedule changes have their own, pgsql_broker_schedule:
+-- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
+-- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
+-- dependents, and by the enqueue functions once they have added a job's
+-- dependencies.
+-- broker.defer_notify: while this transaction-local setting is 'on', the
+-- INSERT trigger sends nothing. broker_add_job and broker_add_jobs set it
+-- while they insert jobs whose dependency edges they add next (a job that
+-- looks claimable at INSERT may not be once its edges are in), reset it, and
+-- notify themselves once the edges are counted.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queue(p_queue)
+--   NOTIFY pgsql_broker, '<database>/<queue>'. SQL without SET search_path,
+--   so that the planner inlines it into the trigger's one statement; every
+--   call and operator is schema-qualified.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queue(p_queue integer)
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker',
+                                pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
+$$;
+COMMENT ON FUNCTION broker._notify_queue(integer) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_queues(p_queues)
+--   Wake-up hint for runners: one NOTIFY on channel pgsql_broker per queue,
+--   payload '<database>/<queue>'. Delivered only on commit; PostgreSQL folds
+--   identical notifications of one transaction into one.
+--   Calls: _notify_queue
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_queues(p_queues integer[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM broker._notify_queue(d.q)
+       FROM (SELECT DISTINCT q FROM pg_catalog.unnest(p_queues) AS q WHERE q IS NOT NULL) AS d;
+END;
+$$;
+COMMENT ON FUNCTION broker._notify_queues(integer[]) IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' once per distinct queue (sent on commit).';

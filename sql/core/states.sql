@@ -1,0 +1,54 @@
+-- sql/core/states.sql: the job states by name, and what "claimable" means.
+-- ---------------------------------------------------------------------------
+-- Job states (broker_jobs.complete_status; drawn in docs/state-machine.md):
+--   0 pending    waiting to be claimed (claimable once pending_deps = 0 and run_after is reached)
+--   1 running    claimed, under a lease
+--   2 completed  final
+--   3 failed     final: its last attempt failed
+--   4 cancelled  final: cancelled, or a dependency of it failed or was cancelled
+-- Function bodies name states with broker._state('name'). The table's CHECK
+-- constraints, index predicates and policies keep the numbers (a partial
+-- index is used only when the query's predicate matches it literally).
+-- Both functions are SQL without SET search_path so that the planner inlines
+-- them (and folds _state of a literal to a constant): they cost nothing in
+-- the claim; every operator in them is schema-qualified.
+-- ---------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._state(p_name)
+--   The complete_status of state p_name (pending, running, completed, failed,
+--   cancelled); NULL for any other name.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._state(p_name text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_name OPERATOR(pg_catalog.=) 'pending' THEN 0
+                WHEN p_name OPERATOR(pg_catalog.=) 'running' THEN 1
+                WHEN p_name OPERATOR(pg_catalog.=) 'completed' THEN 2
+                WHEN p_name OPERATOR(pg_catalog.=) 'failed' THEN 3
+                WHEN p_name OPERATOR(pg_catalog.=) 'cancelled' THEN 4 END
+$$;
+COMMENT ON FUNCTION broker._state(text) IS
+    'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable(p_complete_status, p_pending_deps)
+--   Whether a job may be claimed, run_after aside: pending and waiting on
+--   nothing. The claim index broker_jobs_claim_idx has this predicate
+--   written out (sql/tables/broker_jobs.sql); inlined, this function is the
+--   same expression, so the claim still uses that index
+--   (tests_sql/run/claim_is_index_backed.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+$$;
+COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
+    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';

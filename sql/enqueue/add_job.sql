@@ -1,0 +1,297 @@
+-- sql/enqueue/add_job.sql: enqueueing one job (broker_add_job, broker_add_job_simple).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
+--     p_job_priority, p_job_language, p_run_as, p_schedule_id,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)
+--   Enqueues a job for the caller's tenant and returns (job_id, is_new).
+--   The first twelve parameters are the original broker's, in its order.
+--   * p_job_group defaults to p_job_name; p_search_path (the search_path the
+--     job's SQL runs with) defaults to the caller's, evaluated at the call.
+--   * A job waits for every job in p_depends_on_job_ids and for every job of
+--     each group in p_depends_on_groups that is unfinished (pending or
+--     running) when it is enqueued or that joins the group later while it is
+--     still pending.
+--   * With p_idempotency_key, an unfinished job of the same tenant and key is
+--     returned instead (is_new = false); once that job has finished the key
+--     may be used again.
+--   * p_autonomous: the job runs outside a transaction block, on a
+--     connection of its own, at least once (VACUUM, ANALYZE, CREATE INDEX /
+--     REINDEX / REFRESH MATERIALIZED VIEW CONCURRENTLY, or a CALL of a
+--     procedure that commits): one such statement, for a role an
+--     administrator allowed (broker_allow_autonomous). A regular job whose
+--     text can never run inside a transaction is refused (0A000).
+--   * SECURITY INVOKER on purpose: the rows are written with the caller's
+--     rights, so the row-level security policies check the caller's tenant,
+--     identity (enqueued_by) and run_as as that caller; the triggers on the
+--     tables do the bookkeeping that needs more rights (dependency counters,
+--     cycle checks). The job runs as run_as through its executor, created
+--     here when missing (see broker_create_executor).
+-- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
+--   queue outside 1..1000, an idempotency key over 512 characters or starting
+--   with 'broker_schedule:', reserved for the tick);
+--   42704 unknown run_as role; 42501 run_as not allowed; 23503 unknown
+--   schedule or dependency job; 55000 dependency job already failed or
+--   cancelled; 23514 self-dependency or dependency cycle; those of
+--   broker._check_autonomous (0A000 SQL that can never run in a transaction
+--   without p_autonomous; with it 22023/0A000 SQL it does not accept, 42501
+--   a role without the arrangement).
+-- Example:
+--   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
+--                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
+--   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   Calls: broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job(
+    p_job_name            text,
+    p_execute_str         text,
+    p_job_queue           integer     DEFAULT 1,
+    p_job_priority        integer     DEFAULT 0,
+    p_job_language        text        DEFAULT 'sql',
+    p_run_as              text        DEFAULT NULL,
+    p_schedule_id         bigint      DEFAULT NULL,
+    p_depends_on_job_ids  bigint[]    DEFAULT NULL,
+    p_idempotency_key     text        DEFAULT NULL,
+    p_max_attempts        integer     DEFAULT 1,
+    p_job_group           text        DEFAULT NULL,
+    p_depends_on_groups   text[]      DEFAULT NULL,
+    p_run_after           timestamptz DEFAULT NULL,
+    p_timeout             interval    DEFAULT NULL,
+    p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
+    p_autonomous          boolean     DEFAULT false)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant   text := broker.broker_current_tenant();
+    v_language text := pg_catalog.lower(pg_catalog.btrim(p_job_language));
+    v_group    text := COALESCE(p_job_group, p_job_name);
+    v_run_as   name;
+    v_ids      bigint[];
+    v_groups   text[];
+    v_id       bigint;
+    v_has_deps boolean;
+BEGIN
+    ---- argument validation ------------------------------------------------
+    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
+       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
+            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
+                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
+                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
+        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000 (metric series, runner memory)
+        RAISE EXCEPTION 'broker_add_job: p_job_queue must be <= 1000, got %', p_job_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.length(p_idempotency_key) OPERATOR(pg_catalog.>) 512 THEN  -- (the unique index holds ~2.7 kB)
+        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must be at most 512 characters, got %',
+            pg_catalog.length(p_idempotency_key)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
+        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
+        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
+                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 100 THEN
+            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups may name at most 100 groups, got %',
+                pg_catalog.cardinality(p_depends_on_groups)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_job: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of ---------------------
+    v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
+                     ELSE broker._check_run_as('broker_add_job', p_run_as) END;
+    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+
+    IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
+        IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) p_schedule_id
+                          AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant) THEN
+            RAISE EXCEPTION 'broker_add_job: schedule % does not exist', p_schedule_id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    END IF;
+
+    ---- idempotency fast path ----------------------------------------------
+    IF p_idempotency_key IS NOT NULL THEN
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END IF;
+
+    IF pg_catalog.cardinality(p_depends_on_job_ids) OPERATOR(pg_catalog.>) 0 THEN
+        v_ids := ARRAY(SELECT DISTINCT x FROM pg_catalog.unnest(p_depends_on_job_ids) AS x ORDER BY 1);
+    END IF;
+    IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 0 THEN
+        v_groups := ARRAY(SELECT DISTINCT g FROM pg_catalog.unnest(p_depends_on_groups) AS g ORDER BY 1);
+    END IF;
+
+    IF v_group OPERATOR(pg_catalog.=) ANY (v_groups) THEN
+        RAISE EXCEPTION 'broker_add_job: job % cannot depend on its own group %',
+            pg_catalog.quote_literal(p_job_name), pg_catalog.quote_literal(v_group)
+            USING ERRCODE = 'check_violation';
+    END IF;
+
+    v_has_deps := v_ids IS NOT NULL OR v_groups IS NOT NULL;  -- (each set only when not empty)
+    IF v_has_deps THEN
+        -- Take every dependency lock this enqueue needs now, in the global order
+        -- (the triggers below take the same ones again, which is then free).
+        -- Without dependencies the insert trigger takes the only one, its group's.
+        PERFORM broker._lock_dependency_keys(v_tenant, ARRAY[v_group], v_groups, NULL, v_ids);
+    END IF;
+
+    -- The job will run inside its run_as role's executor: make sure it has one
+    -- (a look-up by name here; broker_create_executor and the run check it fully).
+    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+           'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
+        PERFORM broker.broker_create_executor(v_run_as);
+    END IF;
+
+    ---- insert -------------------------------------------------------------
+    IF p_idempotency_key IS NULL AND NOT v_has_deps THEN
+        -- the common case: one plain INSERT (its trigger notifies the queue)
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+        RETURNING j.job_id INTO v_id;
+        job_id := v_id;
+        is_new := true;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    LOOP
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+        VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
+                v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+        ON CONFLICT (tenant_id, idempotency_key)
+           WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+        DO NOTHING
+        RETURNING j.job_id INTO v_id;
+        EXIT WHEN v_id IS NOT NULL;
+        -- A concurrent transaction holds the key: return its job, unless it just finished.
+        SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
+         WHERE j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+           AND j.idempotency_key OPERATOR(pg_catalog.=) p_idempotency_key
+           AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+        IF FOUND THEN
+            PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+            RETURN QUERY SELECT v_id, false;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF v_has_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- One statement: each edge is validated by its row trigger, then all are
+        -- locked, cycle-checked and counted by the statement trigger.
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT v_id, x, NULL FROM pg_catalog.unnest(v_ids) AS x
+        UNION ALL
+        SELECT v_id, NULL, g FROM pg_catalog.unnest(v_groups) AS g;
+        -- wake a runner only if nothing it waits on is unfinished
+        PERFORM broker._notify_queues(ARRAY[p_job_queue])
+           FROM broker.broker_jobs AS j
+          WHERE j.job_id OPERATOR(pg_catalog.=) v_id
+            AND j.pending_deps OPERATOR(pg_catalog.=) 0
+            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+    END IF;
+
+    RETURN QUERY SELECT v_id, true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, boolean) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
+--     p_job_priority, p_depends_on_groups)
+--   Shortcut for the common case: queue 1, SQL, one attempt, group = name.
+-- Example:
+--   SELECT * FROM broker.broker_add_job_simple('transform', 'CALL etl.transform()', 5, ARRAY['extract']);
+--   Calls: broker_add_job
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_job_simple(
+    p_job_name          text,
+    p_execute_str       text,
+    p_job_priority      integer DEFAULT 0,
+    p_depends_on_groups text[]  DEFAULT NULL,
+    p_search_path       text    DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path, false) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
+    'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';

@@ -1,0 +1,394 @@
+-- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
+-- ---------------------------------------------------------------------------
+-- Function: broker._add_jobs(p_jobs, p_search_path)
+--   The body of broker_add_jobs (see there); p_search_path is the caller's
+--   search_path, the default of each job's search_path. Set-based: a fixed
+--   number of statements whatever the number of jobs, one INSERT of jobs and
+--   one of edges (their statement-level triggers run once each), and one
+--   NOTIFY per queue. SECURITY INVOKER like broker_add_job: the rows are
+--   written with the caller's rights and checked by the row-level security
+--   policies as the caller; the triggers do the bookkeeping.
+--   Input order: the jobs are inserted in element order and their identity
+--   ids increase in the order the INSERT takes its rows, so the k-th new job
+--   without an idempotency key belongs to the k-th such element.
+--   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
+        'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
+    c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
+    c_words CONSTANT text := broker._transaction_words();
+    v_tenant text := broker.broker_current_tenant();
+    v_bad    record;
+    -- one element per job (index = ord)
+    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
+    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
+    a_timeout interval[]; a_path text[]; a_auto boolean[];
+    a_todo   boolean[];  -- still to insert
+    -- one element per dependency: the job's ord and the job id / group it waits on
+    i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
+    v_err_ord integer; v_err_state text; v_err_msg text;
+    -- resolved elements: ord, job id, is_new
+    r_ord integer[]; r_id bigint[]; r_new boolean[];
+    t_ord integer[]; t_id bigint[]; t_new boolean[];
+    v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
+    v_deps   boolean;
+    v_misshapen boolean;
+    v_special   boolean;  -- an element uses a key the plain path does not take
+BEGIN
+    IF p_jobs IS NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.jsonb_typeof(p_jobs) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'broker_add_jobs: p_jobs must be a JSON array of job objects, got a JSON %',
+            pg_catalog.jsonb_typeof(p_jobs)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
+    END IF;
+
+    ---- shape: objects, known keys, values of the right JSON type -------------
+    -- A quick pass first (no row per key: about a quarter of the cost); only
+    -- when it finds something does the query below say what and where.
+    -- (a missing key: jsonb_typeof(NULL) is NULL, which is no hit). The same
+    -- pass says whether any element uses a key the plain path cannot take.
+    SELECT COALESCE(pg_catalog.bool_or(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object' THEN true
+                           ELSE (e.v OPERATOR(pg_catalog.-) c_keys) OPERATOR(pg_catalog.<>) '{}'::jsonb
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_name') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'execute_str') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_queue') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_priority') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_language') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_as') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'schedule_id') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_job_ids') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'idempotency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'max_attempts') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'number'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'job_group') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
+           -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
+           COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
+                                                                    'depends_on_job_ids', 'depends_on_groups', 'autonomous']
+                                       OR (e.v OPERATOR(pg_catalog.->>) 'execute_str') OPERATOR(pg_catalog.~*) c_words), false)
+      INTO v_misshapen, v_special
+      FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
+    IF v_misshapen THEN
+        SELECT e.o, pg_catalog.jsonb_typeof(e.v) AS kind, k.key, pg_catalog.jsonb_typeof(k.value) AS got,
+               c_types[pg_catalog.array_position(c_keys, k.key)] AS want
+          INTO v_bad
+          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+          LEFT JOIN LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.=) 'object'
+                                                       THEN e.v END) AS k ON true
+         WHERE pg_catalog.jsonb_typeof(e.v) OPERATOR(pg_catalog.<>) 'object'
+            OR k.key OPERATOR(pg_catalog.<>) ALL (c_keys)
+            OR pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.<>) ALL
+                   (ARRAY['null', c_types[pg_catalog.array_position(c_keys, k.key)]])
+         ORDER BY e.o
+         LIMIT 1;
+        IF FOUND THEN
+            IF v_bad.kind OPERATOR(pg_catalog.<>) 'object' THEN
+                RAISE EXCEPTION 'broker_add_jobs: element % is a JSON %, not an object', v_bad.o, v_bad.kind
+                    USING ERRCODE = 'invalid_parameter_value';
+            ELSIF v_bad.want IS NULL THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
+                    USING ERRCODE = 'invalid_parameter_value',
+                          HINT = 'The keys are broker_add_job''s parameter names without p_: '
+                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+            END IF;
+            RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
+                v_bad.o, v_bad.key, v_bad.want, v_bad.got
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    ---- the common case: no element with run_as, a schedule, an idempotency key
+    ---- or dependencies, from a caller allowed to act for its tenant ----------
+    -- One INSERT straight from the elements (broker._add_plain_jobs). A value
+    -- that does not convert there is left to the general path below, which
+    -- names its element; nothing was written.
+    IF NOT v_special AND broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        BEGIN
+            RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker._add_plain_jobs(p_jobs, p_search_path) AS a;
+            RETURN;
+        EXCEPTION WHEN data_exception THEN
+            IF pg_catalog.starts_with(SQLERRM, 'broker_add_jobs: ') THEN
+                RAISE;  -- an element's problem, already named
+            END IF;
+        END;
+    END IF;
+
+    ---- parse and check the arguments of every element -----------------------
+    BEGIN
+        -- one sort; the aggregates take the rows in that order
+        WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
+        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
+               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
+               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
+               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
+               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
+               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
+               pg_catalog.array_agg(p.search_path), pg_catalog.array_agg(p.autonomous),
+               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
+          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
+               a_path, a_auto, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+          FROM p;
+    EXCEPTION WHEN data_exception THEN
+        -- a value that does not convert: find its element
+        FOR i IN 1 .. pg_catalog.jsonb_array_length(p_jobs) LOOP
+            BEGIN
+                PERFORM 1 FROM broker._parse_jobs(pg_catalog.jsonb_build_array(p_jobs OPERATOR(pg_catalog.->) (i OPERATOR(pg_catalog.-) 1)), '');
+            EXCEPTION WHEN data_exception THEN
+                RAISE EXCEPTION 'broker_add_jobs: element %: %', i, SQLERRM USING ERRCODE = 'invalid_parameter_value';
+            END;
+        END LOOP;
+        RAISE;
+    END;
+    IF a_name IS NULL THEN
+        RETURN;  -- an empty array
+    END IF;
+    IF v_err_ord IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
+    END IF;
+
+    IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_add_jobs: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
+    PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
+       FROM (SELECT pg_catalog.min(x.o) AS o, x.r
+               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+              WHERE x.r IS NOT NULL
+              GROUP BY x.r
+              ORDER BY 1) AS u;
+    -- what can never run in a transaction, and autonomous jobs' SQL and roles
+    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.o), u.sql,
+                                     pg_catalog.lower(pg_catalog.btrim(u.lang)), COALESCE(u.r::name, CURRENT_USER), u.auto)
+       FROM ROWS FROM (pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_auto))
+            WITH ORDINALITY AS u(sql, lang, r, auto, o)
+      WHERE u.auto OR u.sql OPERATOR(pg_catalog.~*) c_words
+      ORDER BY u.o;
+
+    SELECT u.o, u.s INTO v_bad
+      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
+     WHERE u.s IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
+     ORDER BY u.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
+            USING ERRCODE = 'foreign_key_violation';
+    END IF;
+
+    ---- idempotency: keys with an unfinished job return it; a key repeated in
+    ---- the array makes one job (its first element), the others return it ----
+    SELECT COALESCE(pg_catalog.array_agg(u.o), '{}'), COALESCE(pg_catalog.array_agg(j.job_id), '{}'),
+           COALESCE(pg_catalog.array_agg(false), '{}')
+      INTO r_ord, r_id, r_new
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      JOIN broker.broker_jobs AS j
+        ON j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.idempotency_key OPERATOR(pg_catalog.=) u.k
+       AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+    a_todo := ARRAY(
+        SELECT u.k IS NULL OR (u.first AND r.o IS NULL)
+          FROM (SELECT v.k, v.o, pg_catalog.row_number() OVER (PARTITION BY v.k ORDER BY v.o) OPERATOR(pg_catalog.=) 1 AS first
+                  FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS v(k, o)) AS u
+          LEFT JOIN pg_catalog.unnest(r_ord) AS r(o) ON r.o OPERATOR(pg_catalog.=) u.o
+         ORDER BY u.o);
+
+    ---- dependencies of the jobs to insert ------------------------------------
+    SELECT g.o, u.name, g.name AS grp INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
+      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
+     WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
+     ORDER BY g.o LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'broker_add_jobs: element %: job % cannot depend on its own group %', v_bad.o,
+            pg_catalog.quote_literal(v_bad.name), pg_catalog.quote_literal(v_bad.grp)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- as the caller sees them (row-level security applies), like the edge trigger
+    SELECT d.o, d.id, t.complete_status INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
+      LEFT JOIN broker.broker_jobs AS t
+        ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
+     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
+     ORDER BY d.o LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.complete_status IS NULL THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % does not exist', v_bad.o, v_bad.id
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % % and can never complete', v_bad.o, v_bad.id,
+            CASE v_bad.complete_status WHEN 3 THEN 'failed' ELSE 'was cancelled' END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Enqueue the dependency again and depend on the new job id.';
+    END IF;
+    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(i_ord) AS d(o) WHERE a_todo[d.o])
+           OR EXISTS (SELECT 1 FROM pg_catalog.unnest(g_ord) AS d(o) WHERE a_todo[d.o]);
+
+    -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
+    PERFORM broker._lock_dependency_keys(v_tenant,
+        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
+               WHERE u.todo),
+        ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
+        NULL,
+        ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
+
+    -- the jobs run inside their run_as roles' executors: make sure they exist
+    FOR v_bad IN
+        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
+    LOOP
+        IF broker._executor(v_bad.r) IS NULL THEN
+            PERFORM broker.broker_create_executor(v_bad.r);
+        END IF;
+    END LOOP;
+
+    ---- insert ----------------------------------------------------------------
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', 'on', true);
+    END IF;
+    WHILE true OPERATOR(pg_catalog.=) ANY (a_todo) LOOP
+        WITH ins AS (
+            INSERT INTO broker.broker_jobs AS j
+                   (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
+                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
+                   u.tmo, COALESCE(u.path, ''), u.auto
+              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo), pg_catalog.unnest(a_auto))
+                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, auto, o)
+             WHERE u.todo
+             ORDER BY u.o
+            ON CONFLICT (tenant_id, idempotency_key)
+               WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+            DO NOTHING
+            RETURNING j.job_id, j.idempotency_key
+        )
+        SELECT COALESCE(pg_catalog.array_agg(i.job_id ORDER BY i.job_id) FILTER (WHERE i.idempotency_key IS NULL), '{}'),
+               pg_catalog.array_agg(i.idempotency_key) FILTER (WHERE i.idempotency_key IS NOT NULL),
+               pg_catalog.array_agg(i.job_id) FILTER (WHERE i.idempotency_key IS NOT NULL)
+          INTO v_new, v_new_key, v_new_key_id
+          FROM ins AS i;
+        -- without a key: the k-th new id is the k-th such element
+        t_ord := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                        WHERE u.todo AND u.k IS NULL ORDER BY u.o);
+        IF pg_catalog.cardinality(t_ord) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
+            RAISE EXCEPTION 'broker_add_jobs: inserted % jobs without a key for % elements', pg_catalog.cardinality(v_new),
+                pg_catalog.cardinality(t_ord) USING ERRCODE = 'internal_error';
+        END IF;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) v_new;
+        r_new := r_new OPERATOR(pg_catalog.||) pg_catalog.array_fill(true, ARRAY[pg_catalog.cardinality(v_new)]);
+        -- with a key: inserted, or held by a concurrent transaction (return its job); a key whose
+        -- job finished in between is tried again
+        SELECT pg_catalog.array_agg(u.o), pg_catalog.array_agg(COALESCE(n.id, x.job_id)), pg_catalog.array_agg(n.id IS NOT NULL)
+          INTO t_ord, t_id, t_new
+          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(v_new_key), pg_catalog.unnest(v_new_key_id)) AS n(k, id) ON n.k OPERATOR(pg_catalog.=) u.k
+          LEFT JOIN broker.broker_jobs AS x
+            ON n.id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
+           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.id, x.job_id) IS NOT NULL;
+        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
+        r_id := r_id OPERATOR(pg_catalog.||) t_id;
+        r_new := r_new OPERATOR(pg_catalog.||) t_new;
+        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.o IS NULL
+                          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                          LEFT JOIN pg_catalog.unnest(t_ord) AS t(o) ON t.o OPERATOR(pg_catalog.=) u.o
+                         ORDER BY u.o);
+    END LOOP;
+
+    IF v_deps THEN
+        PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
+        -- one statement: validated per edge, then locked, cycle-checked and counted by the triggers
+        INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
+        SELECT DISTINCT m.id, d.id, d.grp
+          FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new)
+          JOIN (SELECT i.o, i.id, NULL::text AS grp FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS i(o, id)
+                UNION ALL
+                SELECT g.o, NULL::bigint, g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)) AS d
+            ON d.o OPERATOR(pg_catalog.=) m.o
+         WHERE m.new;
+        -- wake runners for the new jobs that wait on nothing unfinished
+        PERFORM broker._notify_queues(ARRAY(
+            SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
+               AND broker._claimable(j.complete_status, j.pending_deps)
+               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+    END IF;
+
+    RETURN QUERY
+    SELECT u.o::integer, COALESCE(m.id, k.id), COALESCE(m.new, false)
+      FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
+      LEFT JOIN ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new) ON m.o OPERATOR(pg_catalog.=) u.o
+      LEFT JOIN (SELECT DISTINCT a.k, rm.id
+                   FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id)) AS rm(o, id)
+                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.o
+                  WHERE a.k IS NOT NULL) AS k
+        ON m.o IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
+     ORDER BY u.o;
+END;
+$$;
+COMMENT ON FUNCTION broker._add_jobs(jsonb, text) IS
+    'Internal: the body of broker_add_jobs, with the caller''s search_path as the jobs'' default.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_jobs(p_jobs)
+--   Set-based bulk enqueue. p_jobs is a JSON array of objects whose keys are
+--   broker_add_job's parameter names without the p_ prefix (job_name,
+--   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
+--   depends_on_job_ids, idempotency_key, max_attempts, job_group,
+--   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
+--   broker_add_job's default (search_path: the caller's). Returns one row per
+--   element, in input order: (ord = 1-based position, job_id, is_new).
+--   Same validation, idempotency, dependency, tenancy and row-level security
+--   rules as broker_add_job, which the whole array passes or fails together:
+--   * an idempotency key with an unfinished job returns that job
+--     (is_new = false); a key repeated in the array makes one job, at its
+--     first element, which the later ones return;
+--   * group dependencies count every unfinished member, including the jobs of
+--     the same array; cycles within the array or with existing jobs are 23514;
+--   * one NOTIFY per queue that got a claimable job.
+--   Written without SET search_path on purpose, so that the caller's
+--   search_path is read here; everything is schema-qualified.
+-- Errors: as broker_add_job, the message naming the element ("element 3:
+--   ..."); 22004 p_jobs NULL; 22023 p_jobs not an array of objects, an unknown
+--   key, a value of the wrong JSON type or one that does not convert.
+-- Example:
+--   SELECT * FROM broker.broker_add_jobs($$[
+--       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
+--       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
+--   ]$$);
+--   Calls: _add_jobs
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_jobs(p_jobs jsonb)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE sql VOLATILE SECURITY INVOKER
+AS $$
+    SELECT a.ord, a.job_id, a.is_new FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path')) AS a
+$$;
+COMMENT ON FUNCTION broker.broker_add_jobs(jsonb) IS
+    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';

@@ -1,0 +1,84 @@
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
+--   The argument rules that broker_release_jobs and broker_interrupt_jobs
+--   share: neither array NULL (22004), one token per job and at most 1000
+--   jobs (22023); p_fn names the caller in the messages.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_lease_args(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_ids IS NULL OR p_lease_tokens IS NULL THEN
+        RAISE EXCEPTION '%: p_job_ids and p_lease_tokens must not be NULL', p_fn
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_lease_tokens) THEN
+        RAISE EXCEPTION '%: % lease tokens for % jobs; pass one token per job',
+            p_fn, pg_catalog.cardinality(p_lease_tokens), pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION '%: at most 1000 jobs per call, got %', p_fn, pg_catalog.cardinality(p_job_ids)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
+    'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens)
+--   Hands claimed jobs back that their claimer will not run (say its session
+--   to the database was lost before it ran them): each job that is still
+--   running under the lease token given with it, and that no session is
+--   executing (row-locked by broker_run), returns to pending at once with
+--   the attempt of its claim not counted. Only the claimer knows the token,
+--   so no one else can release a job. Jobs under another lease, executing,
+--   finished or unknown are left as they are. Returns the ids released.
+-- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
+--   more than 1000 jobs.
+-- Example:
+--   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
+--   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queues integer[];
+BEGIN
+    PERFORM broker._check_lease_args('broker_release_jobs', p_job_ids, p_lease_tokens);
+    WITH mine AS (
+        SELECT j.job_id FROM broker.broker_jobs AS j
+          JOIN ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+            ON j.job_id OPERATOR(pg_catalog.=) u.id
+         WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+           AND j.lease_token OPERATOR(pg_catalog.=) u.token
+         ORDER BY j.job_id
+           FOR NO KEY UPDATE OF j SKIP LOCKED
+    ), released AS (
+        UPDATE broker.broker_jobs AS j
+           SET complete_status = broker._state('pending'),
+               attempts = j.attempts OPERATOR(pg_catalog.-) 1,
+               pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
+          FROM mine
+         WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
+        RETURNING j.job_id, j.job_queue
+    )
+    SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
+      INTO p_job_ids, v_queues FROM released AS r;
+    PERFORM broker._notify_queues(v_queues);
+    RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
+    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
