@@ -2436,7 +2436,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT a.job_id, a.is_new
       FROM broker.broker_add_job(p_job_name, p_execute_str, 1, p_job_priority, 'sql', NULL, NULL, NULL,
-                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path, false) AS a
+                                 NULL, 1, NULL, p_depends_on_groups, NULL, NULL, p_search_path) AS a
 $$;
 COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], text) IS
     'Shortcut for broker_add_job: name, SQL, priority and group dependencies; queue 1, one attempt. Returns (job_id, is_new).';
