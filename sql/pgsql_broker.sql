@@ -18,6 +18,7 @@
 \i sql/tenancy/strict.sql
 \i sql/tenancy/run_as.sql
 \i sql/tenancy/admin.sql
+\i sql/tenancy/autonomous_roles.sql
 
 -- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 \i sql/tables/broker_schema_migrations.sql
@@ -32,6 +33,7 @@
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
 \i sql/tables/broker_queue_pause.sql
+\i sql/tables/broker_autonomous_role.sql
 \i sql/tables/dump.sql
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -41,14 +43,16 @@
 \i sql/dependencies/propagation.sql
 \i sql/dependencies/triggers.sql
 
--- Group: enqueue: adding jobs, one or many
+-- Group: enqueue: adding jobs, one or many; the checks of a job's SQL against how it runs
+\i sql/enqueue/transaction_checks.sql
+\i sql/enqueue/autonomous.sql
 \i sql/enqueue/add_job.sql
 \i sql/enqueue/parse_jobs.sql
 \i sql/enqueue/add_jobs.sql
 \i sql/enqueue/add_plain_jobs.sql
 
 -- Group: run: executors, the run guard, attempts, claim (and paused queues), run, finish/fail and retries,
--- release/interrupt, cancel, operator retries, recovery
+-- release/interrupt, autonomous jobs, cancel, operator retries, recovery
 \i sql/run/executors.sql
 \i sql/run/guard.sql
 \i sql/run/attempts.sql
@@ -60,6 +64,7 @@
 \i sql/run/run_batch.sql
 \i sql/run/release.sql
 \i sql/run/interrupt.sql
+\i sql/run/autonomous.sql
 \i sql/run/cancel.sql
 \i sql/run/retry.sql
 \i sql/run/recovery.sql
@@ -98,4 +103,5 @@
 \i sql/security/policies/broker_job_attempts.sql
 \i sql/security/policies/broker_job_actions.sql
 \i sql/security/policies/broker_queue_pause.sql
+\i sql/security/policies/broker_autonomous_role.sql
 \i sql/security/grants.sql

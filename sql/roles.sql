@@ -201,6 +201,9 @@ BEGIN
     END IF;
 END
 $roles$;
+-- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
+-- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
+ALTER ROLE broker_runtime NOINHERIT;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
@@ -344,7 +347,7 @@ GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 -- and create its own executor.
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                          timestamptz, interval, text, text),
+                          timestamptz, interval, text, text, boolean),
     broker.broker_add_job_simple(text, text, integer, text[], text),
     broker.broker_add_jobs(jsonb, text),
     broker._add_jobs(jsonb, text, text),
@@ -374,7 +377,7 @@ GRANT INSERT (job_queue), DELETE ON broker.broker_queue_pause TO broker_enqueue;
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                               text, boolean, interval, text, text),
+                               text, boolean, interval, text, text, boolean),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
                                  text, interval, text, text),
     broker.broker_enable_schedule(text, boolean),
@@ -383,9 +386,27 @@ GRANT EXECUTE ON FUNCTION
     broker._schedule_row(text, text),
     broker._schedule_notify()
     TO broker_enqueue;
+-- the enqueue-time checks of job SQL (also in the insert policies), autonomous jobs' arrangements
+GRANT EXECUTE ON FUNCTION
+    broker._check_autonomous(text, text, text, name, boolean),
+    broker._never_in_transaction(text, text),
+    broker._transaction_words(),
+    broker._sql_tokens(text),
+    broker._autonomous_kind(text, text),
+    broker._autonomous_refuse_kind(text, text, text),
+    broker._autonomous_via(name)
+    TO broker_enqueue;
+GRANT SELECT ON broker.broker_autonomous_role TO broker_runtime, broker_enqueue;
+-- autonomous jobs: the runner starts them, keeps their leases and records their outcome
+GRANT EXECUTE ON FUNCTION
+    broker.broker_autonomous_begin(bigint, uuid),
+    broker.broker_autonomous_extend(bigint[], uuid[], integer),
+    broker.broker_autonomous_end(bigint, uuid, text, text, interval, boolean)
+    TO broker_runtime;
+-- (broker_allow_autonomous: broker_admin's, as the owner; no one else is granted it)
 GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap)
+              overlap, autonomous)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
@@ -393,7 +414,7 @@ GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, jo
     ON broker.broker_schedule TO broker_enqueue;
 GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
-              idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+              idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
     ON broker.broker_jobs TO broker_enqueue;
 GRANT UPDATE (cancel_reason) ON broker.broker_jobs TO broker_enqueue;
 GRANT INSERT (job_id, depends_on_job_id, depends_on_group) ON broker.broker_job_dependency TO broker_enqueue;

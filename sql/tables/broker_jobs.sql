@@ -44,6 +44,7 @@ CREATE TABLE broker.broker_jobs (
     cancel_reason       text,
     interruptions       integer     NOT NULL DEFAULT 0,
     run_alone           boolean     NOT NULL DEFAULT false,
+    autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
@@ -132,3 +133,4 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';

@@ -26,4 +26,5 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_i
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>

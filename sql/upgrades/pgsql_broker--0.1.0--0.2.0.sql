@@ -89,6 +89,15 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 -- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
 ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+-- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
+ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+ALTER TABLE broker.broker_schedule ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+\i sql/tables/broker_autonomous_role.sql
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+-- </extension-only>
 
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
@@ -120,6 +129,12 @@ CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (j
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs
+-- broker_add_job takes p_autonomous (a trailing parameter); broker_get says whether a job is autonomous.
+DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
+                                    timestamptz, interval, text);
+\new-signature broker_add_job
+DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
+\new-signature broker_get
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
 -- broker_add_job takes the tenant of the call (a trailing p_tenant_id).
@@ -170,6 +185,7 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_job_attempts.sql
 \i sql/security/policies/broker_job_actions.sql
 \i sql/security/policies/broker_queue_pause.sql
+\i sql/security/policies/broker_autonomous_role.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/security/grants.sql

@@ -23,7 +23,7 @@ import time
 import psycopg
 
 from ..observe.logs import cap_text
-from . import queries, stopping
+from . import autonomous, queries, stopping
 from .connections import job_id_result, rollback_failed
 from .queries import Claimed, Outcome
 
@@ -83,7 +83,7 @@ class Workers:
     stopping.py, which reads each worker's buffer and what it executes)."""
 
     def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
-        return (row.job_id in alone_ids or row.job_queue in self._alone_queues
+        return (row.job_id in alone_ids or row.job_queue in self._alone_queues or row.autonomous
                 or (row.timeout_ms is not None and row.timeout_ms < self.settings.batch_budget_ms))
 
     async def _worker(self, queue: int, index: int) -> None:
@@ -191,6 +191,17 @@ class Workers:
                     rest = rows[1:]
                     del rows[1:]
                     await self._release_claimed(conn, key, rest, "claimed with a job that runs alone")
+                if head.autonomous:  # outside a transaction, on a connection of its own (autonomous.py)
+                    del rows[:1]
+                    first = False
+                    try:
+                        await autonomous.run(self, conn, queue, head, conn.broker_dirty)
+                    except psycopg.OperationalError as exc:
+                        if not conn.broken:
+                            raise
+                        raise WorkerLost(exc, []) from exc  # (its lease recovers it: the crash rule)
+                    conn.broker_dirty = False
+                    continue
                 batch, budget = rows[:1], None
             else:
                 left_ms = int(budget_ms - (time.monotonic() - claimed_at) * 1000)
