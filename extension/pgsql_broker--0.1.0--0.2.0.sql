@@ -3593,6 +3593,8 @@ BEGIN
         END;
         duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
         RETURN NEXT;
+        -- under a batch budget, its statement_timeout ended this job: start no other
+        EXIT WHEN v_deadline IS NOT NULL AND error_sqlstate OPERATOR(pg_catalog.=) '57014';
     END LOOP;
 END;
 $body$$ddl$, v_schema, v_schema);
@@ -5077,11 +5079,12 @@ BEGIN
                          pg_catalog.format('broker._run_jobs_compat(%L, $1, $2, $3, $4) WITH ORDINALITY',
                                            broker._executor_call(v_exec))));
             -- the ids, for application_name while each runs; under a budget, when to start no more jobs
+            -- (from the message's start: before the timeout, which starts with this statement, can fire)
             PERFORM pg_catalog.set_config('broker.batch_job_ids',
                 ARRAY(SELECT (o[p]).job_id FROM pg_catalog.unnest(r_pos) AS p)::text, true);
             IF p_budget IS NOT NULL THEN
                 PERFORM pg_catalog.set_config('broker.batch_deadline',
-                    pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (p_budget OPERATOR(pg_catalog./) 2))::text,
+                    pg_catalog.date_part('epoch', pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) (p_budget OPERATOR(pg_catalog./) 2))::text,
                     true);
             END IF;
             -- in a subtransaction, the session put back, and rolled back when they left code for COMMIT
@@ -6030,6 +6033,8 @@ BEGIN
         END;
         duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
         RETURN NEXT;
+        -- under a batch budget, its statement_timeout ended this job: start no other
+        EXIT WHEN v_deadline IS NOT NULL AND error_sqlstate OPERATOR(pg_catalog.=) '57014';
     END LOOP;
 END;
 $$;

@@ -270,6 +270,8 @@ BEGIN
         END;
         duration := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_started;
         RETURN NEXT;
+        -- under a batch budget, its statement_timeout ended this job: start no other
+        EXIT WHEN v_deadline IS NOT NULL AND error_sqlstate OPERATOR(pg_catalog.=) '57014';
     END LOOP;
 END;
 $body$$ddl$, v_schema, v_schema);

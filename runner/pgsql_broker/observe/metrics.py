@@ -29,6 +29,9 @@ class Metrics:
         self.completed = Counter("broker_jobs_completed", "Jobs completed", labels, registry=self.registry)
         self.failed = Counter("broker_jobs_failed", "Jobs failed for good (no attempts left)", labels,
                               registry=self.registry)
+        self.interrupted = Counter("broker_jobs_interrupted", "Runs the runner's stop ended (back to pending, "
+                                   "attempt not counted; broker_jobs.interruptions counts them per job)", labels,
+                                   registry=self.registry)
         self.retried = Counter("broker_jobs_retried", "Failed attempts that will be retried", labels,
                                registry=self.registry)
         self.duration = Histogram("broker_job_duration_seconds", "Job run time inside broker_run", labels,

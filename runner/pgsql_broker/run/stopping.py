@@ -132,6 +132,7 @@ async def _interrupt(runner, control: _Control, executing: dict[tuple[int, int],
         for row in batch:
             fields = {"database": runner.db.name, "queue": queue, "job_id": row.job_id, "job_name": row.job_name}
             if row.job_id in interrupted:
+                runner.metrics.interrupted.labels(runner.db.name, str(queue)).inc()
                 log.warning("job interrupted (%s): back to pending, attempt not counted, dependents kept", why,
                             extra=fields)
             else:

@@ -32,6 +32,7 @@ log = logging.getLogger("pgsql_broker")
 # caches 64 per transaction (beyond them every snapshot of every session gets slower).
 PER_TRANSACTION = 50
 RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
+LEARNED_ALONE_MAX = 100_000
 CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
 
 
@@ -81,6 +82,13 @@ class Lane:
 class Workers:
     """The worker part of DatabaseRunner (run/database.py; a mixin: it shares the runner's state with
     stopping.py, which reads each worker's buffer and what it executes)."""
+
+    def _learn_alone(self, job_ids) -> None:
+        """Jobs that run alone from now on, for every worker of this database (bounded: the extension's
+        run_alone marks the ones the budget ended; this also covers a transaction the budget ended whole)."""
+        if len(self._learned_alone) > LEARNED_ALONE_MAX:
+            self._learned_alone.clear()
+        self._learned_alone.update(job_ids)
 
     def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
         return (row.job_id in alone_ids or row.job_queue in self._alone_queues or row.autonomous
@@ -181,7 +189,7 @@ class Workers:
         rows = self._buffers[key]  # claimed, not started: the stop takes it over (and hands it back)
         rows.extend(got)
         budget_ms = self.settings.batch_budget_ms
-        alone_ids: set[int] = set()   # learned from broker_run_batch (PB002)
+        alone_ids = self._learned_alone  # learned from broker_run_batch (PB002) and cancelled transactions
         single_ids: set[int] = set()  # of a transaction that failed as a whole: one per transaction now
         first = True
         while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
@@ -221,8 +229,8 @@ class Workers:
             del rows[:len(batch)]
             first = False
             outcomes = await self._run_in_transaction(conn, key, batch, budget)
-            if outcomes is CANCELLED:  # again one per transaction; a single one alone, without a budget
-                (single_ids if len(batch) > 1 else alone_ids).update(r.job_id for r in batch)
+            if outcomes is CANCELLED:  # each alone now, without a budget (also when another worker claims it)
+                self._learn_alone(r.job_id for r in batch)
                 rows[:0] = batch
                 continue
             if outcomes is None:  # failed as a whole (say a deferred constraint at COMMIT): one per transaction
@@ -231,7 +239,7 @@ class Workers:
                     rows[:0] = batch
                 continue
             again = [row for row, out in zip(batch, outcomes) if out.status is None and out.error_sqlstate == RUNS_ALONE]
-            alone_ids.update(r.job_id for r in again)
+            self._learn_alone(r.job_id for r in again)
             for row in again:
                 log.info("job runs alone: it ran past the batch budget, or must not run under one; attempt not "
                          "counted", extra={"database": self.db.name, "queue": queue, "job_id": row.job_id,
@@ -240,7 +248,7 @@ class Workers:
             self.view.record_all(queue, [r for r, _ in done], [o for _, o in done])
             not_started = batch[len(outcomes):]
             if not outcomes and not_started:
-                single_ids.add(not_started[0].job_id)  # (the budget ended the call between two jobs)
+                self._learn_alone([not_started[0].job_id])  # (the budget ended the call between two jobs)
             rows[:0] = again + not_started
         if rows:  # stopping: hand back on this session what is claimed and not started
             rest = rows[:]
