@@ -22,7 +22,8 @@ DB = "bench_purge"
 
 
 def _fill(conn: psycopg.Connection, edges: int) -> None:
-    conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_job_attempts, broker.broker_job_actions RESTART IDENTITY")
+    conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_job_attempts, "
+                 "broker.broker_job_actions RESTART IDENTITY")
     # the oldest N_PURGE are a year old, the rest recent
     conn.execute("""INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, complete_status, finished_at)
                     SELECT 'done', 'done', 'SELECT 1', 2 + (i %% 3),

@@ -4051,8 +4051,9 @@ COMMENT ON FUNCTION broker._refusal(text, name) IS
 --   first keyword of the text after the job's last semicolon, with the rows
 --   it processed where PostgreSQL's tag has them (INSERT 0 5, UPDATE 3,
 --   SELECT 1, DO; the keyword alone when the row count is unknown, as for
---   a job run by broker_run). PL/pgSQL gives the row count of an EXECUTE (GET
---   DIAGNOSTICS ROW_COUNT) but not its command tag, hence the keyword: a
+--   an executor made by 0.1.0). PL/pgSQL gives the row count of an EXECUTE (GET
+--   DIAGNOSTICS ROW_COUNT, which run_job leaves in broker.job_rows) but not
+--   its command tag, hence the keyword: a
 --   last statement that starts with WITH is shown as WITH <rows>. NULL when
 --   no keyword is found.
 --   Calls: none
@@ -4470,8 +4471,10 @@ COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
 --   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   skips that tenant's jobs (broker._paused_tenants, one lookup per claim,
---   a filter on the same index scan).
+--   skips that tenant's jobs (broker._paused_tenants, one lookup per claim):
+--   a filter of the claim's own scan, which reads the rows it locks anyway,
+--   not of the level probe (an index-only check); a level whose ready jobs
+--   are all paused claims nothing and the claim goes on below it.
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
@@ -4564,8 +4567,7 @@ BEGIN
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
                           AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now
-                          AND (v_paused IS NULL OR j.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused)))
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
          LIMIT 1
         -- </priority-probe>
         ;

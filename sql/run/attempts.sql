@@ -6,8 +6,9 @@
 --   first keyword of the text after the job's last semicolon, with the rows
 --   it processed where PostgreSQL's tag has them (INSERT 0 5, UPDATE 3,
 --   SELECT 1, DO; the keyword alone when the row count is unknown, as for
---   a job run by broker_run). PL/pgSQL gives the row count of an EXECUTE (GET
---   DIAGNOSTICS ROW_COUNT) but not its command tag, hence the keyword: a
+--   an executor made by 0.1.0). PL/pgSQL gives the row count of an EXECUTE (GET
+--   DIAGNOSTICS ROW_COUNT, which run_job leaves in broker.job_rows) but not
+--   its command tag, hence the keyword: a
 --   last statement that starts with WITH is shown as WITH <rows>. NULL when
 --   no keyword is found.
 --   Calls: none

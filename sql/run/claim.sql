@@ -25,8 +25,10 @@
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
 --   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   skips that tenant's jobs (broker._paused_tenants, one lookup per claim,
---   a filter on the same index scan).
+--   skips that tenant's jobs (broker._paused_tenants, one lookup per claim):
+--   a filter of the claim's own scan, which reads the rows it locks anyway,
+--   not of the level probe (an index-only check); a level whose ready jobs
+--   are all paused claims nothing and the claim goes on below it.
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
@@ -119,8 +121,7 @@ BEGIN
                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
                           AND broker._claimable(j.complete_status, j.pending_deps)
                           AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now
-                          AND (v_paused IS NULL OR j.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused)))
+                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
          LIMIT 1
         -- </priority-probe>
         ;

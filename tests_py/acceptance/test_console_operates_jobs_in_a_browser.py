@@ -38,9 +38,9 @@ def tenants(db):
 def failed_dag(db: str, names: dict) -> tuple[int, int]:
     """acme's job that fails until console_fix has a row, and one that waits on it (cancelled when it fails)."""
     enqueue_as(db, names["acme"], "acme", "nightly import", "SELECT 1")
-    broken = enqueue_as(db, names["acme"], "acme", "broken report", FIXABLE)
-    with connect(db, user=names["acme"], autocommit=False) as conn:
+    with connect(db, user=names["acme"], autocommit=False) as conn:  # one transaction: the edge before any claim
         conn.execute("SELECT broker.broker_set_tenant('acme')")
+        broken = conn.execute("SELECT job_id FROM broker.broker_add_job('broken report', %s)", (FIXABLE,)).fetchone()[0]
         after = conn.execute("SELECT job_id FROM broker.broker_add_job('mail the report', 'SELECT 2', "
                              "p_depends_on_job_ids => ARRAY[%s]::bigint[])", (broken,)).fetchone()[0]
         conn.commit()

@@ -6,13 +6,19 @@ BEGIN;
 SELECT plan(13);
 \ir ../lib/run_next.psql
 
-CREATE TEMP TABLE t (n integer);
-SELECT broker.broker_add_job('insert', 'INSERT INTO pg_temp.t SELECT generate_series(1, 5)', 1);
-SELECT broker.broker_add_job('two statements', 'INSERT INTO pg_temp.t VALUES (0); UPDATE pg_temp.t SET n = n + 1 WHERE n < 3', 1);
-SELECT broker.broker_add_job('output', $$SELECT broker.broker_set_output('archived ' || count(*)) FROM pg_temp.t$$, 1);
-SELECT broker.broker_add_job('long output', $$SELECT broker.broker_set_output(repeat('y', 5000))$$, 1);
-SELECT broker.broker_add_job('by hand', $$SELECT set_config('broker.job_output', 'set by hand', true)$$, 1);
-SELECT broker.broker_add_job('plpgsql', 'BEGIN PERFORM 1; END', 1, p_job_language => 'plpgsql');
+-- the jobs run as a role with an executor made now (one made by 0.1.0 reports no row count)
+CREATE ROLE broker_test_writer NOLOGIN IN ROLE broker_enqueue;
+SELECT broker.broker_create_executor('broker_test_writer');
+CREATE TABLE public.broker_test_t (n integer);
+GRANT ALL ON public.broker_test_t TO broker_test_writer;
+SELECT broker.broker_add_job('insert', 'INSERT INTO public.broker_test_t SELECT generate_series(1, 5)', 1, p_run_as => 'broker_test_writer');
+SELECT broker.broker_add_job('two statements', 'INSERT INTO public.broker_test_t VALUES (0); UPDATE public.broker_test_t SET n = n + 1 WHERE n < 3', 1,
+                             p_run_as => 'broker_test_writer');
+SELECT broker.broker_add_job('output', $$SELECT broker.broker_set_output('archived ' || count(*)) FROM public.broker_test_t$$, 1,
+                             p_run_as => 'broker_test_writer');
+SELECT broker.broker_add_job('long output', $$SELECT broker.broker_set_output(repeat('y', 5000))$$, 1, p_run_as => 'broker_test_writer');
+SELECT broker.broker_add_job('by hand', $$SELECT set_config('broker.job_output', 'set by hand', true)$$, 1, p_run_as => 'broker_test_writer');
+SELECT broker.broker_add_job('plpgsql', 'BEGIN PERFORM 1; END', 1, p_job_language => 'plpgsql', p_run_as => 'broker_test_writer');
 SELECT broker.broker_add_job('fails', 'SELECT 1/0', 2, p_max_attempts => 2);
 
 -- a batch (run_jobs) and a single run (run_job)
