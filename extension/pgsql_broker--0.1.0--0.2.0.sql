@@ -172,6 +172,44 @@ ALTER TABLE broker.broker_jobs
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 
+-- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
+ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+ALTER TABLE broker.broker_schedule ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+-- source: sql/tables/broker_autonomous_role.sql
+-- sql/tables/broker_autonomous_role.sql: the roles allowed autonomous jobs, and how.
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_autonomous_role
+--   The roles whose jobs may run outside a transaction block (autonomous
+--   jobs), and how: 'set_role' (the runner's login runs SET ROLE to the role
+--   on a connection of its own, for the maintenance statements only; needs
+--   GRANT <role> TO broker_runtime) or 'login' (the runner logs in as the
+--   role with credentials the operator configured, for CALL too). Written
+--   only by broker_admin (broker_allow_autonomous); a role sees the rows of
+--   the roles it belongs to. See docs/security.md, "Autonomous jobs".
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_autonomous_role (
+    role_name   name        NOT NULL,
+    via         text        NOT NULL,
+    tenant_id   text        NOT NULL DEFAULT 'default',
+    allowed_by  name        NOT NULL DEFAULT CURRENT_USER,
+    allowed_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_autonomous_role_pkey PRIMARY KEY (role_name),
+    CONSTRAINT broker_autonomous_role_via_check CHECK (via OPERATOR(pg_catalog.=) ANY (ARRAY['set_role', 'login']))
+);
+COMMENT ON TABLE broker.broker_autonomous_role IS
+    'Roles whose jobs may run outside a transaction (autonomous jobs) and how: set_role (maintenance statements, the runner SET ROLEs) or login (the runner logs in as the role; CALL too). Written by broker_admin.';
+COMMENT ON COLUMN broker.broker_autonomous_role.role_name IS 'The run_as role.';
+COMMENT ON COLUMN broker.broker_autonomous_role.via IS 'set_role: the runner''s login SET ROLEs to it (needs GRANT role TO broker_runtime); login: the runner logs in as it (its credentials in the runner''s autonomous_logins).';
+COMMENT ON COLUMN broker.broker_autonomous_role.tenant_id IS 'Always ''default'': the arrangement is per role, database-wide.';
+COMMENT ON COLUMN broker.broker_autonomous_role.allowed_by IS 'Who allowed it.';
+COMMENT ON COLUMN broker.broker_autonomous_role.allowed_at IS 'When.';
+
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+-- </extension-only>
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 -- source: sql/tables/broker_deferred_release.sql
 -- sql/tables/broker_deferred_release.sql: table of dependency releases not applied yet.
@@ -231,6 +269,7 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
@@ -247,9 +286,12 @@ CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (j
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 -- broker.broker_purge_jobs: a new signature, created plain
+-- broker_get says whether a job is autonomous.
+DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
+-- broker.broker_get: a new signature, created plain
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
--- broker_add_job takes the tenant of the call (a trailing p_tenant_id).
+-- broker_add_job takes the tenant of the call and p_autonomous (trailing p_tenant_id, p_autonomous).
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 -- broker.broker_add_job: a new signature, created plain
@@ -799,6 +841,115 @@ END;
 $$;
 COMMENT ON FUNCTION broker._check_run_as(text, text) IS
     'Internal: the run_as role the current user may give a job it enqueues (member of it; privileged roles for superusers only), or an error.';
+-- source: sql/tenancy/autonomous_roles.sql
+-- sql/tenancy/autonomous_roles.sql: which roles may run autonomous jobs, and how (the administrator's per-role arrangement).
+-- ---------------------------------------------------------------------------
+-- Function: broker._autonomous_via(p_role)
+--   How jobs of p_role may run autonomously ('set_role' or 'login', see
+--   broker_autonomous_role), or NULL when an administrator has not allowed it.
+--   Calls: none
+--   Tables: reads broker_autonomous_role
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._autonomous_via(p_role name)
+RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- (PL/pgSQL: created before the table, and planned once)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT a.via FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role);
+END;
+$$;
+COMMENT ON FUNCTION broker._autonomous_via(name) IS
+    'Internal: set_role or login when an administrator allowed autonomous jobs for the role (broker_allow_autonomous), else NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_allow_autonomous(p_role, p_via)
+--   Lets jobs of p_role run outside a transaction (autonomous jobs), as an
+--   administrator's explicit, per-role decision (broker_admin only):
+--   * 'set_role' (default): the maintenance statements only. The runner's
+--     login runs SET ROLE p_role on a connection of its own, so it must be
+--     able to: GRANT p_role TO broker_runtime first. That grant lets every
+--     session of the runner's login act as p_role (broker_runtime is
+--     NOINHERIT, so it does not use p_role's privileges without SET ROLE).
+--   * 'login': CALL too. The runner logs in as p_role with credentials the
+--     operator configures for it (the runner's autonomous_logins); no grant.
+--   Refused for a role that is a superuser or has BYPASSRLS, CREATEROLE or
+--   REPLICATION, or is a member of broker_admin or broker_runtime.
+-- Errors: 22004 NULL; 22023 unknown p_via; 42704 unknown role; 42501 a role
+--   refused above, or (set_role) broker_runtime not a member of it.
+-- Example:
+--   GRANT app TO broker_runtime;
+--   SELECT broker.broker_allow_autonomous('app');            -- VACUUM, REINDEX ... CONCURRENTLY, ...
+--   SELECT broker.broker_allow_autonomous('etl', 'login');   -- CALL etl.load_in_chunks() too
+--   Calls: none
+--   Tables: writes broker_autonomous_role
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_allow_autonomous(p_role text, p_via text DEFAULT 'set_role')
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role pg_catalog.pg_roles;
+    v_via  text := pg_catalog.lower(pg_catalog.btrim(p_via));
+BEGIN
+    IF p_role IS NULL OR p_via IS NULL THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: % must not be NULL', CASE WHEN p_role IS NULL THEN 'p_role' ELSE 'p_via' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF v_via OPERATOR(pg_catalog.<>) ALL (ARRAY['set_role', 'login']) THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: p_via must be set_role or login, got %', pg_catalog.quote_literal(p_via)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: role % does not exist', pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_role.rolsuper OR v_role.rolbypassrls OR v_role.rolcreaterole OR v_role.rolreplication
+       OR pg_catalog.pg_has_role(v_role.oid, 'broker_admin', 'MEMBER') OR pg_catalog.pg_has_role(v_role.oid, 'broker_runtime', 'MEMBER') THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: role % is privileged (superuser, BYPASSRLS, CREATEROLE, REPLICATION, or a member of broker_admin or broker_runtime)',
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Run maintenance as an ordinary role that owns the objects.';
+    END IF;
+    IF v_via OPERATOR(pg_catalog.=) 'set_role' AND NOT pg_catalog.pg_has_role('broker_runtime', v_role.oid, 'MEMBER') THEN
+        RAISE EXCEPTION 'broker_allow_autonomous: broker_runtime is not a member of role %, so the runner cannot SET ROLE to it',
+            pg_catalog.quote_ident(p_role)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('GRANT %I TO broker_runtime first: every session of the runner''s login may then act as %I (docs/security.md).',
+                                           p_role, p_role);
+    END IF;
+    INSERT INTO broker.broker_autonomous_role AS a (role_name, via) VALUES (p_role, v_via)
+    ON CONFLICT (role_name) DO UPDATE SET via = EXCLUDED.via, allowed_by = EXCLUDED.allowed_by, allowed_at = EXCLUDED.allowed_at;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_allow_autonomous(text, text) IS
+    'Lets jobs of a role run outside a transaction (autonomous jobs): set_role (maintenance statements; needs GRANT role TO broker_runtime) or login (CALL too; the runner logs in as the role). broker_admin only.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_disallow_autonomous(p_role)
+--   Withdraws broker_allow_autonomous: new autonomous jobs of p_role are
+--   refused at enqueue, pending ones fail when they come to run (42501).
+--   Returns whether there was an arrangement. (Revoke the role from
+--   broker_runtime yourself.)
+-- Example:
+--   SELECT broker.broker_disallow_autonomous('app');  REVOKE app FROM broker_runtime;
+--   Calls: none
+--   Tables: writes broker_autonomous_role
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_disallow_autonomous(p_role text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM broker.broker_autonomous_role AS a WHERE a.role_name OPERATOR(pg_catalog.=) p_role;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_disallow_autonomous(text) IS
+    'Withdraws broker_allow_autonomous for a role: its autonomous jobs are refused at enqueue and fail at run time (42501). broker_admin only.';
 -- source: sql/dependencies/locks.sql
 -- sql/dependencies/locks.sql: taking the dependency locks of jobs and groups.
 -- ---------------------------------------------------------------------------
@@ -1640,13 +1791,424 @@ CREATE OR REPLACE TRIGGER broker_job_dependency_after_insert_trg
     FOR EACH STATEMENT EXECUTE FUNCTION broker._dependency_after_insert();
 COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_dependency IS
     'Rejects cycles and maintains pending_deps for each INSERT statement of dependency edges (after their policy checks).';
+-- source: sql/enqueue/transaction_checks.sql
+-- sql/enqueue/transaction_checks.sql: the lexer of job SQL and the refusal of regular jobs that can never run in a transaction.
+-- ---------------------------------------------------------------------------
+-- Function: broker._sql_tokens(p_sql)
+--   A lexer for the enqueue-time checks of job SQL (SQL has no parser to
+--   call). Returns the tokens of p_sql in order: words and keywords
+--   upper-cased, a quoted identifier as '"', a standard string literal as
+--   '''', a number as '0', each other character as itself, and markers for
+--   what the autonomous check refuses: '--' (a comment of either kind),
+--   '$$' (a dollar quote or a $n parameter), 'E''' (a string with a prefix
+--   such as E, U&, B or X, or with a backslash), 'U&"' (a Unicode
+--   identifier). Comments and dollar quotes are skipped over whole (nested
+--   block comments too), so what follows them is lexed as PostgreSQL would.
+--   NULL for an unterminated quote or comment, or a text over 100,000
+--   characters: the callers then refuse nothing they cannot be sure of.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._sql_tokens(p_sql text)
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    c      text[];
+    n      integer;
+    i      integer := 1;
+    j      integer;
+    depth  integer;
+    tag    text;
+    word   text;
+    toks   text[] := ARRAY[]::text[];
+BEGIN
+    IF p_sql IS NULL OR pg_catalog.length(p_sql) OPERATOR(pg_catalog.>) 100000 THEN
+        RETURN NULL;
+    END IF;
+    c := pg_catalog.regexp_split_to_array(p_sql, '');  -- (indexing an array is O(1), substr on text is not)
+    n := pg_catalog.cardinality(c);
+    WHILE i OPERATOR(pg_catalog.<=) n LOOP
+        IF c[i] OPERATOR(pg_catalog.~) '^\s$' THEN
+            i := i OPERATOR(pg_catalog.+) 1;
+        ELSIF c[i] OPERATOR(pg_catalog.=) '-' AND c[i OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '-' THEN
+            toks := toks OPERATOR(pg_catalog.||) '--'::text;
+            WHILE i OPERATOR(pg_catalog.<=) n AND c[i] OPERATOR(pg_catalog.<>) E'\n' AND c[i] OPERATOR(pg_catalog.<>) E'\r' LOOP
+                i := i OPERATOR(pg_catalog.+) 1;
+            END LOOP;
+        ELSIF c[i] OPERATOR(pg_catalog.=) '/' AND c[i OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '*' THEN
+            toks := toks OPERATOR(pg_catalog.||) '--'::text;
+            depth := 1;
+            i := i OPERATOR(pg_catalog.+) 2;
+            WHILE depth OPERATOR(pg_catalog.>) 0 LOOP
+                IF i OPERATOR(pg_catalog.>) n THEN
+                    RETURN NULL;
+                ELSIF c[i] OPERATOR(pg_catalog.=) '/' AND c[i OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '*' THEN
+                    depth := depth OPERATOR(pg_catalog.+) 1;
+                    i := i OPERATOR(pg_catalog.+) 2;
+                ELSIF c[i] OPERATOR(pg_catalog.=) '*' AND c[i OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '/' THEN
+                    depth := depth OPERATOR(pg_catalog.-) 1;
+                    i := i OPERATOR(pg_catalog.+) 2;
+                ELSE
+                    i := i OPERATOR(pg_catalog.+) 1;
+                END IF;
+            END LOOP;
+        ELSIF c[i] OPERATOR(pg_catalog.=) '''' THEN
+            -- a standard string; a backslash in it is refused (its meaning depends on settings)
+            j := i OPERATOR(pg_catalog.+) 1;
+            tag := '''';
+            LOOP
+                IF j OPERATOR(pg_catalog.>) n THEN
+                    RETURN NULL;
+                ELSIF c[j] OPERATOR(pg_catalog.=) '''' AND c[j OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '''' THEN
+                    j := j OPERATOR(pg_catalog.+) 2;
+                ELSIF c[j] OPERATOR(pg_catalog.=) '''' THEN
+                    EXIT;
+                ELSE
+                    IF c[j] OPERATOR(pg_catalog.=) E'\\' THEN
+                        tag := 'E''';
+                    END IF;
+                    j := j OPERATOR(pg_catalog.+) 1;
+                END IF;
+            END LOOP;
+            toks := toks OPERATOR(pg_catalog.||) tag;
+            i := j OPERATOR(pg_catalog.+) 1;
+        ELSIF c[i] OPERATOR(pg_catalog.=) '"' THEN
+            j := i OPERATOR(pg_catalog.+) 1;
+            LOOP
+                IF j OPERATOR(pg_catalog.>) n THEN
+                    RETURN NULL;
+                ELSIF c[j] OPERATOR(pg_catalog.=) '"' AND c[j OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM '"' THEN
+                    j := j OPERATOR(pg_catalog.+) 2;
+                ELSIF c[j] OPERATOR(pg_catalog.=) '"' THEN
+                    EXIT;
+                ELSE
+                    j := j OPERATOR(pg_catalog.+) 1;
+                END IF;
+            END LOOP;
+            toks := toks OPERATOR(pg_catalog.||) '"'::text;
+            i := j OPERATOR(pg_catalog.+) 1;
+        ELSIF c[i] OPERATOR(pg_catalog.=) '$' THEN
+            -- $n, or a dollar quote $tag$ ... $tag$ (skipped whole)
+            j := i OPERATOR(pg_catalog.+) 1;
+            WHILE j OPERATOR(pg_catalog.<=) n AND c[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_]$' LOOP
+                j := j OPERATOR(pg_catalog.+) 1;
+            END LOOP;
+            toks := toks OPERATOR(pg_catalog.||) '$$'::text;
+            IF j OPERATOR(pg_catalog.<=) n AND c[j] OPERATOR(pg_catalog.=) '$'
+               AND (j OPERATOR(pg_catalog.=) (i OPERATOR(pg_catalog.+) 1) OR c[i OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.!~) '^[0-9]$') THEN
+                tag := pg_catalog.array_to_string(c[i:j], '');
+                j := pg_catalog.strpos(pg_catalog.array_to_string(c[j OPERATOR(pg_catalog.+) 1:n], ''), tag);
+                IF j OPERATOR(pg_catalog.=) 0 THEN
+                    RETURN NULL;
+                END IF;
+                i := i OPERATOR(pg_catalog.+) pg_catalog.length(tag) OPERATOR(pg_catalog.+) j OPERATOR(pg_catalog.-) 1
+                     OPERATOR(pg_catalog.+) pg_catalog.length(tag);
+            ELSE
+                i := j;
+            END IF;
+        ELSIF c[i] OPERATOR(pg_catalog.~) '^[A-Za-z_\u0080-\uFFFF]$' THEN
+            j := i;
+            WHILE j OPERATOR(pg_catalog.<=) n AND c[j] OPERATOR(pg_catalog.~) '^[A-Za-z0-9_$\u0080-\uFFFF]$' LOOP
+                j := j OPERATOR(pg_catalog.+) 1;
+            END LOOP;
+            word := pg_catalog.upper(pg_catalog.array_to_string(c[i:j OPERATOR(pg_catalog.-) 1], ''));
+            IF j OPERATOR(pg_catalog.<=) n AND c[j] OPERATOR(pg_catalog.=) '''' THEN
+                -- E'...', B'...', X'...', N'...': skipped whatever escapes it uses (the autonomous check refuses it)
+                toks := toks OPERATOR(pg_catalog.||) 'E'''::text;
+                j := j OPERATOR(pg_catalog.+) 1;
+                WHILE j OPERATOR(pg_catalog.<=) n AND c[j] OPERATOR(pg_catalog.<>) '''' LOOP
+                    IF c[j] OPERATOR(pg_catalog.=) E'\\' THEN
+                        j := j OPERATOR(pg_catalog.+) 1;
+                    END IF;
+                    j := j OPERATOR(pg_catalog.+) 1;
+                END LOOP;
+                IF j OPERATOR(pg_catalog.>) n THEN
+                    RETURN NULL;
+                END IF;
+                i := j OPERATOR(pg_catalog.+) 1;
+            ELSIF word OPERATOR(pg_catalog.=) 'U' AND c[j] IS NOT DISTINCT FROM '&' THEN
+                RETURN toks OPERATOR(pg_catalog.||) 'U&"'::text;  -- refused; nothing after it matters
+            ELSE
+                toks := toks OPERATOR(pg_catalog.||) word;
+                i := j;
+            END IF;
+        ELSIF c[i] OPERATOR(pg_catalog.~) '^[0-9]$' THEN
+            WHILE i OPERATOR(pg_catalog.<=) n AND c[i] OPERATOR(pg_catalog.~) '^[0-9.]$' LOOP
+                i := i OPERATOR(pg_catalog.+) 1;
+            END LOOP;
+            toks := toks OPERATOR(pg_catalog.||) '0'::text;
+        ELSE
+            toks := toks OPERATOR(pg_catalog.||) c[i];
+            i := i OPERATOR(pg_catalog.+) 1;
+        END IF;
+    END LOOP;
+    RETURN toks;
+END;
+$fn$;
+COMMENT ON FUNCTION broker._sql_tokens(text) IS
+    'Internal: the tokens of job SQL for the enqueue-time checks (words upper-cased, literals and identifiers as markers, comments and dollar quotes as refusal markers); NULL when unsure.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._transaction_words()
+--   A regular expression (case-insensitive) that every text
+--   _never_in_transaction refuses matches: one of its statement words at the
+--   start of the text or after a ';' (comments between allowed), or COMMIT /
+--   ROLLBACK after a PL/pgSQL BEGIN, THEN, ELSE or LOOP. Texts it does not
+--   match need no lexing; broker_add_jobs matches each element once. BEGIN
+--   and END are left out (every PL/pgSQL body has them): a transaction block
+--   that one of them opens or ends alone is left to fail at run time.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._transaction_words()
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE  -- (PL/pgSQL: a SQL function with SET is planned at every call)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN '(^|;)\s*((/\*.*?\*/|--[^\n]*)\s*)*(vacuum|commit|rollback|abort|start|savepoint|release|prepare|create|drop|alter|cluster|reindex)\M'
+           '|\m(begin|then|else|loop)\s+(commit|rollback)\M';
+END;
+$$;
+COMMENT ON FUNCTION broker._transaction_words() IS
+    'Internal: a regular expression matched by every job text that can never run inside a transaction (a quick filter before lexing).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._never_in_transaction(p_sql, p_language)
+--   The statement of a job's text that can never run inside a transaction
+--   (and so never inside the job executor), e.g. 'VACUUM' or 'COMMIT', or
+--   NULL. Only what is certain: a statement hidden in EXECUTE or behind a
+--   text this lexer gives up on is left to fail at run time. A quick regular
+--   expression first, so that ordinary jobs pay one match.
+--   Calls: _transaction_words, _sql_tokens
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._never_in_transaction(p_sql text, p_language text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t      text[];
+    s      text[];
+    i      integer;
+    k      integer;
+    prev   text;
+    v_plpg boolean := p_language OPERATOR(pg_catalog.=) 'plpgsql';
+BEGIN
+    IF p_sql OPERATOR(pg_catalog.!~*) broker._transaction_words() THEN
+        RETURN NULL;
+    END IF;
+    t := broker._sql_tokens(p_sql);
+    IF t IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF v_plpg THEN
+        -- PL/pgSQL: a COMMIT or ROLLBACK statement (at a statement start) fails in any function
+        FOR i IN 1 .. pg_catalog.cardinality(t) LOOP
+            prev := CASE WHEN i OPERATOR(pg_catalog.>) 1 THEN t[i OPERATOR(pg_catalog.-) 1] ELSE ';' END;
+            IF t[i] OPERATOR(pg_catalog.=) ANY (ARRAY['COMMIT', 'ROLLBACK'])
+               AND prev OPERATOR(pg_catalog.=) ANY (ARRAY[';', 'BEGIN', 'THEN', 'ELSE', 'LOOP']) THEN
+                RETURN t[i];
+            END IF;
+        END LOOP;
+        RETURN NULL;
+    END IF;
+    k := 1;
+    FOR i IN 1 .. pg_catalog.cardinality(t) OPERATOR(pg_catalog.+) 1 LOOP
+        IF i OPERATOR(pg_catalog.>) pg_catalog.cardinality(t) OR t[i] OPERATOR(pg_catalog.=) ';' THEN
+            s := t[k:i OPERATOR(pg_catalog.-) 1] OPERATOR(pg_catalog.||) ARRAY[NULL, NULL, NULL, NULL, NULL]::text[];
+            k := i OPERATOR(pg_catalog.+) 1;
+            s := ARRAY(SELECT x FROM pg_catalog.unnest(s) WITH ORDINALITY AS u(x, o) WHERE x IS DISTINCT FROM '--' ORDER BY o);
+            IF s[1] OPERATOR(pg_catalog.=) ANY (ARRAY['VACUUM', 'COMMIT', 'ROLLBACK', 'ABORT', 'BEGIN', 'END', 'SAVEPOINT', 'RELEASE'])
+               OR (s[1] OPERATOR(pg_catalog.=) 'START' AND s[2] IS NOT DISTINCT FROM 'TRANSACTION')
+               OR (s[1] OPERATOR(pg_catalog.=) 'PREPARE' AND s[2] IS NOT DISTINCT FROM 'TRANSACTION')
+               OR (s[1] OPERATOR(pg_catalog.=) 'CLUSTER' AND s[2] IS NULL)
+               OR (s[1] OPERATOR(pg_catalog.=) ANY (ARRAY['CREATE', 'DROP']) AND s[2] OPERATOR(pg_catalog.=) ANY (ARRAY['DATABASE', 'TABLESPACE']))
+               OR (s[1] OPERATOR(pg_catalog.=) 'ALTER' AND s[2] IS NOT DISTINCT FROM 'SYSTEM') THEN
+                RETURN pg_catalog.concat_ws(' ', s[1], CASE WHEN s[1] OPERATOR(pg_catalog.=) ANY (ARRAY['START', 'PREPARE', 'CREATE', 'DROP', 'ALTER']) THEN s[2] END);
+            ELSIF s[1] OPERATOR(pg_catalog.=) 'CREATE' AND 'INDEX' OPERATOR(pg_catalog.=) ANY (s[2:3])
+                  AND 'CONCURRENTLY' OPERATOR(pg_catalog.=) ANY (s[3:4]) THEN
+                RETURN 'CREATE INDEX CONCURRENTLY';
+            ELSIF s[1] OPERATOR(pg_catalog.=) 'DROP' AND s[2] IS NOT DISTINCT FROM 'INDEX' AND s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN
+                RETURN 'DROP INDEX CONCURRENTLY';
+            ELSIF s[1] OPERATOR(pg_catalog.=) 'REINDEX' AND s[2] IS DISTINCT FROM '('
+                  AND (s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' OR s[2] OPERATOR(pg_catalog.=) ANY (ARRAY['DATABASE', 'SYSTEM'])) THEN
+                RETURN 'REINDEX ' OPERATOR(pg_catalog.||) s[2] OPERATOR(pg_catalog.||)
+                       CASE WHEN s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN ' CONCURRENTLY' ELSE '' END;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._never_in_transaction(text, text) IS
+    'Internal: the statement of a job''s text that can never run inside a transaction (VACUUM, COMMIT, CREATE INDEX CONCURRENTLY, ...), or NULL.';
+-- source: sql/enqueue/autonomous.sql
+-- sql/enqueue/autonomous.sql: the enqueue-time checks of a job's SQL against how it runs (autonomous jobs: one allowed statement, a role with the arrangement).
+-- ---------------------------------------------------------------------------
+-- Function: broker._autonomous_kind(p_fn, p_sql)
+--   The enqueue-time check of an autonomous job's text: exactly one
+--   statement of an allowed kind, in a shape this lexer (_sql_tokens) is sure
+--   of: no comment, no dollar quote or $n, no string with a prefix or a
+--   backslash, no Unicode identifier, no ';' but one at the end, and only
+--   the characters ( ) , . = < > + - * / [ ] : besides words, numbers,
+--   standard strings and quoted identifiers. Returns the kind: VACUUM,
+--   ANALYZE, CREATE INDEX CONCURRENTLY, REINDEX CONCURRENTLY, REFRESH
+--   MATERIALIZED VIEW CONCURRENTLY or CALL. The runner parses the text again
+--   with PostgreSQL's own parser (pglast) before it runs it.
+-- Errors: 22023 a shape outside the above; 0A000 another kind of statement.
+--   Calls: _sql_tokens, _autonomous_refuse_kind
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._autonomous_kind(p_fn text, p_sql text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    t    text[] := broker._sql_tokens(p_sql);
+    n    integer := pg_catalog.cardinality(t);
+    x    text;
+    p    integer := 2;  -- REINDEX: where the object kind is (after its options)
+    c_hint CONSTANT text := 'An autonomous job is one of: VACUUM ..., ANALYZE ..., CREATE [UNIQUE] INDEX CONCURRENTLY ..., '
+                            'REINDEX [(...)] INDEX|TABLE|SCHEMA|DATABASE CONCURRENTLY ..., REFRESH MATERIALIZED VIEW CONCURRENTLY ..., '
+                            'CALL ...(...); write it without comments or dollar quoting, with standard string literals '
+                            '(no backslashes) and, for names that need it, double quotes.';
+BEGIN
+    IF t IS NULL THEN
+        RAISE EXCEPTION '%: an autonomous job''s SQL must be at most 100,000 characters with every quote and comment closed', p_fn
+            USING ERRCODE = 'invalid_parameter_value', HINT = c_hint;
+    END IF;
+    IF n OPERATOR(pg_catalog.>) 0 AND t[n] OPERATOR(pg_catalog.=) ';' THEN
+        n := n OPERATOR(pg_catalog.-) 1;
+        t := t[1:n];
+    END IF;
+    FOREACH x IN ARRAY t LOOP
+        IF x OPERATOR(pg_catalog.=) ANY (ARRAY['--', '$$', 'E''', 'U&"', ';'])
+           OR (pg_catalog.length(x) OPERATOR(pg_catalog.=) 1 AND x OPERATOR(pg_catalog.!~) '^[A-Za-z_0-9"''(),.=<>+*/:\[\]-]$'
+               AND x OPERATOR(pg_catalog.!~) '^[\u0080-\uFFFF]$') THEN
+            RAISE EXCEPTION '%: an autonomous job is one statement without %', p_fn,
+                CASE x WHEN '--' THEN 'comments' WHEN '$$' THEN 'dollar quoting or $n parameters'
+                       WHEN 'E''' THEN 'escape-string, bit-string or backslash literals' WHEN 'U&"' THEN 'Unicode-escaped names'
+                       WHEN ';' THEN 'a second statement (a '';'' before the end)'
+                       ELSE pg_catalog.format('the character %L', x) END
+                USING ERRCODE = 'invalid_parameter_value', HINT = c_hint;
+        END IF;
+    END LOOP;
+    IF t[1] OPERATOR(pg_catalog.=) 'REINDEX' AND t[2] IS NOT DISTINCT FROM '(' THEN
+        p := pg_catalog.array_position(t, ')') OPERATOR(pg_catalog.+) 1;
+    END IF;
+    RETURN CASE
+        WHEN t[1] OPERATOR(pg_catalog.=) 'VACUUM' THEN 'VACUUM'
+        WHEN t[1] OPERATOR(pg_catalog.=) ANY (ARRAY['ANALYZE', 'ANALYSE']) THEN 'ANALYZE'
+        WHEN t[1] OPERATOR(pg_catalog.=) 'CREATE'
+             AND ((t[2] IS NOT DISTINCT FROM 'INDEX' AND t[3] IS NOT DISTINCT FROM 'CONCURRENTLY')
+                  OR (t[2] IS NOT DISTINCT FROM 'UNIQUE' AND t[3] IS NOT DISTINCT FROM 'INDEX' AND t[4] IS NOT DISTINCT FROM 'CONCURRENTLY'))
+             THEN 'CREATE INDEX CONCURRENTLY'
+        WHEN t[1] OPERATOR(pg_catalog.=) 'REINDEX' AND p IS NOT NULL
+             AND t[p] OPERATOR(pg_catalog.=) ANY (ARRAY['INDEX', 'TABLE', 'SCHEMA', 'DATABASE'])
+             AND t[p OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM 'CONCURRENTLY'
+             THEN 'REINDEX CONCURRENTLY'
+        WHEN t[1] OPERATOR(pg_catalog.=) 'REFRESH' AND t[2:4] OPERATOR(pg_catalog.=) ARRAY['MATERIALIZED', 'VIEW', 'CONCURRENTLY']
+             THEN 'REFRESH MATERIALIZED VIEW CONCURRENTLY'
+        WHEN t[1] OPERATOR(pg_catalog.=) 'CALL' THEN 'CALL'
+        ELSE broker._autonomous_refuse_kind(p_fn, COALESCE(pg_catalog.array_to_string(t[1:2], ' '), ''), c_hint) END;
+END;
+$fn$;
+COMMENT ON FUNCTION broker._autonomous_kind(text, text) IS
+    'Internal: the kind of an autonomous job''s one statement (VACUUM, ANALYZE, CREATE INDEX CONCURRENTLY, REINDEX CONCURRENTLY, REFRESH MATERIALIZED VIEW CONCURRENTLY, CALL); raises 22023/0A000 for anything else.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._autonomous_refuse_kind(p_fn, p_found, p_hint)
+--   Raises 0A000: an autonomous job of another kind of statement.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._autonomous_refuse_kind(p_fn text, p_found text, p_hint text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION '%: an autonomous job cannot run %', p_fn, pg_catalog.quote_literal(p_found)
+        USING ERRCODE = 'feature_not_supported',
+              HINT = p_hint OPERATOR(pg_catalog.||) ' Other SQL runs as a regular job (p_autonomous => false).';
+END;
+$$;
+COMMENT ON FUNCTION broker._autonomous_refuse_kind(text, text, text) IS
+    'Internal: raise 0A000 for an autonomous job of a statement kind that is not allowed.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_autonomous(p_fn, p_sql, p_language, p_run_as, p_autonomous)
+--   The enqueue-time checks of a job's text against how it will run (every
+--   enqueue path: broker_add_job, broker_add_jobs, the schedules, and raw
+--   INSERTs through the insert policy). A regular job whose text can never
+--   run inside a transaction is refused (0A000, the hint names the opt-in);
+--   an autonomous job must be SQL, pass _autonomous_kind, and its run_as role
+--   must have the administrator's arrangement (42501 with the fix in the
+--   hint): set_role for the maintenance statements, login for CALL too.
+--   Returns true (it raises otherwise).
+--   Calls: _never_in_transaction, _autonomous_kind, _autonomous_via
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_autonomous(p_fn text, p_sql text, p_language text, p_run_as name, p_autonomous boolean)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_kind text;
+    v_via  text;
+BEGIN
+    IF NOT COALESCE(p_autonomous, false) THEN
+        v_kind := broker._never_in_transaction(p_sql, p_language);
+        IF v_kind IS NOT NULL THEN
+            RAISE EXCEPTION '%: % cannot run inside a transaction, and a job runs inside one', p_fn, v_kind
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Enqueue it as an autonomous job: p_autonomous => true (the key "autonomous" in broker_add_jobs), '
+                             'once an administrator allowed them for the role (broker.broker_allow_autonomous, docs/jobs.md).';
+        END IF;
+        RETURN true;
+    END IF;
+    IF p_language IS DISTINCT FROM 'sql' THEN
+        RAISE EXCEPTION '%: an autonomous job is SQL, not %', p_fn, pg_catalog.quote_literal(p_language)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Put PL/pgSQL that commits in a procedure and CALL it.';
+    END IF;
+    v_kind := broker._autonomous_kind(p_fn, p_sql);
+    v_via := broker._autonomous_via(p_run_as);
+    IF v_via IS NULL THEN
+        RAISE EXCEPTION '%: role % may not run autonomous jobs', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('An administrator allows it per role: for maintenance statements GRANT %1$I TO broker_runtime; '
+                                           'SELECT broker.broker_allow_autonomous(%2$L); for CALL too, a login for %1$s in the runner''s '
+                                           'autonomous_logins and SELECT broker.broker_allow_autonomous(%2$L, ''login'') (docs/security.md).',
+                                           p_run_as, p_run_as);
+    END IF;
+    IF v_kind OPERATOR(pg_catalog.=) 'CALL' AND v_via OPERATOR(pg_catalog.<>) 'login' THEN
+        RAISE EXCEPTION '%: role % may run maintenance statements autonomously, not CALL', p_fn, pg_catalog.quote_ident(p_run_as)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = pg_catalog.format('A CALL runs on a connection that logs in as %1$s: an administrator configures a login for it in '
+                                           'the runner''s autonomous_logins, then SELECT broker.broker_allow_autonomous(%2$L, ''login'').',
+                                           p_run_as, p_run_as);
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
+    'Internal: enqueue-time check of a job''s SQL against how it runs (regular jobs: nothing that can never run in a transaction; autonomous: one allowed statement and the role''s arrangement).';
+
 -- source: sql/enqueue/add_job.sql
 -- sql/enqueue/add_job.sql: enqueueing one job (broker_add_job, broker_add_job_simple).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id,
+--     p_autonomous)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   * p_tenant_id names the tenant for this call only (checked as by
 --     broker_set_tenant, and the caller must be allowed to act for it, as for
@@ -1661,6 +2223,12 @@ COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_d
 --   * With p_idempotency_key, an unfinished job of the same tenant and key is
 --     returned instead (is_new = false); once that job has finished the key
 --     may be used again.
+--   * p_autonomous: the job runs outside a transaction block, on a
+--     connection of its own, at least once (VACUUM, ANALYZE, CREATE INDEX /
+--     REINDEX / REFRESH MATERIALIZED VIEW CONCURRENTLY, or a CALL of a
+--     procedure that commits): one such statement, for a role an
+--     administrator allowed (broker_allow_autonomous). A regular job whose
+--     text can never run inside a transaction is refused (0A000).
 --   * SECURITY INVOKER on purpose: the rows are written with the caller's
 --     rights, so the row-level security policies check the caller's tenant,
 --     identity (enqueued_by) and run_as as that caller; the triggers on the
@@ -1673,12 +2241,16 @@ COMMENT ON TRIGGER broker_job_dependency_after_insert_trg ON broker.broker_job_d
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
---   cancelled; 23514 self-dependency or dependency cycle.
+--   cancelled; 23514 self-dependency or dependency cycle; those of
+--   broker._check_autonomous (0A000 SQL that can never run in a transaction
+--   without p_autonomous; with it 22023/0A000 SQL it does not accept, 42501
+--   a role without the arrangement).
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
---   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -1697,7 +2269,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_run_after           timestamptz DEFAULT NULL,
     p_timeout             interval    DEFAULT NULL,
     p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id           text        DEFAULT NULL)
+    p_tenant_id           text        DEFAULT NULL,
+    p_autonomous          boolean     DEFAULT false)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -1718,7 +2291,8 @@ BEGIN
         PERFORM broker._set_tenant('broker_add_job', p_tenant_id);
         RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
             p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
-            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path) AS a;
+            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path,
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -1803,6 +2377,7 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
+    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
@@ -1858,10 +2433,10 @@ BEGIN
         -- the common case: one plain INSERT (its trigger notifies the queue)
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         RETURNING j.job_id INTO v_id;
         job_id := v_id;
         is_new := true;
@@ -1874,10 +2449,10 @@ BEGIN
     LOOP
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -1914,8 +2489,8 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
@@ -1961,7 +2536,7 @@ CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
                job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
                idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
-               run_after timestamptz, job_timeout interval, search_path text, problem text[])
+               run_after timestamptz, job_timeout interval, search_path text, autonomous boolean, problem text[])
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2017,14 +2592,16 @@ AS $$
                r.run_as, r.schedule_id, r.depends_on_job_ids, r.idempotency_key,
                CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN r.max_attempts ELSE 1 END AS max_attempts,
                r.job_group, r.depends_on_groups, r.run_after, r.timeout AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path,
+               COALESCE(r.autonomous, false) AS autonomous
           FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
          CROSS JOIN LATERAL pg_catalog.jsonb_to_record(e.v) AS r(
                job_name pg_catalog.text, execute_str pg_catalog.text, job_queue pg_catalog.int4,
                job_priority pg_catalog.int4, job_language pg_catalog.text, run_as pg_catalog.text,
                schedule_id pg_catalog.int8, depends_on_job_ids pg_catalog.int8[], idempotency_key pg_catalog.text,
                max_attempts pg_catalog.int4, job_group pg_catalog.text, depends_on_groups pg_catalog.text[],
-               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text)) AS p
+               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text,
+               autonomous pg_catalog.bool)) AS p
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
@@ -2054,15 +2631,16 @@ AS $$
 DECLARE
     c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
         'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path'];
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string'];
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
+    c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     -- one element per job (index = ord)
     a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
     a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
-    a_timeout interval[]; a_path text[];
+    a_timeout interval[]; a_path text[]; a_auto boolean[];
     a_todo   boolean[];  -- still to insert
     -- one element per dependency: the job's ord and the job id / group it waits on
     i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
@@ -2114,9 +2692,12 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
+           -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
-                                                                    'depends_on_job_ids', 'depends_on_groups']), false)
+                                                                    'depends_on_job_ids', 'depends_on_groups', 'autonomous']
+                                       OR (e.v OPERATOR(pg_catalog.->>) 'execute_str') OPERATOR(pg_catalog.~*) c_words), false)
       INTO v_misshapen, v_special
       FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
     IF v_misshapen THEN
@@ -2174,7 +2755,7 @@ BEGIN
                pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
                pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
                pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
-               pg_catalog.array_agg(p.search_path),
+               pg_catalog.array_agg(p.search_path), pg_catalog.array_agg(p.autonomous),
                (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
                (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
                (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
@@ -2183,7 +2764,7 @@ BEGIN
                (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
                (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
           INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
-               a_path, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+               a_path, a_auto, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
           FROM p;
     EXCEPTION WHEN data_exception THEN
         -- a value that does not convert: find its element
@@ -2217,6 +2798,13 @@ BEGIN
               WHERE x.r IS NOT NULL
               GROUP BY x.r
               ORDER BY 1) AS u;
+    -- what can never run in a transaction, and autonomous jobs' SQL and roles
+    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.o), u.sql,
+                                     pg_catalog.lower(pg_catalog.btrim(u.lang)), COALESCE(u.r::name, CURRENT_USER), u.auto)
+       FROM ROWS FROM (pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_auto))
+            WITH ORDINALITY AS u(sql, lang, r, auto, o)
+      WHERE u.auto OR u.sql OPERATOR(pg_catalog.~*) c_words
+      ORDER BY u.o;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
@@ -2302,12 +2890,12 @@ BEGIN
         WITH ins AS (
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
             SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
                    COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
-                   u.tmo, COALESCE(u.path, '')
-              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo))
-                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, o)
+                   u.tmo, COALESCE(u.path, ''), u.auto
+              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo), pg_catalog.unnest(a_auto))
+                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, auto, o)
              WHERE u.todo
              ORDER BY u.o
             ON CONFLICT (tenant_id, idempotency_key)
@@ -2389,7 +2977,7 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path); a missing key takes
+--   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
 --   broker_add_job's default (search_path: the caller's). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
@@ -3376,7 +3964,9 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle.
+--   claimer are skipped. Returns one row per claimed job, none when idle;
+--   an autonomous job (autonomous = true) is run with
+--   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
 --   maintenance, broker_apply_deferred_releases): a claim's cost is its own
 --   queue's, whatever any tenant left to release.
@@ -3400,7 +3990,7 @@ COMMENT ON FUNCTION broker._fail_attempt(bigint, text, text) IS
 --   Calls: _setting_int, _active_instance, _claimable
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_get(
+CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
     p_instance_id   bigint  DEFAULT NULL,
     p_lease_seconds integer DEFAULT NULL,
@@ -3416,7 +4006,8 @@ RETURNS TABLE (
     max_attempts     integer,
     job_timeout      interval,
     lease_token      uuid,
-    lease_expires_at timestamptz)
+    lease_expires_at timestamptz,
+    autonomous       boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -3506,10 +4097,10 @@ BEGIN
                     LIMIT v_left
                       FOR NO KEY UPDATE SKIP LOCKED))
             RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after
+                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
         )
         SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at
+               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
           FROM claimed AS c
          ORDER BY c.run_after, c.job_id
         -- </claim-query>
@@ -4166,6 +4757,155 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
     'Returns jobs whose run their runner ended (shutdown deadline) to pending without counting the attempt and without touching their dependents, counting the interruption (only under the lease token of their claim; waits for a session still executing them); returns the ids interrupted.';
+-- source: sql/run/autonomous.sql
+-- sql/run/autonomous.sql: starting autonomous jobs, keeping their leases, recording their outcome (the runner's side).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_autonomous_begin(p_job_id, p_lease_token)
+--   Starts a claimed autonomous job (one that runs outside a transaction
+--   block): returns what the runner needs to run it on a connection of its
+--   own, in a transaction of its own that commits before the job runs (so
+--   the job runs at least once: a crash before broker_autonomous_end leaves
+--   it running under its lease, and lease recovery retries it). The runner
+--   keeps the lease alive while the job runs (broker_autonomous_extend).
+--   Checked here, as broker_run checks a regular job: the enqueuer may still
+--   have it run (_authority_lost), and the run_as role still has its
+--   arrangement (broker_allow_autonomous); otherwise the job fails for good
+--   (42501, its dependents cancelled) and refused says why.
+--   via: 'set_role' (the runner SET ROLEs to run_as; maintenance statements
+--   only) or 'login' (the runner logs in as run_as).
+-- Errors: P0002 unknown job; 55000 job not running, lease lost, or not an
+--   autonomous job (run those with broker_run).
+-- Example:
+--   SELECT * FROM broker.broker_autonomous_begin(42, '1d2e...'::uuid);
+--   Calls: _run_begin, _authority_lost, _autonomous_via, _fail_job
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_autonomous_begin(p_job_id bigint, p_lease_token uuid)
+RETURNS TABLE (job_id bigint, execute_str text, run_as name, via text, search_path text, tenant_id text, refused text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs;
+    v_via    text;
+    v_denied text;
+BEGIN
+    v_job := broker._run_begin(p_job_id, p_lease_token);
+    IF NOT v_job.autonomous THEN
+        RAISE EXCEPTION 'broker_autonomous_begin: job % is not autonomous', p_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Run it with broker.broker_run().';
+    END IF;
+    v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
+    IF v_denied IS NULL THEN
+        v_via := broker._autonomous_via(v_job.run_as);
+        IF v_via IS NULL THEN
+            v_denied := pg_catalog.format('role %I may no longer run autonomous jobs (broker_allow_autonomous)', v_job.run_as);
+        END IF;
+    END IF;
+    IF v_denied IS NOT NULL THEN
+        PERFORM broker._fail_job(p_job_id, '42501', v_denied);
+    END IF;
+    RETURN QUERY SELECT p_job_id, CASE WHEN v_denied IS NULL THEN v_job.execute_str END, v_job.run_as, v_via,
+                        v_job.job_search_path, v_job.tenant_id, v_denied;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
+    'Starts a claimed autonomous job: checks its enqueuer''s rights and its role''s arrangement (else fails it, 42501) and returns its SQL, run_as, how to run it (set_role or login), search_path and tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_autonomous_extend(p_job_ids, p_lease_tokens, p_lease_seconds)
+--   Keeps the leases of autonomous jobs alive while the runner executes them
+--   (no transaction holds their rows locked, so the lease is what marks them
+--   as executing): each job still running under the token given with it
+--   gets lease_expires_at = now + p_lease_seconds. Returns the ids extended.
+-- Errors: 22004 NULL; 22023 arrays of different lengths, more than 1000
+--   jobs, or a lease outside 1..3600 seconds.
+-- Example:
+--   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
+--   Calls: _check_lease_args, _state
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM broker._check_lease_args('broker_autonomous_extend', p_job_ids, p_lease_tokens);
+    IF p_lease_seconds IS NULL OR p_lease_seconds OPERATOR(pg_catalog.<) 1 OR p_lease_seconds OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_autonomous_extend: the lease must be 1 to 3600 seconds, got %', COALESCE(p_lease_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    UPDATE broker.broker_jobs AS j
+       SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => p_lease_seconds)
+      FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) AS u(id, token)
+     WHERE j.job_id OPERATOR(pg_catalog.=) u.id
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+       AND j.autonomous
+       AND j.lease_token OPERATOR(pg_catalog.=) u.token
+    RETURNING j.job_id;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) IS
+    'Extends the leases of running autonomous jobs (under their claim''s tokens) while the runner executes them; returns the ids extended.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_autonomous_end(p_job_id, p_lease_token, p_error_sqlstate,
+--     p_error_message, p_duration, p_final)
+--   Records the outcome of an autonomous job in a transaction of its own,
+--   through the functions every job's outcome goes through: completed
+--   (p_error_sqlstate NULL) and its dependents released, or a failed attempt
+--   (retried after the backoff, or failed with its dependents cancelled), or
+--   with p_final failed for good whatever attempts are left (the runner
+--   refused to run the text). A permission error gets the role appended, as
+--   for regular jobs. Returns the outcome as broker_run does.
+-- Errors: P0002 unknown job; 55000 job not running or lease lost (the lease
+--   expired and the job was recovered meanwhile: that outcome stands).
+-- Example:
+--   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
+--   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _fail_attempt
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
+                                             p_error_message text, p_duration interval, p_final boolean DEFAULT false)
+RETURNS TABLE (
+    job_id          bigint,
+    complete_status smallint,
+    attempts        integer,
+    error_sqlstate  text,
+    error_message   text,
+    duration        interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job     broker.broker_jobs := broker._run_begin(p_job_id, p_lease_token);
+    v_status  smallint;
+    v_message text;
+BEGIN
+    IF NOT v_job.autonomous THEN
+        RAISE EXCEPTION 'broker_autonomous_end: job % is not autonomous', p_job_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF p_error_sqlstate IS NULL THEN
+        PERFORM broker._complete_job(p_job_id);
+        v_status := broker._state('completed');
+    ELSE
+        v_message := broker._error_text(COALESCE(p_error_message, ''));
+        IF p_error_sqlstate OPERATOR(pg_catalog.=) '42501' THEN
+            v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
+                OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) broker._grant_hint(v_job.run_as, p_error_message), '')
+                OPERATOR(pg_catalog.||) ')';
+        END IF;
+        v_status := CASE WHEN p_final THEN broker._fail_job(p_job_id, p_error_sqlstate, v_message)
+                         ELSE broker._fail_attempt(p_job_id, p_error_sqlstate, v_message) END;
+    END IF;
+    RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, p_error_sqlstate, v_message, COALESCE(p_duration, interval '0');
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_autonomous_end(bigint, uuid, text, text, interval, boolean) IS
+    'Records the outcome of an autonomous job (completed, a failed attempt, or with p_final failed for good) in its own transaction; returns it as broker_run does.';
 -- source: sql/run/cancel.sql
 -- sql/run/cancel.sql: cancelling pending jobs (broker_cancel_job and the cancel_reason trigger).
 -- ---------------------------------------------------------------------------
@@ -4762,8 +5502,10 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
---   not allowed for the caller.
---   Calls: _may_run_as, broker_cron_next
+--   not allowed for the caller; those of broker._check_autonomous (0A000
+--   SQL that can never run in a transaction without p_autonomous, and the
+--   refusals of an autonomous schedule's SQL or role).
+--   Calls: _may_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -4828,6 +5570,7 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Be a member of that role (superuser and BYPASSRLS roles: only superusers).';
     END IF;
+    PERFORM broker._check_autonomous(p_fn, s.execute_str, s.job_language, s.run_as, s.autonomous);
     v_next := broker.broker_cron_next(s.cron_expr, pg_catalog.now(), s.time_zone);
     IF v_next IS NULL THEN
         RAISE EXCEPTION '%: cron expression % never fires', p_fn, pg_catalog.quote_literal(s.cron_expr)
@@ -4860,16 +5603,19 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
 --     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
---     p_tenant_id)
+--     p_tenant_id, p_autonomous)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
 --   and run as p_run_as (default: the caller). p_tenant_id names the tenant
---   for this call only (as broker_add_job's).
+--   for this call only (as broker_add_job's). With p_autonomous its jobs
+--   run outside a transaction block (VACUUM, CREATE INDEX CONCURRENTLY, a
+--   CALL that commits, ...: see broker_add_job).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
+--   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
 --   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -4890,7 +5636,8 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_enabled       boolean  DEFAULT true,
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id     text     DEFAULT NULL)
+    p_tenant_id     text     DEFAULT NULL,
+    p_autonomous    boolean  DEFAULT false)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -4905,7 +5652,8 @@ BEGIN
         PERFORM broker._set_tenant('broker_add_schedule', p_tenant_id);
         RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
             p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
-            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path) AS a;
+            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -4924,6 +5672,7 @@ BEGIN
     s.overlap := pg_catalog.lower(pg_catalog.btrim(p_overlap));
     s.enabled := p_enabled;
     s.job_timeout := p_job_timeout;
+    s.autonomous := p_autonomous;
     v_next := broker._schedule_check('broker_add_schedule', s);
     IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
         RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
@@ -4944,16 +5693,16 @@ BEGIN
     INSERT INTO broker.broker_schedule AS t
            (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
             max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap)
+            overlap, autonomous)
     VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
             s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap)
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous)
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text) IS
-    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy) for the current tenant; returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
+    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_row(p_fn, p_schedule_name)
@@ -5281,11 +6030,12 @@ BEGIN
     FOREACH v_fire IN ARRAY p_fires LOOP
         INSERT INTO broker.broker_jobs AS j
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
-                enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
+                autonomous)
         VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
-                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path)
+                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -5870,9 +6620,11 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
                 AND attempts OPERATOR(pg_catalog.=) 0
-                AND pending_deps OPERATOR(pg_catalog.=) 0);
+                AND pending_deps OPERATOR(pg_catalog.=) 0
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state; keys broker_schedule:* are the tick''s.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
 CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
@@ -5927,7 +6679,9 @@ CREATE POLICY broker_schedule_insert ON broker.broker_schedule FOR INSERT
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND created_by OPERATOR(pg_catalog.=) CURRENT_USER
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_insert ON broker.broker_schedule IS
     'New schedules: current tenant, owned by the inserting role, a run_as it may use.';
 CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
@@ -5937,7 +6691,9 @@ CREATE POLICY broker_schedule_update ON broker.broker_schedule FOR UPDATE
     WITH CHECK (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
                 AND broker._may_run_as(created_by, CURRENT_USER)
-                AND broker._may_run_as(run_as, CURRENT_USER));
+                AND broker._may_run_as(run_as, CURRENT_USER)
+                AND CASE WHEN autonomous THEN broker._check_autonomous('broker_schedule', execute_str, job_language, run_as, true)
+                         ELSE true END);
 COMMENT ON POLICY broker_schedule_update ON broker.broker_schedule IS
     'Schedules are changed by their owner (or members of it), with a run_as the changing role may use.';
 CREATE POLICY broker_schedule_delete ON broker.broker_schedule FOR DELETE
@@ -5979,6 +6735,14 @@ ALTER TABLE broker.broker_tenant_roles FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_tenant_roles_own ON broker.broker_tenant_roles FOR SELECT
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_tenant_roles_own ON broker.broker_tenant_roles IS 'A role sees the tenant mappings of the roles it belongs to.';
+-- source: sql/security/policies/broker_autonomous_role.sql
+-- sql/security/policies/broker_autonomous_role.sql: row-level security of broker.broker_autonomous_role, keyed on the role (as broker_tenant_roles).
+ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
+-- (to_regrole: an arrangement left behind by a dropped role is hidden, not an error)
+CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
+    USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
+COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/security/grants.sql

@@ -17,6 +17,7 @@
 \i sql/tenancy/tenant.sql
 \i sql/tenancy/strict.sql
 \i sql/tenancy/run_as.sql
+\i sql/tenancy/autonomous_roles.sql
 
 -- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 \i sql/tables/broker_schema_migrations.sql
@@ -27,6 +28,7 @@
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
 \i sql/tables/broker_tenancy.sql
+\i sql/tables/broker_autonomous_role.sql
 \i sql/tables/dump.sql
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -36,13 +38,15 @@
 \i sql/dependencies/propagation.sql
 \i sql/dependencies/triggers.sql
 
--- Group: enqueue: adding jobs, one or many
+-- Group: enqueue: adding jobs, one or many; the checks of a job's SQL against how it runs
+\i sql/enqueue/transaction_checks.sql
+\i sql/enqueue/autonomous.sql
 \i sql/enqueue/add_job.sql
 \i sql/enqueue/parse_jobs.sql
 \i sql/enqueue/add_jobs.sql
 \i sql/enqueue/add_plain_jobs.sql
 
--- Group: run: executors, the run guard, claim, run, finish/fail and retries, release/interrupt, cancel, recovery
+-- Group: run: executors, the run guard, claim, run, finish/fail and retries, release/interrupt, autonomous jobs, cancel, recovery
 \i sql/run/executors.sql
 \i sql/run/guard.sql
 \i sql/run/finish.sql
@@ -52,6 +56,7 @@
 \i sql/run/run_batch.sql
 \i sql/run/release.sql
 \i sql/run/interrupt.sql
+\i sql/run/autonomous.sql
 \i sql/run/cancel.sql
 \i sql/run/recovery.sql
 
@@ -83,4 +88,5 @@
 \i sql/security/policies/broker_schema_migrations.sql
 \i sql/security/policies/broker_config.sql
 \i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_autonomous_role.sql
 \i sql/security/grants.sql

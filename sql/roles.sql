@@ -183,7 +183,9 @@ BEGIN
         ALTER ROLE broker_enqueue NOSUPERUSER NOBYPASSRLS;
     END IF;
     ALTER ROLE broker_admin NOCREATEROLE;
-    ALTER ROLE broker_runtime NOCREATEROLE;
+    -- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
+    -- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
+    ALTER ROLE broker_runtime NOCREATEROLE NOINHERIT;
     ALTER ROLE broker_enqueue NOCREATEROLE;
     -- Handing an object to broker_admin takes membership in it (a superuser needs none);
     -- a CREATEROLE installer may grant it to itself.
@@ -325,7 +327,7 @@ GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 -- and create its own executor.
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                          timestamptz, interval, text, text),
+                          timestamptz, interval, text, text, boolean),
     broker.broker_add_job_simple(text, text, integer, text[], text),
     broker.broker_add_jobs(jsonb, text),
     broker._add_jobs(jsonb, text, text),
@@ -347,7 +349,7 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                               text, boolean, interval, text, text),
+                               text, boolean, interval, text, text, boolean),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
                                  text, interval, text, text),
     broker.broker_enable_schedule(text, boolean),
@@ -356,9 +358,27 @@ GRANT EXECUTE ON FUNCTION
     broker._schedule_row(text, text),
     broker._schedule_notify()
     TO broker_enqueue;
+-- the enqueue-time checks of job SQL (also in the insert policies), autonomous jobs' arrangements
+GRANT EXECUTE ON FUNCTION
+    broker._check_autonomous(text, text, text, name, boolean),
+    broker._never_in_transaction(text, text),
+    broker._transaction_words(),
+    broker._sql_tokens(text),
+    broker._autonomous_kind(text, text),
+    broker._autonomous_refuse_kind(text, text, text),
+    broker._autonomous_via(name)
+    TO broker_enqueue;
+GRANT SELECT ON broker.broker_autonomous_role TO broker_runtime, broker_enqueue;
+-- autonomous jobs: the runner starts them, keeps their leases and records their outcome
+GRANT EXECUTE ON FUNCTION
+    broker.broker_autonomous_begin(bigint, uuid),
+    broker.broker_autonomous_extend(bigint[], uuid[], integer),
+    broker.broker_autonomous_end(bigint, uuid, text, text, interval, boolean)
+    TO broker_runtime;
+-- (broker_allow_autonomous: broker_admin's, as the owner; no one else is granted it)
 GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap)
+              overlap, autonomous)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
@@ -366,7 +386,7 @@ GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, jo
     ON broker.broker_schedule TO broker_enqueue;
 GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
-              idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+              idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
     ON broker.broker_jobs TO broker_enqueue;
 GRANT UPDATE (cancel_reason) ON broker.broker_jobs TO broker_enqueue;
 GRANT INSERT (job_id, depends_on_job_id, depends_on_group) ON broker.broker_job_dependency TO broker_enqueue;

@@ -46,6 +46,8 @@ class DatabaseConfig:
     conn_max_lifetime: str = "5m"
     conn_max_idle_time: str = "10m"
     raw_dsn: str | None = None  # when given as a connection string (--dsn)
+    # autonomous jobs via 'login': per role, the libpq settings of a login as that role (AUTONOMOUS_LOGIN_KEYS)
+    autonomous_logins: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @classmethod
     def from_dsn(cls, dsn: str, index: int) -> "DatabaseConfig":
@@ -62,7 +64,8 @@ class DatabaseConfig:
 
 _REQUIRED = ("name", "database", "user")
 _TYPES = {"name": str, "database": str, "user": str, "host": str, "port": int, "password": str, "sslmode": str,
-          "queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str}
+          "queue_count": int, "max_open_conns": int, "conn_max_lifetime": str, "conn_max_idle_time": str,
+          "autonomous_logins": dict}
 # Fields of the original broker's configuration that would do nothing here: refused, with what to do instead.
 REMOVED = {
     "tenant_id": "the runner serves every tenant of its databases (the SECURITY DEFINER runtime functions); a job's "
@@ -70,6 +73,8 @@ REMOVED = {
     "max_idle_conns": "the runner keeps no idle connection pool: an idle worker closes its connection after "
                       "conn_max_idle_time or worker_idle_timeout_sec, whichever is shorter: delete it",
 }
+# what a login for autonomous jobs may set: its credentials, never where it connects or as whom (the role's name)
+AUTONOMOUS_LOGIN_KEYS = ("passfile", "service", "password", "sslcert", "sslkey", "sslrootcert", "sslpassword")
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
@@ -134,8 +139,27 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
                               f"connections plus one per queue), got {fields.get('max_open_conns')!r}")
         if fields.get("sslmode", "disable") not in _SSLMODES:
             raise ConfigError(f"{label}.sslmode must be one of {', '.join(_SSLMODES)}, got {fields['sslmode']!r}")
+        if "autonomous_logins" in fields:
+            fields["autonomous_logins"] = _autonomous_logins(fields["autonomous_logins"], f"{label}.autonomous_logins")
         if fields["name"] in names:
             raise ConfigError(f"{label}.name {fields['name']!r} is used twice")
         names.add(fields["name"])
         result.append(DatabaseConfig(**{k: v for k, v in fields.items() if v is not None}))
     return result
+
+
+def _autonomous_logins(value: dict, label: str) -> tuple:
+    """{role: {passfile: ..., service: ...}} -> ((role, ((key, value), ...)), ...), every problem a ConfigError."""
+    result = []
+    for role, login in value.items():
+        if not isinstance(role, str) or not role or not isinstance(login, dict) or not login:
+            raise ConfigError(f"{label}: each entry maps a role name to its login settings, "
+                              f"e.g. etl: {{passfile: /etc/pgsql-broker/etl.pgpass}}; got {role!r}: {login!r}")
+        for key, item in login.items():
+            if key not in AUTONOMOUS_LOGIN_KEYS:
+                raise ConfigError(f"{label}.{role}.{key} is not a login setting (one of {', '.join(AUTONOMOUS_LOGIN_KEYS)}; "
+                                  f"the runner connects to the database's host, port and dbname as {role} itself)")
+            if not isinstance(item, str) or not item:
+                raise ConfigError(f"{label}.{role}.{key} must be a non-empty string, got {item!r}")
+        result.append((role, tuple(sorted(login.items()))))
+    return tuple(result)

@@ -3,7 +3,8 @@
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id,
+--     p_autonomous)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   * p_tenant_id names the tenant for this call only (checked as by
 --     broker_set_tenant, and the caller must be allowed to act for it, as for
@@ -18,6 +19,12 @@
 --   * With p_idempotency_key, an unfinished job of the same tenant and key is
 --     returned instead (is_new = false); once that job has finished the key
 --     may be used again.
+--   * p_autonomous: the job runs outside a transaction block, on a
+--     connection of its own, at least once (VACUUM, ANALYZE, CREATE INDEX /
+--     REINDEX / REFRESH MATERIALIZED VIEW CONCURRENTLY, or a CALL of a
+--     procedure that commits): one such statement, for a role an
+--     administrator allowed (broker_allow_autonomous). A regular job whose
+--     text can never run inside a transaction is refused (0A000).
 --   * SECURITY INVOKER on purpose: the rows are written with the caller's
 --     rights, so the row-level security policies check the caller's tenant,
 --     identity (enqueued_by) and run_as as that caller; the triggers on the
@@ -30,12 +37,16 @@
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
---   cancelled; 23514 self-dependency or dependency cycle.
+--   cancelled; 23514 self-dependency or dependency cycle; those of
+--   broker._check_autonomous (0A000 SQL that can never run in a transaction
+--   without p_autonomous; with it 22023/0A000 SQL it does not accept, 42501
+--   a role without the arrangement).
 -- Example:
 --   SELECT * FROM broker.broker_add_job('refresh sales', 'REFRESH MATERIALIZED VIEW sales_daily',
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
---   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -54,7 +65,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_run_after           timestamptz DEFAULT NULL,
     p_timeout             interval    DEFAULT NULL,
     p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id           text        DEFAULT NULL)
+    p_tenant_id           text        DEFAULT NULL,
+    p_autonomous          boolean     DEFAULT false)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -75,7 +87,8 @@ BEGIN
         PERFORM broker._set_tenant('broker_add_job', p_tenant_id);
         RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
             p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
-            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path) AS a;
+            p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path,
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -160,6 +173,7 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
+    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
@@ -215,10 +229,10 @@ BEGIN
         -- the common case: one plain INSERT (its trigger notifies the queue)
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         RETURNING j.job_id INTO v_id;
         job_id := v_id;
         is_new := true;
@@ -231,10 +245,10 @@ BEGIN
     LOOP
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -271,8 +285,8 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout; returns (job_id, is_new).';
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,

@@ -23,15 +23,16 @@ AS $$
 DECLARE
     c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
         'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path'];
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string'];
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
+    c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     -- one element per job (index = ord)
     a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
     a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
-    a_timeout interval[]; a_path text[];
+    a_timeout interval[]; a_path text[]; a_auto boolean[];
     a_todo   boolean[];  -- still to insert
     -- one element per dependency: the job's ord and the job id / group it waits on
     i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
@@ -83,9 +84,12 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'depends_on_groups') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'array'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
+           -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
-                                                                    'depends_on_job_ids', 'depends_on_groups']), false)
+                                                                    'depends_on_job_ids', 'depends_on_groups', 'autonomous']
+                                       OR (e.v OPERATOR(pg_catalog.->>) 'execute_str') OPERATOR(pg_catalog.~*) c_words), false)
       INTO v_misshapen, v_special
       FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
     IF v_misshapen THEN
@@ -143,7 +147,7 @@ BEGIN
                pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
                pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
                pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
-               pg_catalog.array_agg(p.search_path),
+               pg_catalog.array_agg(p.search_path), pg_catalog.array_agg(p.autonomous),
                (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
                (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
                (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
@@ -152,7 +156,7 @@ BEGIN
                (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
                (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
           INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
-               a_path, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+               a_path, a_auto, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
           FROM p;
     EXCEPTION WHEN data_exception THEN
         -- a value that does not convert: find its element
@@ -186,6 +190,13 @@ BEGIN
               WHERE x.r IS NOT NULL
               GROUP BY x.r
               ORDER BY 1) AS u;
+    -- what can never run in a transaction, and autonomous jobs' SQL and roles
+    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.o), u.sql,
+                                     pg_catalog.lower(pg_catalog.btrim(u.lang)), COALESCE(u.r::name, CURRENT_USER), u.auto)
+       FROM ROWS FROM (pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_auto))
+            WITH ORDINALITY AS u(sql, lang, r, auto, o)
+      WHERE u.auto OR u.sql OPERATOR(pg_catalog.~*) c_words
+      ORDER BY u.o;
 
     SELECT u.o, u.s INTO v_bad
       FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
@@ -271,12 +282,12 @@ BEGIN
         WITH ins AS (
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
             SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
                    COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
-                   u.tmo, COALESCE(u.path, '')
-              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo))
-                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, o)
+                   u.tmo, COALESCE(u.path, ''), u.auto
+              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo), pg_catalog.unnest(a_auto))
+                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, auto, o)
              WHERE u.todo
              ORDER BY u.o
             ON CONFLICT (tenant_id, idempotency_key)
@@ -358,7 +369,7 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path); a missing key takes
+--   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
 --   broker_add_job's default (search_path: the caller's). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security

@@ -16,7 +16,7 @@ CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
 RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
                job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
                idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
-               run_after timestamptz, job_timeout interval, search_path text, problem text[])
+               run_after timestamptz, job_timeout interval, search_path text, autonomous boolean, problem text[])
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -72,14 +72,16 @@ AS $$
                r.run_as, r.schedule_id, r.depends_on_job_ids, r.idempotency_key,
                CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN r.max_attempts ELSE 1 END AS max_attempts,
                r.job_group, r.depends_on_groups, r.run_after, r.timeout AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path
+               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path,
+               COALESCE(r.autonomous, false) AS autonomous
           FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
          CROSS JOIN LATERAL pg_catalog.jsonb_to_record(e.v) AS r(
                job_name pg_catalog.text, execute_str pg_catalog.text, job_queue pg_catalog.int4,
                job_priority pg_catalog.int4, job_language pg_catalog.text, run_as pg_catalog.text,
                schedule_id pg_catalog.int8, depends_on_job_ids pg_catalog.int8[], idempotency_key pg_catalog.text,
                max_attempts pg_catalog.int4, job_group pg_catalog.text, depends_on_groups pg_catalog.text[],
-               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text)) AS p
+               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text,
+               autonomous pg_catalog.bool)) AS p
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
     'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';

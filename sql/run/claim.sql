@@ -6,7 +6,9 @@
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle.
+--   claimer are skipped. Returns one row per claimed job, none when idle;
+--   an autonomous job (autonomous = true) is run with
+--   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
 --   maintenance, broker_apply_deferred_releases): a claim's cost is its own
 --   queue's, whatever any tenant left to release.
@@ -46,7 +48,8 @@ RETURNS TABLE (
     max_attempts     integer,
     job_timeout      interval,
     lease_token      uuid,
-    lease_expires_at timestamptz)
+    lease_expires_at timestamptz,
+    autonomous       boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -136,10 +139,10 @@ BEGIN
                     LIMIT v_left
                       FOR NO KEY UPDATE SKIP LOCKED))
             RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after
+                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
         )
         SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at
+               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
           FROM claimed AS c
          ORDER BY c.run_after, c.job_id
         -- </claim-query>

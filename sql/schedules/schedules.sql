@@ -15,8 +15,10 @@
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
---   not allowed for the caller.
---   Calls: _may_run_as, broker_cron_next
+--   not allowed for the caller; those of broker._check_autonomous (0A000
+--   SQL that can never run in a transaction without p_autonomous, and the
+--   refusals of an autonomous schedule's SQL or role).
+--   Calls: _may_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -81,6 +83,7 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Be a member of that role (superuser and BYPASSRLS roles: only superusers).';
     END IF;
+    PERFORM broker._check_autonomous(p_fn, s.execute_str, s.job_language, s.run_as, s.autonomous);
     v_next := broker.broker_cron_next(s.cron_expr, pg_catalog.now(), s.time_zone);
     IF v_next IS NULL THEN
         RAISE EXCEPTION '%: cron expression % never fires', p_fn, pg_catalog.quote_literal(s.cron_expr)
@@ -113,16 +116,19 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
 --     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
---     p_tenant_id)
+--     p_tenant_id, p_autonomous)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
 --   and run as p_run_as (default: the caller). p_tenant_id names the tenant
---   for this call only (as broker_add_job's).
+--   for this call only (as broker_add_job's). With p_autonomous its jobs
+--   run outside a transaction block (VACUUM, CREATE INDEX CONCURRENTLY, a
+--   CALL that commits, ...: see broker_add_job).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
+--   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
 --   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -143,7 +149,8 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_enabled       boolean  DEFAULT true,
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id     text     DEFAULT NULL)
+    p_tenant_id     text     DEFAULT NULL,
+    p_autonomous    boolean  DEFAULT false)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -158,7 +165,8 @@ BEGIN
         PERFORM broker._set_tenant('broker_add_schedule', p_tenant_id);
         RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
             p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
-            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path) AS a;
+            p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -177,6 +185,7 @@ BEGIN
     s.overlap := pg_catalog.lower(pg_catalog.btrim(p_overlap));
     s.enabled := p_enabled;
     s.job_timeout := p_job_timeout;
+    s.autonomous := p_autonomous;
     v_next := broker._schedule_check('broker_add_schedule', s);
     IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
         RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
@@ -197,16 +206,16 @@ BEGIN
     INSERT INTO broker.broker_schedule AS t
            (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
             max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap)
+            overlap, autonomous)
     VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
             s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap)
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous)
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text) IS
-    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy) for the current tenant; returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
+    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_row(p_fn, p_schedule_name)

@@ -22,11 +22,12 @@ BEGIN
     FOREACH v_fire IN ARRAY p_fires LOOP
         INSERT INTO broker.broker_jobs AS j
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
-                enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path)
+                enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
+                autonomous)
         VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
-                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path)
+                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING

@@ -41,6 +41,7 @@ CREATE TABLE broker.broker_jobs (
     last_error_message  text,
     cancel_reason       text,
     interruptions       integer     NOT NULL DEFAULT 0,
+    autonomous          boolean     NOT NULL DEFAULT false,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -123,3 +124,4 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the lat
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';

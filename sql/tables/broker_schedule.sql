@@ -34,6 +34,7 @@ CREATE TABLE broker.broker_schedule (
     skipped_fires   bigint      NOT NULL DEFAULT 0,
     last_error      text,
     skipped_fires_capped boolean NOT NULL DEFAULT false,
+    autonomous      boolean     NOT NULL DEFAULT false,
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
@@ -79,5 +80,6 @@ COMMENT ON COLUMN broker.broker_schedule.overlap IS 'skip (default): no job whil
 COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueued.';
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
+COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';

@@ -21,4 +21,5 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queueinstance_instance
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_schema_migrations', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_roles', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_config', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>

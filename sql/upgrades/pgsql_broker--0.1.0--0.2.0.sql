@@ -86,6 +86,16 @@ ALTER TABLE broker.broker_jobs
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
 
+-- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
+ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+ALTER TABLE broker.broker_schedule ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+\i sql/tables/broker_autonomous_role.sql
+-- <extension-only> (see sql/dump.sql)
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+-- </extension-only>
+
 -- Dependency releases deferred by completions with more than 1,000 dependents.
 \i sql/tables/broker_deferred_release.sql
 -- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
@@ -106,9 +116,12 @@ CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (j
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs
+-- broker_get says whether a job is autonomous.
+DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
+\new-signature broker_get
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
--- broker_add_job takes the tenant of the call (a trailing p_tenant_id).
+-- broker_add_job takes the tenant of the call and p_autonomous (trailing p_tenant_id, p_autonomous).
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 \new-signature broker_add_job
@@ -142,6 +155,7 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_schema_migrations.sql
 \i sql/security/policies/broker_config.sql
 \i sql/security/policies/broker_tenant_roles.sql
+\i sql/security/policies/broker_autonomous_role.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/security/grants.sql

@@ -8,13 +8,13 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
           'pgsql_broker is installed (as an extension, or as tracked migrations)');
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
-                                   'broker_deferred_release', 'broker_schedule_count']);
+                                   'broker_deferred_release', 'broker_schedule_count', 'broker_autonomous_role']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'autonomous']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -61,10 +61,14 @@ SELECT functions_are('broker', ARRAY[
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
     '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', '_check_lease_args', '_active_instance',
     -- what the runner ended at shutdown
-    'broker_interrupt_jobs']);
+    'broker_interrupt_jobs',
+    -- autonomous jobs: the enqueue-time checks, the arrangements, the runner's side
+    '_sql_tokens', '_transaction_words', '_never_in_transaction', '_autonomous_kind', '_autonomous_refuse_kind',
+    '_autonomous_via', '_check_autonomous', 'broker_allow_autonomous', 'broker_disallow_autonomous',
+    'broker_autonomous_begin', 'broker_autonomous_extend', 'broker_autonomous_end']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
-          'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text'], 'setof record');
+          'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'setof record');
 SELECT is((SELECT array_agg(a ORDER BY o)::text[] FROM unnest(
              (SELECT proargnames[1:12] FROM pg_proc WHERE oid = 'broker.broker_add_job'::regproc)) WITH ORDINALITY AS x(a, o)),
           ARRAY['p_job_name', 'p_execute_str', 'p_job_queue', 'p_job_priority', 'p_job_language', 'p_run_as',

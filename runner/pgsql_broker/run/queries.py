@@ -17,6 +17,7 @@ class Claimed(NamedTuple):
     max_attempts: int
     timeout_ms: int | None  # the job's statement_timeout: it runs alone in its transaction
     lease_token: str
+    autonomous: bool  # it runs outside a transaction, alone, on a connection of its own (run/autonomous.py)
 
 
 class Outcome(NamedTuple):
@@ -66,7 +67,7 @@ REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, 
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
-                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text
+                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous
              FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
@@ -154,3 +155,18 @@ SCHEMA_VERSION = """SELECT coalesce((SELECT extversion FROM pg_extension WHERE e
 ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
 HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
 ROLLBACK = "ROLLBACK"
+# Autonomous jobs (autonomous.py): started, kept alive and recorded on the worker's connection, each in a transaction
+# of its own; the job's SQL runs on a connection of its own.
+AUTONOMOUS_BEGIN = """SELECT execute_str, run_as, via, search_path, tenant_id, refused
+                        FROM broker.broker_autonomous_begin(%(job)s, %(token)s::uuid)"""
+AUTONOMOUS_EXTEND = "SELECT job_id FROM broker.broker_autonomous_extend(%(jobs)s::bigint[], %(tokens)s::uuid[], %(lease)s)"
+AUTONOMOUS_END = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
+                             extract(epoch FROM duration)::float8 AS seconds
+                      FROM broker.broker_autonomous_end(%(job)s, %(token)s::uuid, %(sqlstate)s, %(message)s,
+                                                        make_interval(secs => %(seconds)s), %(final)s)"""
+# what an autonomous job's own connection runs before the job: its search_path, tenant and timeout (then, via
+# set_role, SET ROLE), and the check that it is who it must be
+AUTONOMOUS_SETUP = """SELECT set_config('search_path', %(path)s, false), set_config('broker.tenant_id', %(tenant)s, false),
+                             set_config('statement_timeout', %(ms)s, false)"""
+AUTONOMOUS_WHO = "SELECT current_user, session_user, current_database(), current_setting('is_superuser')"
+AUTONOMOUS_INTERRUPT = "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"

@@ -11,7 +11,7 @@ import time
 import psycopg
 
 from ..observe.logs import cap_text
-from . import queries, stopping
+from . import autonomous, queries, stopping
 from .connections import job_id_result, rollback_failed
 from .queries import Claimed
 
@@ -128,16 +128,20 @@ class QueueWorker:
         rows.extend(got)
         claimed, dirty = bool(got), False
         while rows and not self.runner._draining.is_set():  # a stop runs nothing more of what was claimed
-            alone = rows[0].timeout_ms is not None  # statement_timeout covers the whole call
+            # alone: a job with a timeout (statement_timeout covers the whole call), an autonomous job
+            alone = rows[0].timeout_ms is not None or rows[0].autonomous
             # (one tenant's jobs per message: broker_run_batch stops at another tenant anyway, and a lost
             # connection then hands back every job of the others)
             taken = rows[:1] if alone else rows[:next((i for i, r in enumerate(rows)
-                                                       if r.timeout_ms is not None or r.tenant_id != rows[0].tenant_id),
-                                                      len(rows))]
+                                                       if r.timeout_ms is not None or r.autonomous
+                                                       or r.tenant_id != rows[0].tenant_id), len(rows))]
             batch = taken[:PER_TRANSACTION]
             del rows[:len(batch)]
             try:
-                rows[:0] = batch[await self._run_batch(conn, batch, dirty):]
+                if batch[0].autonomous:  # outside a transaction, on a connection of its own (autonomous.py)
+                    await autonomous.run(self.runner, conn, self.queue, batch[0], dirty)
+                else:
+                    rows[:0] = batch[await self._run_batch(conn, batch, dirty):]
             except psycopg.errors.LockNotAvailable as exc:  # the reset sent before the batch waited too long:
                 unrun = batch + rows                          # the batch did not run, every claimed job goes back
                 rows.clear()

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(57);
+SELECT plan(62);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -54,10 +54,20 @@ SELECT column_privs_are('broker', 'broker_jobs', 'pending_deps', 'broker_enqueue
 -- functions x roles
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text', 'text'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
+          'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text', 'text'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
+          'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
+-- autonomous jobs: only an administrator allows them; only the runtime starts them and records them
+SELECT function_privs_are('broker', 'broker_allow_autonomous', ARRAY['text', 'text'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot allow autonomous jobs');
+SELECT function_privs_are('broker', 'broker_allow_autonomous', ARRAY['text', 'text'], 'broker_runtime', '{}'::text[],
+                          'runtime cannot allow autonomous jobs');
+SELECT function_privs_are('broker', 'broker_autonomous_begin', ARRAY['bigint', 'uuid'], 'broker_runtime', ARRAY['EXECUTE'],
+                          'runtime starts autonomous jobs');
+SELECT function_privs_are('broker', 'broker_autonomous_end', ARRAY['bigint', 'uuid', 'text', 'text', 'interval', 'boolean'],
+                          'broker_enqueue', '{}'::text[], 'enqueue cannot record an outcome');
+SELECT table_privs_are('broker', 'broker_autonomous_role', 'broker_enqueue', ARRAY['SELECT'], 'enqueue reads its arrangements only');
 SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_runtime',
                           ARRAY['EXECUTE'], 'runtime claims');
 SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_enqueue',
