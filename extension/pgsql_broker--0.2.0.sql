@@ -2694,6 +2694,149 @@ $$;
 COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
     'Internal: enqueue-time check of a job''s SQL against how it runs (regular jobs: nothing that can never run in a transaction; autonomous: one allowed statement and the role''s arrangement).';
 
+-- source: sql/enqueue/rules.sql
+-- sql/enqueue/rules.sql: the rules a job's fields obey, for every enqueue path (one job, many, schedules).
+-- ---------------------------------------------------------------------------
+-- Type: broker._job_fields
+--   A job as the enqueue functions take it: broker_add_job's parameters
+--   without p_ (also the keys of broker_add_jobs' elements), before the
+--   defaults that need the caller (run_as, job_group, run_after) are filled
+--   in. broker._job_problem checks one; broker._add_jobs holds an array of
+--   them, one per element. The table's CHECK constraints stay as the last
+--   line of defence behind these rules.
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._job_fields AS (
+    job_name           text,
+    execute_str        text,
+    job_queue          integer,
+    job_priority       integer,
+    job_language       text,
+    run_as             text,
+    schedule_id        bigint,
+    depends_on_job_ids bigint[],
+    idempotency_key    text,
+    max_attempts       integer,
+    job_group          text,
+    depends_on_groups  text[],
+    run_after          timestamptz,
+    timeout            interval,
+    search_path        text,
+    autonomous         boolean);
+COMMENT ON TYPE broker._job_fields IS
+    'Internal: a job''s fields as the enqueue functions take them (broker_add_job''s parameters without p_, broker_add_jobs'' keys).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._blank_in(p_names)
+--   Does p_names hold a NULL or a blank name? (A query, kept out of
+--   _job_problem so that the planner can still inline that one.)
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._blank_in(p_names text[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_names) AS g WHERE g IS NULL OR pg_catalog.btrim(g) = '')
+$$;
+COMMENT ON FUNCTION broker._blank_in(text[]) IS
+    'Internal: p_names holds a NULL or blank name (broker._job_problem).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._job_problem(j)
+--   The rules of a job's own fields, each once: the first one j breaks, as
+--   ARRAY[sqlstate, field, what is wrong, hint or NULL] (field: the name in
+--   broker._job_fields), else NULL. Raised by broker._job_field_error, which
+--   puts the caller's name and the caller's name of the field in front.
+--   What needs more than the fields (run_as rights: _check_run_as; the SQL
+--   against how it runs: _check_autonomous; tenancy, schedule ids,
+--   dependencies) is checked by the callers after this.
+--   Without SET search_path on purpose, like broker._claimable: one SELECT
+--   of one expression, so the planner inlines it into the calling statement
+--   (broker_add_jobs checks a whole array in one query); every function and
+--   operator is schema-qualified.
+--   Calls: _blank_in
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._job_problem(j broker._job_fields)
+RETURNS text[]
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE
+        WHEN j.job_name IS NULL THEN ARRAY['22004', 'job_name', 'must not be NULL', NULL]
+        WHEN j.execute_str IS NULL THEN ARRAY['22004', 'execute_str', 'must not be NULL', NULL]
+        WHEN j.job_queue IS NULL THEN ARRAY['22004', 'job_queue', 'must not be NULL', NULL]
+        WHEN j.job_priority IS NULL THEN ARRAY['22004', 'job_priority', 'must not be NULL', NULL]
+        WHEN j.job_language IS NULL THEN ARRAY['22004', 'job_language', 'must not be NULL', NULL]
+        WHEN j.max_attempts IS NULL THEN ARRAY['22004', 'max_attempts', 'must not be NULL', NULL]
+        WHEN pg_catalog.btrim(j.job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(j.job_name) OPERATOR(pg_catalog.>) 200
+            THEN ARRAY['22023', 'job_name', 'must be 1 to 200 characters and not blank', NULL]
+        WHEN pg_catalog.btrim(j.execute_str) OPERATOR(pg_catalog.=) ''
+            THEN ARRAY['22023', 'execute_str', 'is empty; give the SQL the job should run', NULL]
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
+            THEN ARRAY['22023', 'job_language', pg_catalog.format('must be sql or plpgsql, got %L', j.job_language),
+                       'Use ''sql'' or ''plpgsql''.']
+        WHEN j.job_queue OPERATOR(pg_catalog.<) 1
+            THEN ARRAY['22023', 'job_queue', pg_catalog.format('must be >= 1, got %s', j.job_queue), NULL]
+        -- queues are 1..1000 (metric series, runner memory)
+        WHEN j.job_queue OPERATOR(pg_catalog.>) 1000
+            THEN ARRAY['22023', 'job_queue', pg_catalog.format('must be <= 1000, got %s', j.job_queue), NULL]
+        WHEN j.max_attempts OPERATOR(pg_catalog.<) 1
+            THEN ARRAY['22023', 'max_attempts', pg_catalog.format('must be >= 1, got %s', j.max_attempts), NULL]
+        WHEN pg_catalog.btrim(COALESCE(j.job_group, j.job_name)) OPERATOR(pg_catalog.=) ''
+             OR pg_catalog.length(COALESCE(j.job_group, j.job_name)) OPERATOR(pg_catalog.>) 200
+            THEN ARRAY['22023', 'job_group', 'must be 1 to 200 characters and not blank', NULL]
+        WHEN pg_catalog.btrim(j.idempotency_key) OPERATOR(pg_catalog.=) ''
+            THEN ARRAY['22023', 'idempotency_key', 'must not be blank (NULL for none)', NULL]
+        -- (the unique index holds ~2.7 kB)
+        WHEN pg_catalog.length(j.idempotency_key) OPERATOR(pg_catalog.>) 512
+            THEN ARRAY['22023', 'idempotency_key',
+                       pg_catalog.format('must be at most 512 characters, got %s', pg_catalog.length(j.idempotency_key)), NULL]
+        WHEN pg_catalog.starts_with(j.idempotency_key, 'broker_schedule:')
+            THEN ARRAY['22023', 'idempotency_key', 'must not start with broker_schedule: (reserved for schedules)', NULL]
+        WHEN j.timeout OPERATOR(pg_catalog.<=) interval '0'
+            THEN ARRAY['22023', 'timeout', pg_catalog.format('must be positive, got %s', j.timeout), NULL]
+        WHEN pg_catalog.array_ndims(j.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
+            THEN ARRAY['22023', 'depends_on_job_ids', 'must be a flat array of job ids', NULL]
+        WHEN pg_catalog.array_position(j.depends_on_job_ids, NULL) IS NOT NULL
+            THEN ARRAY['22004', 'depends_on_job_ids', 'must not contain NULL', NULL]
+        WHEN pg_catalog.array_ndims(j.depends_on_groups) OPERATOR(pg_catalog.>) 1
+            THEN ARRAY['22023', 'depends_on_groups', 'must be a flat array of group names', NULL]
+        WHEN pg_catalog.cardinality(j.depends_on_groups) OPERATOR(pg_catalog.>) 100
+            THEN ARRAY['22023', 'depends_on_groups',
+                       pg_catalog.format('may name at most 100 groups, got %s', pg_catalog.cardinality(j.depends_on_groups)), NULL]
+        WHEN j.depends_on_groups IS NOT NULL AND broker._blank_in(j.depends_on_groups)
+            THEN ARRAY['22023', 'depends_on_groups', 'must not contain NULL or blank group names', NULL]
+    END
+$$;
+COMMENT ON FUNCTION broker._job_problem(broker._job_fields) IS
+    'Internal: the first rule of a job''s fields that j breaks, as ARRAY[sqlstate, field, message, hint], else NULL (every enqueue path).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._job_field_error(p_fn, p_field, p_problem)
+--   Raises p_problem (from broker._job_problem) as '<p_fn>: <p_field>
+--   <message>' with its SQLSTATE and hint: p_fn is the calling function
+--   (for broker_add_jobs with the element, 'broker_add_jobs: element 3'),
+--   p_field the field as the caller names it (p_job_queue, job_queue).
+--   Declared to return text so that a query can call it where a value is
+--   expected; VOLATILE so that the planner never runs it ahead of the row.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._job_field_error(p_fn text, p_field text, p_problem text[])
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_problem[4] IS NULL THEN
+        RAISE EXCEPTION '%: % %', p_fn, p_field, p_problem[3] USING ERRCODE = p_problem[1];
+    END IF;
+    RAISE EXCEPTION '%: % %', p_fn, p_field, p_problem[3] USING ERRCODE = p_problem[1], HINT = p_problem[4];
+END;
+$$;
+COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
+    'Internal: raise a broken job field rule (broker._job_problem) as ''<function>: <field> <message>''.';
 -- source: sql/enqueue/add_job.sql
 -- sql/enqueue/add_job.sql: enqueueing one job (broker_add_job, broker_add_job_simple).
 -- ---------------------------------------------------------------------------
@@ -2727,9 +2870,10 @@ COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
 --     tables do the bookkeeping that needs more rights (dependency counters,
 --     cycle checks). The job runs as run_as through its executor, created
 --     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
---   queue outside 1..1000, an idempotency key over 512 characters or starting
---   with 'broker_schedule:', reserved for the tick);
+-- Errors: those of broker._job_problem, as 'broker_add_job: p_<field> ...':
+--   22004 NULL where a value is required; 22023 invalid value (also a queue
+--   outside 1..1000, an idempotency key over 512 characters or starting with
+--   'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -2742,7 +2886,7 @@ COMMENT ON FUNCTION broker._check_autonomous(text, text, text, name, boolean) IS
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -2777,6 +2921,7 @@ DECLARE
     v_id       bigint;
     v_has_deps boolean;
     v_saved    text;
+    v_problem  text[];
 BEGIN
     IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
         v_saved := pg_catalog.current_setting('broker.tenant_id', true);
@@ -2788,75 +2933,12 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
-    ---- argument validation ------------------------------------------------
-    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
-       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
-        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
-            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
-                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
-                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
-        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000 (metric series, runner memory)
-        RAISE EXCEPTION 'broker_add_job: p_job_queue must be <= 1000, got %', p_job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.length(p_idempotency_key) OPERATOR(pg_catalog.>) 512 THEN  -- (the unique index holds ~2.7 kB)
-        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must be at most 512 characters, got %',
-            pg_catalog.length(p_idempotency_key)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
-        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
-        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 100 THEN
-            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups may name at most 100 groups, got %',
-                pg_catalog.cardinality(p_depends_on_groups)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+    ---- the fields' own rules (broker._job_problem, one expression) -----------
+    v_problem := broker._job_problem(ROW(p_job_name, p_execute_str, p_job_queue, p_job_priority, p_job_language,
+        p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)::broker._job_fields);
+    IF v_problem IS NOT NULL THEN
+        PERFORM broker._job_field_error('broker_add_job', 'p_' OPERATOR(pg_catalog.||) v_problem[2], v_problem);
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -3013,90 +3095,31 @@ COMMENT ON FUNCTION broker.broker_add_job_simple(text, text, integer, text[], te
 -- sql/enqueue/parse_jobs.sql: parsing the jsonb array of broker_add_jobs.
 -- ---------------------------------------------------------------------------
 -- Function: broker._parse_jobs(p_jobs, p_search_path)
---   One row per element of the JSON array p_jobs (ord = 1-based position),
---   its keys converted to broker_add_job's parameter types: a missing key
---   takes broker_add_job's default (job_group stays NULL: the job's name),
---   a JSON null is NULL. problem is the first error broker_add_job would
---   raise for the element's arguments alone, as ARRAY[sqlstate, message]
---   (NULLs, blanks, lengths, language, queue, attempts, group, key, timeout,
---   NULL or blank dependencies), else NULL. Raises PostgreSQL's own
---   conversion errors; the caller checked the JSON types of the values.
---   Calls: none
+--   One row per element of the JSON array p_jobs (ord = 1-based position):
+--   job, its keys converted to broker_add_job's parameter types (a missing
+--   key takes broker_add_job's default: jsonb_populate_record keeps the base
+--   row's value; job_group stays NULL, the job's name), a JSON null is NULL;
+--   problem, the first rule of broker._job_problem the element breaks, else
+--   NULL. Raises PostgreSQL's own conversion errors; the caller checked the
+--   JSON types of the values.
+--   Calls: _job_problem
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._parse_jobs(p_jobs jsonb, p_search_path text)
-RETURNS TABLE (ord integer, job_name text, execute_str text, job_queue integer, job_priority integer,
-               job_language text, run_as text, schedule_id bigint, depends_on_job_ids bigint[],
-               idempotency_key text, max_attempts integer, job_group text, depends_on_groups text[],
-               run_after timestamptz, job_timeout interval, search_path text, autonomous boolean, problem text[])
+RETURNS TABLE (ord integer, job broker._job_fields, problem text[])
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.*, CASE
-                 WHEN p.job_name IS NULL THEN ARRAY['22004', 'job_name must not be NULL']
-                 WHEN p.execute_str IS NULL THEN ARRAY['22004', 'execute_str must not be NULL']
-                 WHEN p.job_queue IS NULL THEN ARRAY['22004', 'job_queue must not be NULL']
-                 WHEN p.job_priority IS NULL THEN ARRAY['22004', 'job_priority must not be NULL']
-                 WHEN p.job_language IS NULL THEN ARRAY['22004', 'job_language must not be NULL']
-                 WHEN p.max_attempts IS NULL THEN ARRAY['22004', 'max_attempts must not be NULL']
-                 WHEN pg_catalog.btrim(p.job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p.job_name) OPERATOR(pg_catalog.>) 200
-                     THEN ARRAY['22023', 'job_name must be 1 to 200 characters and not blank']
-                 WHEN pg_catalog.btrim(p.execute_str) OPERATOR(pg_catalog.=) ''
-                     THEN ARRAY['22023', 'execute_str is empty; give the SQL the job should run']
-                 WHEN pg_catalog.lower(pg_catalog.btrim(p.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
-                     THEN ARRAY['22023', pg_catalog.format('unknown job language %L (use ''sql'' or ''plpgsql'')', p.job_language)]
-                 WHEN p.job_queue OPERATOR(pg_catalog.<) 1 THEN ARRAY['22023', pg_catalog.format('job_queue must be >= 1, got %s', p.job_queue)]
-                 WHEN p.job_queue OPERATOR(pg_catalog.>) 1000 THEN ARRAY['22023', pg_catalog.format('job_queue must be <= 1000, got %s', p.job_queue)]
-                 WHEN p.max_attempts OPERATOR(pg_catalog.<) 1
-                     THEN ARRAY['22023', pg_catalog.format('max_attempts must be >= 1, got %s', p.max_attempts)]
-                 WHEN pg_catalog.btrim(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.=) ''
-                      OR pg_catalog.length(COALESCE(p.job_group, p.job_name)) OPERATOR(pg_catalog.>) 200
-                     THEN ARRAY['22023', 'job_group must be 1 to 200 characters and not blank']
-                 WHEN pg_catalog.btrim(p.idempotency_key) OPERATOR(pg_catalog.=) ''
-                     THEN ARRAY['22023', 'idempotency_key must not be blank (use null or leave it out for none)']
-                 WHEN pg_catalog.length(p.idempotency_key) OPERATOR(pg_catalog.>) 512
-                     THEN ARRAY['22023', pg_catalog.format('idempotency_key must be at most 512 characters, got %s',
-                                                           pg_catalog.length(p.idempotency_key))]
-                 WHEN pg_catalog.starts_with(p.idempotency_key, 'broker_schedule:')
-                     THEN ARRAY['22023', 'idempotency keys starting with broker_schedule: are reserved for schedules']
-                 WHEN p.job_timeout OPERATOR(pg_catalog.<=) interval '0'
-                     THEN ARRAY['22023', pg_catalog.format('timeout must be positive, got %s', p.job_timeout)]
-                 WHEN pg_catalog.array_ndims(p.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
-                     THEN ARRAY['22023', 'depends_on_job_ids must be a flat array of job ids']
-                 WHEN pg_catalog.array_position(p.depends_on_job_ids, NULL) IS NOT NULL
-                     THEN ARRAY['22004', 'depends_on_job_ids must not contain null']
-                 WHEN pg_catalog.array_ndims(p.depends_on_groups) OPERATOR(pg_catalog.>) 1
-                     THEN ARRAY['22023', 'depends_on_groups must be a flat array of group names']
-                 WHEN pg_catalog.cardinality(p.depends_on_groups) OPERATOR(pg_catalog.>) 100
-                     THEN ARRAY['22023', pg_catalog.format('depends_on_groups may name at most 100 groups, got %s',
-                                                           pg_catalog.cardinality(p.depends_on_groups))]
-                 WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(p.depends_on_groups) AS g
-                               WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '')
-                     THEN ARRAY['22023', 'depends_on_groups must not contain null or blank group names']
-            END
-      FROM (
-        -- jsonb_to_record converts every value at once (the caller checked the
-        -- JSON types); a key that is missing, not null, takes the default
-        SELECT e.o::integer AS ord, r.job_name, r.execute_str,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_queue' THEN r.job_queue ELSE 1 END AS job_queue,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_priority' THEN r.job_priority ELSE 0 END AS job_priority,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'job_language' THEN r.job_language ELSE 'sql' END AS job_language,
-               r.run_as, r.schedule_id, r.depends_on_job_ids, r.idempotency_key,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'max_attempts' THEN r.max_attempts ELSE 1 END AS max_attempts,
-               r.job_group, r.depends_on_groups, r.run_after, r.timeout AS job_timeout,
-               CASE WHEN e.v OPERATOR(pg_catalog.?) 'search_path' THEN r.search_path ELSE p_search_path END AS search_path,
-               COALESCE(r.autonomous, false) AS autonomous
-          FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
-         CROSS JOIN LATERAL pg_catalog.jsonb_to_record(e.v) AS r(
-               job_name pg_catalog.text, execute_str pg_catalog.text, job_queue pg_catalog.int4,
-               job_priority pg_catalog.int4, job_language pg_catalog.text, run_as pg_catalog.text,
-               schedule_id pg_catalog.int8, depends_on_job_ids pg_catalog.int8[], idempotency_key pg_catalog.text,
-               max_attempts pg_catalog.int4, job_group pg_catalog.text, depends_on_groups pg_catalog.text[],
-               run_after pg_catalog.timestamptz, timeout pg_catalog.interval, search_path pg_catalog.text,
-               autonomous pg_catalog.bool)) AS p
+    -- (r in FROM, not in the select list: converted once per element, however
+    -- many fields the inlined rules read)
+    SELECT e.o::integer, r, broker._job_problem(r)
+      FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
+     CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(
+               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false)::broker._job_fields,
+               e.v) AS r
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
-    'Internal: the elements of broker_add_jobs'' JSON array as typed rows with broker_add_job''s defaults.';
+    'Internal: the elements of broker_add_jobs'' JSON array as broker._job_fields with broker_add_job''s defaults, and the first rule each breaks.';
 -- source: sql/enqueue/add_jobs.sql
 -- sql/enqueue/add_jobs.sql: enqueueing many jobs in one call (broker_add_jobs).
 -- ---------------------------------------------------------------------------
@@ -3112,7 +3135,7 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _transaction_words, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -3129,14 +3152,12 @@ DECLARE
     c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
-    -- one element per job (index = ord)
-    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
-    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
-    a_timeout interval[]; a_path text[]; a_auto boolean[];
-    a_todo   boolean[];  -- still to insert
+    a_jobs   broker._job_fields[];  -- the elements (index = ord)
+    a_todo   boolean[];             -- still to insert (index = ord)
+    a_key    text[];                -- a_jobs' idempotency keys (index = ord), read often below
     -- one element per dependency: the job's ord and the job id / group it waits on
     i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
-    v_err_ord integer; v_err_state text; v_err_msg text;
+    v_err_ord integer; v_err text[];  -- the first element that breaks a field rule, and that rule
     -- resolved elements: ord, job id, is_new
     r_ord integer[]; r_id bigint[]; r_new boolean[];
     t_ord integer[]; t_id bigint[]; t_new boolean[];
@@ -3241,22 +3262,13 @@ BEGIN
     BEGIN
         -- one sort; the aggregates take the rows in that order
         WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
-        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
-               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
-               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
-               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
-               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
-               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
-               pg_catalog.array_agg(p.search_path), pg_catalog.array_agg(p.autonomous),
-               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
-          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
-               a_path, a_auto, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+        SELECT pg_catalog.array_agg(p.job), pg_catalog.array_agg((p.job).idempotency_key),
+               pg_catalog.min(p.ord) FILTER (WHERE p.problem IS NOT NULL),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x)
+          INTO a_jobs, a_key, v_err_ord, i_ord, i_id, g_ord, g_name
           FROM p;
     EXCEPTION WHEN data_exception THEN
         -- a value that does not convert: find its element
@@ -3269,11 +3281,12 @@ BEGIN
         END LOOP;
         RAISE;
     END;
-    IF a_name IS NULL THEN
+    IF a_jobs IS NULL THEN
         RETURN;  -- an empty array
     END IF;
     IF v_err_ord IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
+        v_err := broker._job_problem(a_jobs[v_err_ord]);
+        PERFORM broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', v_err_ord), v_err[2], v_err);
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -3286,24 +3299,24 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
     PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
        FROM (SELECT pg_catalog.min(x.o) AS o, x.r
-               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+               FROM (SELECT u.run_as AS r, u.ordinality AS o FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u) AS x
               WHERE x.r IS NOT NULL
               GROUP BY x.r
               ORDER BY 1) AS u;
     -- what can never run in a transaction, and autonomous jobs' SQL and roles
-    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.o), u.sql,
-                                     pg_catalog.lower(pg_catalog.btrim(u.lang)), COALESCE(u.r::name, CURRENT_USER), u.auto)
-       FROM ROWS FROM (pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_auto))
-            WITH ORDINALITY AS u(sql, lang, r, auto, o)
-      WHERE u.auto OR u.sql OPERATOR(pg_catalog.~*) c_words
-      ORDER BY u.o;
+    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.ordinality), u.execute_str,
+                                     pg_catalog.lower(pg_catalog.btrim(u.job_language)), COALESCE(u.run_as::name, CURRENT_USER),
+                                     COALESCE(u.autonomous, false))
+       FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+      WHERE u.autonomous OR u.execute_str OPERATOR(pg_catalog.~*) c_words
+      ORDER BY u.ordinality;
 
-    SELECT u.o, u.s INTO v_bad
-      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
-     WHERE u.s IS NOT NULL
+    SELECT u.ordinality AS o, u.schedule_id AS s INTO v_bad
+      FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+     WHERE u.schedule_id IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
-                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
-     ORDER BY u.o LIMIT 1;
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
+     ORDER BY u.ordinality LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
             USING ERRCODE = 'foreign_key_violation';
@@ -3329,7 +3342,8 @@ BEGIN
     ---- dependencies of the jobs to insert ------------------------------------
     SELECT g.o, u.name, g.name AS grp INTO v_bad
       FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
-      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
+      JOIN (SELECT x.job_name AS name, x.job_group AS grp, x.ordinality AS o
+              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS x) AS u ON u.o OPERATOR(pg_catalog.=) g.o
      WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
      ORDER BY g.o LIMIT 1;
     IF FOUND THEN
@@ -3359,15 +3373,16 @@ BEGIN
 
     -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
     PERFORM broker._lock_dependency_keys(v_tenant,
-        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
-               WHERE u.todo),
+        ARRAY(SELECT DISTINCT COALESCE(u.job_group, u.job_name) FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+               WHERE a_todo[u.ordinality]),
         ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
         NULL,
         ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
 
     -- the jobs run inside their run_as roles' executors: make sure they exist
     FOR v_bad IN
-        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
+        SELECT DISTINCT COALESCE(u.run_as::name, CURRENT_USER) AS r FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+         WHERE a_todo[u.ordinality]
     LOOP
         IF broker._executor(v_bad.r) IS NULL THEN
             PERFORM broker.broker_create_executor(v_bad.r);
@@ -3383,13 +3398,13 @@ BEGIN
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
                     run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
-            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
-                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
-                   u.tmo, COALESCE(u.path, ''), u.auto
-              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo), pg_catalog.unnest(a_auto))
-                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, auto, o)
-             WHERE u.todo
-             ORDER BY u.o
+            SELECT u.job_name, COALESCE(u.job_group, u.job_name), u.execute_str, pg_catalog.lower(pg_catalog.btrim(u.job_language)),
+                   u.job_queue, u.job_priority, COALESCE(u.run_as::name, CURRENT_USER), u.schedule_id, u.idempotency_key,
+                   u.max_attempts, COALESCE(u.run_after, pg_catalog.now()), u.timeout, COALESCE(u.search_path, ''),
+                   COALESCE(u.autonomous, false)
+              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+             WHERE a_todo[u.ordinality]
+             ORDER BY u.ordinality
             ON CONFLICT (tenant_id, idempotency_key)
                WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
             DO NOTHING
@@ -3508,27 +3523,6 @@ COMMENT ON FUNCTION broker.broker_add_jobs(jsonb, text) IS
 -- source: sql/enqueue/add_plain_jobs.sql
 -- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
 -- ---------------------------------------------------------------------------
--- Function: broker._element_error(p_ord, p_problem)
---   Raises the problem _parse_jobs found in element p_ord of a
---   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
---   return text so that a query can call it where a value is expected;
---   VOLATILE so that the planner never runs it ahead of the row.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
-RETURNS text
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RAISE EXCEPTION 'broker_add_jobs: element %: %', p_ord, p_problem[2] USING ERRCODE = p_problem[1];
-END;
-$$;
-COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
-    'Internal: raise the problem found in an element of a broker_add_jobs array (ARRAY[sqlstate, message]).';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._add_plain_jobs(p_jobs, p_search_path)
 --   broker_add_jobs for an array whose elements have no run_as, schedule_id,
 --   idempotency_key, depends_on_job_ids or depends_on_groups key, from a
@@ -3541,7 +3535,7 @@ COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
 --   the table's triggers do the bookkeeping. A value that does not convert
 --   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
 --   path, which names the element.
---   Calls: _element_error, _parse_jobs, _executor, broker_create_executor
+--   Calls: _job_field_error, _parse_jobs, _executor, broker_create_executor
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
@@ -3556,11 +3550,11 @@ BEGIN
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
                 run_as, max_attempts, run_after, job_timeout, job_search_path)
-        SELECT p.job_name, COALESCE(p.job_group, p.job_name), p.execute_str,
-               CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim(p.job_language))
-                    ELSE broker._element_error(p.ord, p.problem) END,
-               p.job_queue, p.job_priority, CURRENT_USER, p.max_attempts,
-               COALESCE(p.run_after, pg_catalog.now()), p.job_timeout, COALESCE(p.search_path, '')
+        SELECT (p.job).job_name, COALESCE((p.job).job_group, (p.job).job_name), (p.job).execute_str,
+               CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((p.job).job_language))
+                    ELSE broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', p.ord), p.problem[2], p.problem) END,
+               (p.job).job_queue, (p.job).job_priority, CURRENT_USER, (p.job).max_attempts,
+               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, '')
           FROM broker._parse_jobs(p_jobs, p_search_path) AS p
          ORDER BY p.ord
         RETURNING j.job_id
@@ -6727,13 +6721,17 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 -- Function: broker._schedule_check(p_fn, s)
 --   Validates a schedule row (new or altered) as p_fn and returns its next
 --   fire time after now. Resolves nothing; raises on the first bad value.
+--   The jobs' fields obey broker_add_job's rules (broker._job_problem; the
+--   message names this function's parameter: p_schedule_name for the jobs'
+--   name, p_job_timeout for their timeout), their run_as is checked by
+--   broker._check_run_as; the schedule's own fields here.
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller; those of broker._check_autonomous (0A000
 --   SQL that can never run in a transaction without p_autonomous, and the
 --   refusals of an autonomous schedule's SQL or role).
---   Calls: _may_run_as, _check_autonomous, broker_cron_next
+--   Calls: _job_problem, _job_field_error, _check_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -6742,38 +6740,28 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_next timestamptz;
+    v_next    timestamptz;
+    v_problem text[];
 BEGIN
-    IF s.schedule_name IS NULL OR s.cron_expr IS NULL OR s.execute_str IS NULL OR s.time_zone IS NULL
-       OR s.job_queue IS NULL OR s.job_priority IS NULL OR s.job_language IS NULL OR s.max_attempts IS NULL
-       OR s.catch_up IS NULL OR s.catch_up_max IS NULL OR s.overlap IS NULL OR s.enabled IS NULL THEN
-        RAISE EXCEPTION '%: arguments must not be NULL (except p_run_as, p_job_group, p_job_timeout)', p_fn
+    IF s.cron_expr IS NULL OR s.time_zone IS NULL OR s.catch_up IS NULL OR s.catch_up_max IS NULL
+       OR s.overlap IS NULL OR s.enabled IS NULL THEN
+        RAISE EXCEPTION '%: % must not be NULL', p_fn,
+            CASE WHEN s.cron_expr IS NULL THEN 'p_cron_expr' WHEN s.time_zone IS NULL THEN 'p_time_zone'
+                 WHEN s.catch_up IS NULL THEN 'p_catch_up' WHEN s.catch_up_max IS NULL THEN 'p_catch_up_max'
+                 WHEN s.overlap IS NULL THEN 'p_overlap' ELSE 'p_enabled' END
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF pg_catalog.btrim(s.schedule_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.schedule_name) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION '%: the schedule name must be 1 to 200 characters and not blank', p_fn
-            USING ERRCODE = 'invalid_parameter_value';
+    -- the rules of the jobs' fields, as for broker_add_job (named as this function's parameters)
+    v_problem := broker._job_problem(ROW(s.schedule_name, s.execute_str, s.job_queue, s.job_priority, s.job_language,
+        s.run_as, NULL, NULL, NULL, s.max_attempts, s.job_group, NULL, NULL, s.job_timeout, s.job_search_path,
+        s.autonomous)::broker._job_fields);
+    IF v_problem IS NOT NULL THEN
+        PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
+                                                                 WHEN 'timeout' THEN 'p_job_timeout'
+                                                                 ELSE 'p_' OPERATOR(pg_catalog.||) v_problem[2] END, v_problem);
     END IF;
-    IF pg_catalog.btrim(s.execute_str) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION '%: p_execute_str is empty; give the SQL the jobs should run', p_fn
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF s.job_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
-        RAISE EXCEPTION '%: unknown job language %', p_fn, pg_catalog.quote_literal(s.job_language)
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
-    END IF;
-    IF s.job_queue OPERATOR(pg_catalog.<) 1 OR s.max_attempts OPERATOR(pg_catalog.<) 1 OR s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION '%: % must be >= 1', p_fn,
-            CASE WHEN s.job_queue OPERATOR(pg_catalog.<) 1 THEN 'p_job_queue'
-                 WHEN s.max_attempts OPERATOR(pg_catalog.<) 1 THEN 'p_max_attempts' ELSE 'p_catch_up_max' END
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF s.job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000, as for broker_add_job
-        RAISE EXCEPTION '%: p_job_queue must be <= 1000, got %', p_fn, s.job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(s.job_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.job_group) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION '%: p_job_group must be 1 to 200 characters and not blank (NULL: the schedule name)', p_fn
+    IF s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION '%: p_catch_up_max must be >= 1, got %', p_fn, s.catch_up_max
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF s.catch_up OPERATOR(pg_catalog.<>) ALL (ARRAY['none', 'one', 'all']) THEN
@@ -6784,20 +6772,7 @@ BEGIN
         RAISE EXCEPTION '%: p_overlap must be skip or allow, got %', p_fn, pg_catalog.quote_literal(s.overlap)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF s.job_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION '%: p_job_timeout must be positive, got %', p_fn, s.job_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) s.run_as) THEN
-        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(s.run_as)
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF NOT broker._may_run_as(s.run_as, CURRENT_USER) THEN
-        RAISE EXCEPTION '%: role % may not schedule jobs that run as %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_ident(s.run_as)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Be a member of that role (superuser and BYPASSRLS roles: only superusers).';
-    END IF;
+    PERFORM broker._check_run_as(p_fn, s.run_as);
     PERFORM broker._check_autonomous(p_fn, s.execute_str, s.job_language, s.run_as, s.autonomous);
     v_next := broker.broker_cron_next(s.cron_expr, pg_catalog.now(), s.time_zone);
     IF v_next IS NULL THEN

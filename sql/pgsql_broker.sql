@@ -46,6 +46,7 @@
 -- Group: enqueue: adding jobs, one or many; the checks of a job's SQL against how it runs
 \i sql/enqueue/transaction_checks.sql
 \i sql/enqueue/autonomous.sql
+\i sql/enqueue/rules.sql
 \i sql/enqueue/add_job.sql
 \i sql/enqueue/parse_jobs.sql
 \i sql/enqueue/add_jobs.sql

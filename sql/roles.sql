@@ -191,7 +191,9 @@ BEGIN
         ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS;
     END IF;
     ALTER ROLE broker_admin NOCREATEROLE;
-    ALTER ROLE broker_runtime NOCREATEROLE;
+    -- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
+    -- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
+    ALTER ROLE broker_runtime NOCREATEROLE NOINHERIT;
     ALTER ROLE broker_enqueue NOCREATEROLE;
     ALTER ROLE broker_retention NOCREATEROLE;
     -- Handing an object to broker_admin takes membership in it (a superuser needs none);
@@ -201,9 +203,6 @@ BEGIN
     END IF;
 END
 $roles$;
--- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
--- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
-ALTER ROLE broker_runtime NOINHERIT;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
@@ -353,7 +352,9 @@ GRANT EXECUTE ON FUNCTION
     broker._add_jobs(jsonb, text, text),
     broker._parse_jobs(jsonb, text),
     broker._add_plain_jobs(jsonb, text),
-    broker._element_error(integer, text[]),
+    broker._job_problem(broker._job_fields),
+    broker._job_field_error(text, text, text[]),
+    broker._blank_in(text[]),
     broker.broker_cancel_job(bigint, text),
     broker.broker_retry_job(bigint, timestamptz, boolean),
     broker.broker_pause_queue(integer, boolean),

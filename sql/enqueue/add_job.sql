@@ -30,9 +30,10 @@
 --     tables do the bookkeeping that needs more rights (dependency counters,
 --     cycle checks). The job runs as run_as through its executor, created
 --     here when missing (see broker_create_executor).
--- Errors: 22004 NULL where a value is required; 22023 invalid value (also a
---   queue outside 1..1000, an idempotency key over 512 characters or starting
---   with 'broker_schedule:', reserved for the tick);
+-- Errors: those of broker._job_problem, as 'broker_add_job: p_<field> ...':
+--   22004 NULL where a value is required; 22023 invalid value (also a queue
+--   outside 1..1000, an idempotency key over 512 characters or starting with
+--   'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -45,7 +46,7 @@
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   Calls: _set_tenant, broker_current_tenant, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -80,6 +81,7 @@ DECLARE
     v_id       bigint;
     v_has_deps boolean;
     v_saved    text;
+    v_problem  text[];
 BEGIN
     IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
         v_saved := pg_catalog.current_setting('broker.tenant_id', true);
@@ -91,75 +93,12 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
-    ---- argument validation ------------------------------------------------
-    IF p_job_name IS NULL OR p_execute_str IS NULL OR p_job_queue IS NULL OR p_job_priority IS NULL
-       OR p_job_language IS NULL OR p_max_attempts IS NULL THEN
-        RAISE EXCEPTION 'broker_add_job: % must not be NULL',
-            CASE WHEN p_job_name IS NULL THEN 'p_job_name' WHEN p_execute_str IS NULL THEN 'p_execute_str'
-                 WHEN p_job_queue IS NULL THEN 'p_job_queue' WHEN p_job_priority IS NULL THEN 'p_job_priority'
-                 WHEN p_job_language IS NULL THEN 'p_job_language' ELSE 'p_max_attempts' END
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_job_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_job_name) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_name must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_execute_str) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_execute_str is empty; give the SQL the job should run'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
-        RAISE EXCEPTION 'broker_add_job: unknown job language %', pg_catalog.quote_literal(p_job_language)
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_queue must be >= 1, got %', p_job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000 (metric series, runner memory)
-        RAISE EXCEPTION 'broker_add_job: p_job_queue must be <= 1000, got %', p_job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_max_attempts OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_add_job: p_max_attempts must be >= 1, got %', p_max_attempts
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(v_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(v_group) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_add_job: p_job_group must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(p_idempotency_key) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must not be blank (use NULL for none)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.length(p_idempotency_key) OPERATOR(pg_catalog.>) 512 THEN  -- (the unique index holds ~2.7 kB)
-        RAISE EXCEPTION 'broker_add_job: p_idempotency_key must be at most 512 characters, got %',
-            pg_catalog.length(p_idempotency_key)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.starts_with(p_idempotency_key, 'broker_schedule:') THEN
-        RAISE EXCEPTION 'broker_add_job: idempotency keys starting with broker_schedule: are reserved for schedules'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION 'broker_add_job: p_timeout must be positive, got %', p_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_depends_on_job_ids IS NOT NULL AND pg_catalog.array_position(p_depends_on_job_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_job: p_depends_on_job_ids must not contain NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_depends_on_groups IS NOT NULL THEN  -- (a query: only when there is something to check)
-        IF EXISTS (SELECT 1 FROM pg_catalog.unnest(p_depends_on_groups) AS g
-                    WHERE g IS NULL OR pg_catalog.btrim(g) OPERATOR(pg_catalog.=) '') THEN
-            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups must not contain NULL or blank group names'
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF pg_catalog.cardinality(p_depends_on_groups) OPERATOR(pg_catalog.>) 100 THEN
-            RAISE EXCEPTION 'broker_add_job: p_depends_on_groups may name at most 100 groups, got %',
-                pg_catalog.cardinality(p_depends_on_groups)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+    ---- the fields' own rules (broker._job_problem, one expression) -----------
+    v_problem := broker._job_problem(ROW(p_job_name, p_execute_str, p_job_queue, p_job_priority, p_job_language,
+        p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)::broker._job_fields);
+    IF v_problem IS NOT NULL THEN
+        PERFORM broker._job_field_error('broker_add_job', 'p_' OPERATOR(pg_catalog.||) v_problem[2], v_problem);
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN

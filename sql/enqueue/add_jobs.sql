@@ -12,7 +12,7 @@
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: broker_current_tenant, _tenant_allowed, _add_plain_jobs, _parse_jobs, _check_run_as, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _transaction_words, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -29,14 +29,12 @@ DECLARE
     c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
-    -- one element per job (index = ord)
-    a_name text[]; a_sql text[]; a_queue integer[]; a_prio integer[]; a_lang text[]; a_run_as text[];
-    a_sched bigint[]; a_key text[]; a_max integer[]; a_group text[]; a_after timestamptz[];
-    a_timeout interval[]; a_path text[]; a_auto boolean[];
-    a_todo   boolean[];  -- still to insert
+    a_jobs   broker._job_fields[];  -- the elements (index = ord)
+    a_todo   boolean[];             -- still to insert (index = ord)
+    a_key    text[];                -- a_jobs' idempotency keys (index = ord), read often below
     -- one element per dependency: the job's ord and the job id / group it waits on
     i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
-    v_err_ord integer; v_err_state text; v_err_msg text;
+    v_err_ord integer; v_err text[];  -- the first element that breaks a field rule, and that rule
     -- resolved elements: ord, job id, is_new
     r_ord integer[]; r_id bigint[]; r_new boolean[];
     t_ord integer[]; t_id bigint[]; t_new boolean[];
@@ -141,22 +139,13 @@ BEGIN
     BEGIN
         -- one sort; the aggregates take the rows in that order
         WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
-        SELECT pg_catalog.array_agg(p.job_name), pg_catalog.array_agg(p.execute_str),
-               pg_catalog.array_agg(p.job_queue), pg_catalog.array_agg(p.job_priority),
-               pg_catalog.array_agg(p.job_language), pg_catalog.array_agg(p.run_as),
-               pg_catalog.array_agg(p.schedule_id), pg_catalog.array_agg(p.idempotency_key),
-               pg_catalog.array_agg(p.max_attempts), pg_catalog.array_agg(p.job_group),
-               pg_catalog.array_agg(p.run_after), pg_catalog.array_agg(p.job_timeout),
-               pg_catalog.array_agg(p.search_path), pg_catalog.array_agg(p.autonomous),
-               (pg_catalog.array_agg(p.ord) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[1]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (pg_catalog.array_agg(p.problem[2]) FILTER (WHERE p.problem IS NOT NULL))[1],
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest(q.depends_on_groups) AS x)
-          INTO a_name, a_sql, a_queue, a_prio, a_lang, a_run_as, a_sched, a_key, a_max, a_group, a_after, a_timeout,
-               a_path, a_auto, v_err_ord, v_err_state, v_err_msg, i_ord, i_id, g_ord, g_name
+        SELECT pg_catalog.array_agg(p.job), pg_catalog.array_agg((p.job).idempotency_key),
+               pg_catalog.min(p.ord) FILTER (WHERE p.problem IS NOT NULL),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
+               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x),
+               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x)
+          INTO a_jobs, a_key, v_err_ord, i_ord, i_id, g_ord, g_name
           FROM p;
     EXCEPTION WHEN data_exception THEN
         -- a value that does not convert: find its element
@@ -169,11 +158,12 @@ BEGIN
         END LOOP;
         RAISE;
     END;
-    IF a_name IS NULL THEN
+    IF a_jobs IS NULL THEN
         RETURN;  -- an empty array
     END IF;
     IF v_err_ord IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_add_jobs: element %: %', v_err_ord, v_err_msg USING ERRCODE = v_err_state;
+        v_err := broker._job_problem(a_jobs[v_err_ord]);
+        PERFORM broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', v_err_ord), v_err[2], v_err);
     END IF;
 
     IF NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
@@ -186,24 +176,24 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of (per distinct role) --
     PERFORM broker._check_run_as(pg_catalog.format('broker_add_jobs: element %s', u.o), u.r)
        FROM (SELECT pg_catalog.min(x.o) AS o, x.r
-               FROM pg_catalog.unnest(a_run_as) WITH ORDINALITY AS x(r, o)
+               FROM (SELECT u.run_as AS r, u.ordinality AS o FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u) AS x
               WHERE x.r IS NOT NULL
               GROUP BY x.r
               ORDER BY 1) AS u;
     -- what can never run in a transaction, and autonomous jobs' SQL and roles
-    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.o), u.sql,
-                                     pg_catalog.lower(pg_catalog.btrim(u.lang)), COALESCE(u.r::name, CURRENT_USER), u.auto)
-       FROM ROWS FROM (pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_auto))
-            WITH ORDINALITY AS u(sql, lang, r, auto, o)
-      WHERE u.auto OR u.sql OPERATOR(pg_catalog.~*) c_words
-      ORDER BY u.o;
+    PERFORM broker._check_autonomous(pg_catalog.format('broker_add_jobs: element %s', u.ordinality), u.execute_str,
+                                     pg_catalog.lower(pg_catalog.btrim(u.job_language)), COALESCE(u.run_as::name, CURRENT_USER),
+                                     COALESCE(u.autonomous, false))
+       FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+      WHERE u.autonomous OR u.execute_str OPERATOR(pg_catalog.~*) c_words
+      ORDER BY u.ordinality;
 
-    SELECT u.o, u.s INTO v_bad
-      FROM pg_catalog.unnest(a_sched) WITH ORDINALITY AS u(s, o)
-     WHERE u.s IS NOT NULL
+    SELECT u.ordinality AS o, u.schedule_id AS s INTO v_bad
+      FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+     WHERE u.schedule_id IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
-                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.s AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
-     ORDER BY u.o LIMIT 1;
+                        WHERE s.schedule_id OPERATOR(pg_catalog.=) u.schedule_id AND s.tenant_id OPERATOR(pg_catalog.=) v_tenant)
+     ORDER BY u.ordinality LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'broker_add_jobs: element %: schedule % does not exist', v_bad.o, v_bad.s
             USING ERRCODE = 'foreign_key_violation';
@@ -229,7 +219,8 @@ BEGIN
     ---- dependencies of the jobs to insert ------------------------------------
     SELECT g.o, u.name, g.name AS grp INTO v_bad
       FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
-      JOIN ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group)) WITH ORDINALITY AS u(name, grp, o) ON u.o OPERATOR(pg_catalog.=) g.o
+      JOIN (SELECT x.job_name AS name, x.job_group AS grp, x.ordinality AS o
+              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS x) AS u ON u.o OPERATOR(pg_catalog.=) g.o
      WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
      ORDER BY g.o LIMIT 1;
     IF FOUND THEN
@@ -259,15 +250,16 @@ BEGIN
 
     -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
     PERFORM broker._lock_dependency_keys(v_tenant,
-        ARRAY(SELECT DISTINCT COALESCE(u.grp, u.name) FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_todo)) AS u(name, grp, todo)
-               WHERE u.todo),
+        ARRAY(SELECT DISTINCT COALESCE(u.job_group, u.job_name) FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+               WHERE a_todo[u.ordinality]),
         ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
         NULL,
         ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
 
     -- the jobs run inside their run_as roles' executors: make sure they exist
     FOR v_bad IN
-        SELECT DISTINCT COALESCE(u.r::name, CURRENT_USER) AS r FROM ROWS FROM (pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_todo)) AS u(r, todo) WHERE u.todo
+        SELECT DISTINCT COALESCE(u.run_as::name, CURRENT_USER) AS r FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+         WHERE a_todo[u.ordinality]
     LOOP
         IF broker._executor(v_bad.r) IS NULL THEN
             PERFORM broker.broker_create_executor(v_bad.r);
@@ -283,13 +275,13 @@ BEGIN
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
                     run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
-            SELECT u.name, COALESCE(u.grp, u.name), u.sql, pg_catalog.lower(pg_catalog.btrim(u.lang)), u.queue, u.prio,
-                   COALESCE(u.run_as::name, CURRENT_USER), u.sched, u.key, u.maxa, COALESCE(u.after, pg_catalog.now()),
-                   u.tmo, COALESCE(u.path, ''), u.auto
-              FROM ROWS FROM (pg_catalog.unnest(a_name), pg_catalog.unnest(a_group), pg_catalog.unnest(a_sql), pg_catalog.unnest(a_lang), pg_catalog.unnest(a_queue), pg_catalog.unnest(a_prio), pg_catalog.unnest(a_run_as), pg_catalog.unnest(a_sched), pg_catalog.unnest(a_key), pg_catalog.unnest(a_max), pg_catalog.unnest(a_after), pg_catalog.unnest(a_timeout), pg_catalog.unnest(a_path), pg_catalog.unnest(a_todo), pg_catalog.unnest(a_auto))
-                   WITH ORDINALITY AS u(name, grp, sql, lang, queue, prio, run_as, sched, key, maxa, after, tmo, path, todo, auto, o)
-             WHERE u.todo
-             ORDER BY u.o
+            SELECT u.job_name, COALESCE(u.job_group, u.job_name), u.execute_str, pg_catalog.lower(pg_catalog.btrim(u.job_language)),
+                   u.job_queue, u.job_priority, COALESCE(u.run_as::name, CURRENT_USER), u.schedule_id, u.idempotency_key,
+                   u.max_attempts, COALESCE(u.run_after, pg_catalog.now()), u.timeout, COALESCE(u.search_path, ''),
+                   COALESCE(u.autonomous, false)
+              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
+             WHERE a_todo[u.ordinality]
+             ORDER BY u.ordinality
             ON CONFLICT (tenant_id, idempotency_key)
                WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
             DO NOTHING

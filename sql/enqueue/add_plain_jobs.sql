@@ -1,26 +1,5 @@
 -- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
 -- ---------------------------------------------------------------------------
--- Function: broker._element_error(p_ord, p_problem)
---   Raises the problem _parse_jobs found in element p_ord of a
---   broker_add_jobs array: p_problem is ARRAY[sqlstate, message]. Declared to
---   return text so that a query can call it where a value is expected;
---   VOLATILE so that the planner never runs it ahead of the row.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._element_error(p_ord integer, p_problem text[])
-RETURNS text
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RAISE EXCEPTION 'broker_add_jobs: element %: %', p_ord, p_problem[2] USING ERRCODE = p_problem[1];
-END;
-$$;
-COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
-    'Internal: raise the problem found in an element of a broker_add_jobs array (ARRAY[sqlstate, message]).';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._add_plain_jobs(p_jobs, p_search_path)
 --   broker_add_jobs for an array whose elements have no run_as, schedule_id,
 --   idempotency_key, depends_on_job_ids or depends_on_groups key, from a
@@ -33,7 +12,7 @@ COMMENT ON FUNCTION broker._element_error(integer, text[]) IS
 --   the table's triggers do the bookkeeping. A value that does not convert
 --   raises PostgreSQL's own error (22xxx); _add_jobs then takes the general
 --   path, which names the element.
---   Calls: _element_error, _parse_jobs, _executor, broker_create_executor
+--   Calls: _job_field_error, _parse_jobs, _executor, broker_create_executor
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_plain_jobs(p_jobs jsonb, p_search_path text)
@@ -48,11 +27,11 @@ BEGIN
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
                 run_as, max_attempts, run_after, job_timeout, job_search_path)
-        SELECT p.job_name, COALESCE(p.job_group, p.job_name), p.execute_str,
-               CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim(p.job_language))
-                    ELSE broker._element_error(p.ord, p.problem) END,
-               p.job_queue, p.job_priority, CURRENT_USER, p.max_attempts,
-               COALESCE(p.run_after, pg_catalog.now()), p.job_timeout, COALESCE(p.search_path, '')
+        SELECT (p.job).job_name, COALESCE((p.job).job_group, (p.job).job_name), (p.job).execute_str,
+               CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((p.job).job_language))
+                    ELSE broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', p.ord), p.problem[2], p.problem) END,
+               (p.job).job_queue, (p.job).job_priority, CURRENT_USER, (p.job).max_attempts,
+               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, '')
           FROM broker._parse_jobs(p_jobs, p_search_path) AS p
          ORDER BY p.ord
         RETURNING j.job_id

@@ -12,13 +12,17 @@
 -- Function: broker._schedule_check(p_fn, s)
 --   Validates a schedule row (new or altered) as p_fn and returns its next
 --   fire time after now. Resolves nothing; raises on the first bad value.
+--   The jobs' fields obey broker_add_job's rules (broker._job_problem; the
+--   message names this function's parameter: p_schedule_name for the jobs'
+--   name, p_job_timeout for their timeout), their run_as is checked by
+--   broker._check_run_as; the schedule's own fields here.
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
 --   expression that never fires; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller; those of broker._check_autonomous (0A000
 --   SQL that can never run in a transaction without p_autonomous, and the
 --   refusals of an autonomous schedule's SQL or role).
---   Calls: _may_run_as, _check_autonomous, broker_cron_next
+--   Calls: _job_problem, _job_field_error, _check_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -27,38 +31,28 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_next timestamptz;
+    v_next    timestamptz;
+    v_problem text[];
 BEGIN
-    IF s.schedule_name IS NULL OR s.cron_expr IS NULL OR s.execute_str IS NULL OR s.time_zone IS NULL
-       OR s.job_queue IS NULL OR s.job_priority IS NULL OR s.job_language IS NULL OR s.max_attempts IS NULL
-       OR s.catch_up IS NULL OR s.catch_up_max IS NULL OR s.overlap IS NULL OR s.enabled IS NULL THEN
-        RAISE EXCEPTION '%: arguments must not be NULL (except p_run_as, p_job_group, p_job_timeout)', p_fn
+    IF s.cron_expr IS NULL OR s.time_zone IS NULL OR s.catch_up IS NULL OR s.catch_up_max IS NULL
+       OR s.overlap IS NULL OR s.enabled IS NULL THEN
+        RAISE EXCEPTION '%: % must not be NULL', p_fn,
+            CASE WHEN s.cron_expr IS NULL THEN 'p_cron_expr' WHEN s.time_zone IS NULL THEN 'p_time_zone'
+                 WHEN s.catch_up IS NULL THEN 'p_catch_up' WHEN s.catch_up_max IS NULL THEN 'p_catch_up_max'
+                 WHEN s.overlap IS NULL THEN 'p_overlap' ELSE 'p_enabled' END
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF pg_catalog.btrim(s.schedule_name) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.schedule_name) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION '%: the schedule name must be 1 to 200 characters and not blank', p_fn
-            USING ERRCODE = 'invalid_parameter_value';
+    -- the rules of the jobs' fields, as for broker_add_job (named as this function's parameters)
+    v_problem := broker._job_problem(ROW(s.schedule_name, s.execute_str, s.job_queue, s.job_priority, s.job_language,
+        s.run_as, NULL, NULL, NULL, s.max_attempts, s.job_group, NULL, NULL, s.job_timeout, s.job_search_path,
+        s.autonomous)::broker._job_fields);
+    IF v_problem IS NOT NULL THEN
+        PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
+                                                                 WHEN 'timeout' THEN 'p_job_timeout'
+                                                                 ELSE 'p_' OPERATOR(pg_catalog.||) v_problem[2] END, v_problem);
     END IF;
-    IF pg_catalog.btrim(s.execute_str) OPERATOR(pg_catalog.=) '' THEN
-        RAISE EXCEPTION '%: p_execute_str is empty; give the SQL the jobs should run', p_fn
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF s.job_language OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql']) THEN
-        RAISE EXCEPTION '%: unknown job language %', p_fn, pg_catalog.quote_literal(s.job_language)
-            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''sql'' or ''plpgsql''.';
-    END IF;
-    IF s.job_queue OPERATOR(pg_catalog.<) 1 OR s.max_attempts OPERATOR(pg_catalog.<) 1 OR s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION '%: % must be >= 1', p_fn,
-            CASE WHEN s.job_queue OPERATOR(pg_catalog.<) 1 THEN 'p_job_queue'
-                 WHEN s.max_attempts OPERATOR(pg_catalog.<) 1 THEN 'p_max_attempts' ELSE 'p_catch_up_max' END
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF s.job_queue OPERATOR(pg_catalog.>) 1000 THEN  -- queues are 1..1000, as for broker_add_job
-        RAISE EXCEPTION '%: p_job_queue must be <= 1000, got %', p_fn, s.job_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF pg_catalog.btrim(s.job_group) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(s.job_group) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION '%: p_job_group must be 1 to 200 characters and not blank (NULL: the schedule name)', p_fn
+    IF s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION '%: p_catch_up_max must be >= 1, got %', p_fn, s.catch_up_max
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF s.catch_up OPERATOR(pg_catalog.<>) ALL (ARRAY['none', 'one', 'all']) THEN
@@ -69,20 +63,7 @@ BEGIN
         RAISE EXCEPTION '%: p_overlap must be skip or allow, got %', p_fn, pg_catalog.quote_literal(s.overlap)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF s.job_timeout OPERATOR(pg_catalog.<=) interval '0' THEN
-        RAISE EXCEPTION '%: p_job_timeout must be positive, got %', p_fn, s.job_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) s.run_as) THEN
-        RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(s.run_as)
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF NOT broker._may_run_as(s.run_as, CURRENT_USER) THEN
-        RAISE EXCEPTION '%: role % may not schedule jobs that run as %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_ident(s.run_as)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Be a member of that role (superuser and BYPASSRLS roles: only superusers).';
-    END IF;
+    PERFORM broker._check_run_as(p_fn, s.run_as);
     PERFORM broker._check_autonomous(p_fn, s.execute_str, s.job_language, s.run_as, s.autonomous);
     v_next := broker.broker_cron_next(s.cron_expr, pg_catalog.now(), s.time_zone);
     IF v_next IS NULL THEN

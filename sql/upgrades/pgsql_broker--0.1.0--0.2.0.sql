@@ -129,15 +129,12 @@ CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (j
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs
--- broker_add_job takes p_autonomous (a trailing parameter); broker_get says whether a job is autonomous.
-DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                                    timestamptz, interval, text);
-\new-signature broker_add_job
+-- broker_get says whether a job is autonomous.
 DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
 \new-signature broker_get
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
--- broker_add_job takes the tenant of the call (a trailing p_tenant_id).
+-- broker_add_job takes the tenant of the call and p_autonomous (trailing p_tenant_id, p_autonomous).
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 \new-signature broker_add_job

@@ -11,7 +11,7 @@ SELECT throws_ok($$SELECT broker.broker_add_job(repeat('x', 201), 'SELECT 1')$$,
 SELECT throws_ok($$SELECT broker.broker_add_job('j', '  ')$$, '22023',
     'broker_add_job: p_execute_str is empty; give the SQL the job should run', 'empty SQL: 22023');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', 1, 0, 'python')$$, '22023',
-    'broker_add_job: unknown job language ''python''', 'unknown language: 22023');
+    'broker_add_job: p_job_language must be sql or plpgsql, got ''python''', 'unknown language: 22023');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', 1, 0, NULL)$$, '22004', NULL, 'NULL language: 22004');
 SELECT throws_ok($$SELECT broker.broker_add_job('j', 'SELECT 1', 0)$$, '22023',
     'broker_add_job: p_job_queue must be >= 1, got 0', 'queue 0: 22023');

@@ -55,7 +55,7 @@ SELECT throws_ok($$SELECT * FROM broker.broker_add_jobs('[{"job_name": "ok", "ex
     '22023', 'broker_add_jobs: element 3: job_name must be 1 to 200 characters and not blank',
     'a blank name in element 3: 22023 naming it');
 SELECT ok(pg_temp.error_context($$SELECT * FROM broker.broker_add_jobs('[{"job_name": "ok", "execute_str": "SELECT 1"},
-                   {"job_name": " ", "execute_str": "SELECT 1"}]')$$) LIKE '%broker._element_error%',
+                   {"job_name": " ", "execute_str": "SELECT 1"}]')$$) LIKE '%broker._add_plain_jobs%',
           '... raised by the plain path');
 SELECT throws_ok($$SELECT * FROM broker.broker_add_jobs('[{"job_name": "ok", "execute_str": "SELECT 1"},
                    {"job_name": "x", "execute_str": "SELECT 1", "max_attempts": 0}]')$$,

@@ -50,11 +50,11 @@ SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', '  ')$$, 
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_job_language => 'perl')$$, '22023',
     NULL, 'an unknown language');
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_job_queue => 0)$$, '22023',
-    'broker_add_schedule: p_job_queue must be >= 1', 'queue 0');
+    'broker_add_schedule: p_job_queue must be >= 1, got 0', 'queue 0');
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_max_attempts => 0)$$, '22023',
-    'broker_add_schedule: p_max_attempts must be >= 1', 'max_attempts 0');
+    'broker_add_schedule: p_max_attempts must be >= 1, got 0', 'max_attempts 0');
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_catch_up_max => 0)$$, '22023',
-    'broker_add_schedule: p_catch_up_max must be >= 1', 'catch_up_max 0');
+    'broker_add_schedule: p_catch_up_max must be >= 1, got 0', 'catch_up_max 0');
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_catch_up => 'some')$$, '22023',
     'broker_add_schedule: p_catch_up must be none, one or all, got ''some''', 'an unknown catch-up policy');
 SELECT throws_ok($$SELECT broker.broker_add_schedule('x', '* * * * *', 'SELECT 1', p_overlap => 'queue')$$, '22023',
