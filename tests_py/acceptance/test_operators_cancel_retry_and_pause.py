@@ -106,6 +106,7 @@ def test_a_paused_queue_runs_nothing_until_resumed(db, start, runtime_login):
     wait_until(lambda: statuses(db, other) == [C], 60, "the other queue's job to run")
     runner.wait_for(lambda r: 'broker_queue_paused{database="' + db + '",queue="1",tenant="default"} 1.0'
                     in r.get("/metrics")[1].decode(), 60, "the paused gauge")
+    runner.wait_for(lambda r: "jobs wait in a paused queue" in r.log(), 60, "the paused queue's warning")
     with connect(db) as conn:
         # the worker of queue 1 has claimed (nothing) since: queue 2's job ran after the pause, and the
         # runner's metrics show the pause, so both workers are up; queue 1's job is untouched
@@ -113,3 +114,4 @@ def test_a_paused_queue_runs_nothing_until_resumed(db, start, runtime_login):
                             (paused,)).fetchone() == (P, 0)
         assert conn.execute("SELECT broker.broker_pause_queue(1, false)").fetchone()[0] is True
     wait_until(lambda: statuses(db, paused) == [C], 60, "the resumed queue's job to run")
+    assert runner.log().count("jobs wait in a paused queue") == 1  # said once, not at every poll

@@ -63,6 +63,7 @@ class DatabaseRunner(Workers):
         self._alone_queues = parse_queue_list(settings.one_job_per_transaction_queues)
         self._lanes = {q: Lane() for q in queues}
         self._warned_unserved: set[int] = set()
+        self._warned_paused: set[tuple[int, str]] = set()  # (queue, tenant) with ready jobs, paused
         self._learned_alone: set[int] = set()  # job ids that run alone (run/worker.py)
         self._ticker = ScheduleTicker(db.name, metrics, self.view.planned)
         self._next: dict[str, float] = {}

@@ -50,7 +50,9 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
         t["recover"] = now + settings.stale_job_recovery_sec
     if now >= t["stats"]:
         cur = conn.cursor(row_factory=dict_row)
-        view.queue_stats = bounded_stats(await (await cur.execute(queries.QUEUE_STATS)).fetchall(), db.queue_count)
+        stats = await (await cur.execute(queries.QUEUE_STATS)).fetchall()
+        _report_paused(runner, stats)
+        view.queue_stats = bounded_stats(stats, db.queue_count)
         view.metrics.set_depth(db.name, view.queue_stats)
         view.instances = await (await cur.execute(queries.INSTANCES)).fetchall()
         t["stats"] = now + settings.queue_depth_poll_sec
@@ -72,6 +74,16 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
         await conn.execute(queries.PING, {"instance": runner.instance_id})
         t["ping"] = now + PING_SEC
     runner.pool.reap()
+
+
+def _report_paused(runner, stats: list[dict]) -> None:
+    """Jobs ready in a paused queue wait until it is resumed: say so once per queue and tenant (and again
+    after a resume and a new pause); status, the console and broker_queue_paused show it all along."""
+    paused = {(r["job_queue"], r["tenant_id"]) for r in stats if r.get("paused") and r.get("ready")}
+    for queue, tenant in sorted(paused - runner._warned_paused, key=str):
+        log.warning("jobs wait in a paused queue: nothing runs them until broker_pause_queue(queue, false)",
+                    extra={"database": runner.db.name, "queue": queue, "tenant": tenant or "(every tenant)"})
+    runner._warned_paused = paused
 
 
 async def _poll(runner, conn: psycopg.AsyncConnection) -> None:
