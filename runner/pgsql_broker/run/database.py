@@ -143,7 +143,12 @@ class DatabaseRunner(Workers):
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
             await check_login(conn, self.db.name, self.settings.allow_privileged_login)
-            await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
+            # the probe is a second connection for a moment: it counts against the runner-wide budget
+            await self.pool.budget.acquire()
+            try:
+                await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
+            finally:
+                await self.pool.budget.release()
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.view.listening, self.view.error = True, None
