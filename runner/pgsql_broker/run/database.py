@@ -84,7 +84,7 @@ class DatabaseRunner(Workers):
                                max_lifetime=parse_duration(db.conn_max_lifetime), max_warm=len(keys),
                                on_connect=metrics.connect_seconds.labels(db.name).observe)
         self.view.workers = len(keys)
-        self.view.connections = lambda: self.pool.open + (1 if self.view.listening else 0)
+        self.view.connections = lambda: self.pool.connected + (1 if self.view.listening else 0)
         self._database = db.database  # current_database(), once connected
         self._evict_refused = False
         self._retention = Retention(settings, db.name)

@@ -62,6 +62,11 @@ class WorkerPool:
         self._closing: set[asyncio.Task] = set()
         budget.pools.append(self)
 
+    @property
+    def connected(self) -> int:
+        """Connections open now (borrowed or idle); `open` also counts a worker still waiting for its slot."""
+        return len(self._opened)
+
     async def get(self) -> psycopg.AsyncConnection:
         """A warm idle connection (the most recent one), else a new one once the caps allow it."""
         self.reap()
