@@ -1,12 +1,16 @@
 """One runner for many databases of one server (not a test; workload `scale`).
 
 N databases (BENCH_SCALE_DATABASES, default 100) from the broker template on the cluster as it is
-(`make bench`: max_connections = 100), one pgbroker-runner for all of them. Reported, honestly whatever
-happens (every wait is bounded): how many databases got an active instance, how many of JOBS jobs per
-database ran, and then, over IDLE_SEC seconds of idling: new sessions per second (pg_stat_database.sessions),
+(`make bench`: max_connections = 100), one pgbroker-runner for all of them with max_open_conns_total =
+max_connections - BENCH_SCALE_HEADROOM (5: the harness's own connections): when that is fewer session
+connections than databases, the databases take turns (run/rota.py). Reported, honestly whatever
+happens (every wait is bounded): how many databases have their instance (active, or parked between two
+visits), how many of JOBS jobs per database ran, and then, over IDLE_SEC seconds of idling: new sessions per
+second (pg_stat_database.sessions),
 the server's CPU (utime + stime of the postmaster, of its children alive, and of those it reaped, from
 /proc), the runner's RSS, its connections, and the connections the server refused ("too many clients"
-in the server log, while the runner ran).
+in the server log, while the runner ran); last, the wait from enqueue to start of one job in each database
+(created_at to started_at), which for a parked database is the wait for its next visit.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ N_DATABASES = common.env_int("BENCH_SCALE_DATABASES", 100)
 JOBS = common.env_int("BENCH_SCALE_JOBS", 10)
 IDLE_SEC = common.env_float("BENCH_SCALE_IDLE_SEC", 60)
 WAIT_SEC = common.env_float("BENCH_SCALE_WAIT_SEC", 120)
+HEADROOM = common.env_int("BENCH_SCALE_HEADROOM", 5)
 PREFIX = "bench_scale_"
 TICK = os.sysconf("SC_CLK_TCK")
 REFUSED = "sorry, too many clients already"
@@ -68,7 +73,8 @@ def _registered(dbs: list[str]) -> int:
     n = 0
     for db in dbs:
         try:
-            n += common.scalar(db, "SELECT count(*) FROM broker.broker_queueinstance WHERE status = 'active'") > 0
+            n += common.scalar(db, "SELECT count(*) FROM broker.broker_queueinstance "
+                                   "WHERE status IN ('active', 'parked')") > 0
         except psycopg.OperationalError:
             pass  # the server is full: counted as not registered now
     return n
@@ -85,6 +91,25 @@ def _done(dbs: list[str]) -> tuple[int, int]:
         jobs += n
         full += n == JOBS
     return jobs, full
+
+
+def _start_waits(dbs: list[str]) -> dict:
+    """One job in every database at once; the enqueue-to-start waits (server clock), p50 and max, in seconds."""
+    for db in dbs:
+        common.sql(db, "SELECT broker.broker_add_job('scale-wait', 'SELECT 1')")
+    _until(lambda: _started(dbs) == len(dbs), WAIT_SEC)
+    waits = sorted(w for db in dbs for w in [common.scalar(
+        db, "SELECT extract(epoch FROM started_at - created_at) FROM broker.broker_jobs WHERE job_name = 'scale-wait'")]
+        if w is not None)
+    if not waits:
+        return {"start_wait_p50_s": None, "start_wait_max_s": None, "start_wait_jobs": 0}
+    return {"start_wait_p50_s": round(float(waits[len(waits) // 2]), 3), "start_wait_max_s": round(float(waits[-1]), 3),
+            "start_wait_jobs": len(waits)}
+
+
+def _started(dbs: list[str]) -> int:
+    return sum(common.scalar(db, "SELECT count(*) FROM broker.broker_jobs WHERE job_name = 'scale-wait' "
+                                 "AND started_at IS NOT NULL") for db in dbs)
 
 
 def _until(predicate, timeout: float) -> float | None:
@@ -109,11 +134,12 @@ def run_one(template: str, run: int) -> dict:
     refused_before = _refused(server_log)
     argv = [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
             "--metrics-host", "127.0.0.1", "--metrics-port", str(common.free_port()), "--log-level", "warning",
-            "--allow-privileged-login"]  # a throwaway cluster's superuser
+            "--allow-privileged-login",  # a throwaway cluster's superuser
+            "--max-open-conns-total", str(max_conn - HEADROOM)]
     for db in dbs:
         argv += ["--dsn", f"dbname={db}"]
     worker = common.Worker(argv, cwd=common.ROOT)
-    row: dict = {"databases": N_DATABASES, "max_connections": max_conn}
+    row: dict = {"databases": N_DATABASES, "max_connections": max_conn, "max_open_conns_total": max_conn - HEADROOM}
     try:
         row["all_registered_after_s"] = _until(lambda: _registered(dbs) == N_DATABASES, WAIT_SEC)
         row["registered"] = _registered(dbs)
@@ -136,6 +162,7 @@ def run_one(template: str, run: int) -> dict:
         row["idle_sessions_per_s"] = round((s1 - s0) / (t1 - t0), 2)  # (this measurement connects to postgres only)
         row["idle_server_cpu_pct"] = round(100 * (c1 - c0) / (t1 - t0), 1)
         row["runner_rss_mib"] = round(rss_kib(worker.proc.pid) / 1024, 1)
+        row.update(_start_waits(dbs))
         row["runner_alive"] = worker.proc.poll() is None
     finally:
         worker.stop()
@@ -146,7 +173,8 @@ def run_one(template: str, run: int) -> dict:
           f"{row['jobs_done']}/{row['jobs_enqueued']} jobs run ({row['databases_served']} databases fully), "
           f"{row['refused_connections']} connections refused; idle: {row.get('idle_connections')} connections, "
           f"{row.get('idle_sessions_per_s')} new sessions/s, server CPU {row.get('idle_server_cpu_pct')} %, "
-          f"runner RSS {row.get('runner_rss_mib')} MiB", flush=True)
+          f"runner RSS {row.get('runner_rss_mib')} MiB; enqueue to start p50 {row.get('start_wait_p50_s')} s, "
+          f"max {row.get('start_wait_max_s')} s", flush=True)
     return row
 
 

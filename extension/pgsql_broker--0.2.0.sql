@@ -1133,8 +1133,9 @@ COMMENT ON COLUMN broker.broker_deferred_release.created_at IS 'When the complet
 -- sql/tables/broker_queueinstance.sql: table of runner instances.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_queueinstance
---   Runner instances. At most one is active per database: the active one
---   holds a session advisory lock taken by broker_register_instance.
+--   Runner instances. At most one is current per database: active (it holds
+--   the session advisory lock taken by broker_register_instance) or parked
+--   (its runner serves the database in turns and is between two visits).
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_queueinstance (
     instance_id     bigint      GENERATED ALWAYS AS IDENTITY,
@@ -1152,15 +1153,15 @@ CREATE TABLE broker.broker_queueinstance (
     CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
     CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count OPERATOR(pg_catalog.>=) 1),
-    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'stopped', 'dead'])),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked', 'stopped', 'dead'])),
     CONSTRAINT broker_queueinstance_stopped_check CHECK ((status OPERATOR(pg_catalog.=) 'active') OPERATOR(pg_catalog.=) (stopped_at IS NULL))
 );
 
 CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
-    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) 'active';
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked']);
 
 COMMENT ON TABLE broker.broker_queueinstance IS
-    'Runner instances; at most one active per database (it holds the broker session advisory lock).';
+    'Runner instances; at most one current per database: active (it holds the broker session advisory lock) or parked (served in turns, between two visits).';
 COMMENT ON COLUMN broker.broker_queueinstance.instance_id IS 'Instance id.';
 COMMENT ON COLUMN broker.broker_queueinstance.tenant_id IS 'Always ''default'': instances serve the whole database.';
 COMMENT ON COLUMN broker.broker_queueinstance.instance_name IS 'Broker name from its configuration.';
@@ -1169,10 +1170,10 @@ COMMENT ON COLUMN broker.broker_queueinstance.os_pid IS 'Operating-system pid of
 COMMENT ON COLUMN broker.broker_queueinstance.backend_pid IS 'Backend pid of the session that registered (holds the lock).';
 COMMENT ON COLUMN broker.broker_queueinstance.queue_count IS 'Number of queues the instance serves.';
 COMMENT ON COLUMN broker.broker_queueinstance.broker_version IS 'Runner version.';
-COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean shutdown) or dead (replaced after its session died).';
+COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, parked (its runner serves the database in turns and will resume it; stopped_at: when it parked), stopped (clean shutdown, or parked and replaced) or dead (replaced after its session died).';
 COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
-COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped, parked or was found dead.';
 -- source: sql/tables/broker_finished_count.sql
 -- sql/tables/broker_finished_count.sql: finished jobs per minute, queue, tenant and state (derived counters).
 -- ---------------------------------------------------------------------------
@@ -7517,17 +7518,51 @@ COMMENT ON FUNCTION broker.broker_schedule_tick() IS
 -- source: sql/instances/instances.sql
 -- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
+-- Function: broker._take_instance_lock(p_caller)
+--   Takes the broker's session advisory lock for the calling session, or
+--   raises 55P03 naming the instance that holds it (p_caller names the public
+--   function in the message).
+--   Calls: _instance_lock_key
+--   Tables: reads broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._take_instance_lock(p_caller text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key    record := broker._instance_lock_key();
+    v_active broker.broker_queueinstance;
+BEGIN
+    IF pg_catalog.pg_try_advisory_lock(v_key.classid, v_key.objid) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
+    RAISE EXCEPTION '%: database % already has an active broker instance', p_caller, pg_catalog.current_database()
+        USING ERRCODE = 'lock_not_available',
+              DETAIL = CASE WHEN v_active.instance_id IS NULL THEN 'Its registration is in progress.'
+                       ELSE pg_catalog.format('Instance %s (%s on %s, pid %s), last ping %s.', v_active.instance_id,
+                            v_active.instance_name, COALESCE(v_active.hostname, '?'),
+                            COALESCE(v_active.os_pid::text, '?'), v_active.last_ping_at) END,
+              HINT = 'Run this one as a standby: retry until the active instance stops.';
+END;
+$$;
+COMMENT ON FUNCTION broker._take_instance_lock(text) IS
+    'Internal: takes the active-instance session advisory lock, or raises 55P03 naming the holder.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_register_instance(p_instance_name, p_hostname,
 --     p_os_pid, p_queue_count, p_broker_version)
 --   Makes the calling session the one active broker instance of this database:
---   takes the broker's session advisory lock (kept until broker_shutdown_instance
---   or the session ends), marks any earlier active row dead (its session is
---   gone, or it could not have released the lock) and returns the new id.
+--   takes the broker's session advisory lock (kept until broker_shutdown_instance,
+--   broker_park_instance or the session ends), marks any earlier active row dead
+--   (its session is gone, or it could not have released the lock) and a parked
+--   one stopped, and returns the new id.
 -- Errors: 55P03 another live session is the active instance (a standby keeps
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
---   Calls: _instance_lock_key
+--   Calls: _instance_lock_key, _take_instance_lock
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
@@ -7562,19 +7597,13 @@ BEGIN
         RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF NOT pg_catalog.pg_try_advisory_lock(v_key.classid, v_key.objid) THEN
-        RAISE EXCEPTION 'broker_register_instance: database % already has an active broker instance', pg_catalog.current_database()
-            USING ERRCODE = 'lock_not_available',
-                  DETAIL = CASE WHEN v_active.instance_id IS NULL THEN 'Its registration is in progress.'
-                           ELSE pg_catalog.format('Instance %s (%s on %s, pid %s), last ping %s.', v_active.instance_id,
-                                v_active.instance_name, COALESCE(v_active.hostname, '?'),
-                                COALESCE(v_active.os_pid::text, '?'), v_active.last_ping_at) END,
-                  HINT = 'Run this one as a standby: retry until the active instance stops.';
-    END IF;
-    -- We hold the lock, so any row still marked active belongs to a dead session.
+    PERFORM broker._take_instance_lock('broker_register_instance');
+    -- We hold the lock, so any row still marked active belongs to a dead session, and a parked one to a
+    -- runner that is between two visits: this instance replaces it.
     UPDATE broker.broker_queueinstance AS i
-       SET status = 'dead', stopped_at = pg_catalog.clock_timestamp()
-     WHERE i.status OPERATOR(pg_catalog.=) 'active';
+       SET status = CASE WHEN i.status OPERATOR(pg_catalog.=) 'parked' THEN 'stopped' ELSE 'dead' END,
+           stopped_at = COALESCE(i.stopped_at, pg_catalog.clock_timestamp())
+     WHERE i.status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked']);
     INSERT INTO broker.broker_queueinstance (instance_name, hostname, os_pid, queue_count, broker_version)
     VALUES (p_instance_name, p_hostname, p_os_pid, p_queue_count, p_broker_version)
     RETURNING instance_id INTO v_id;
@@ -7618,20 +7647,16 @@ COMMENT ON FUNCTION broker.broker_ping_instance(bigint) IS
     'Heartbeat of the active instance (must be called from the session that registered it); returns the ping time.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_shutdown_instance(p_instance_id)
---   Clean shutdown, from the instance's own session (as ping): marks the
---   instance stopped and releases the advisory lock so a standby can take
---   over at once. Returns true when the instance was active, false when it
---   was not (already stopped, or dead).
--- Errors: 55000 the instance is active in another session.
--- Example:
---   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
+-- Function: broker._end_visit(p_instance_id, p_status, p_caller)
+--   The active instance of the calling session becomes p_status (stopped or
+--   parked) and the advisory lock is released; false when the instance is not
+--   active. 55000 (naming p_caller) when it is active in another session.
 --   Calls: _instance_lock_key
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
+CREATE FUNCTION broker._end_visit(p_instance_id bigint, p_status text, p_caller text)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -7644,19 +7669,110 @@ BEGIN
         RETURN false;
     END IF;
     IF v_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() THEN
-        RAISE EXCEPTION 'broker_shutdown_instance: instance % is not the active instance of this session', p_instance_id
+        RAISE EXCEPTION '%: instance % is not the active instance of this session', p_caller, p_instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Stop it from its own session (stop the runner), or terminate that session.';
+                  HINT = 'Stop or park it from its own session (stop the runner), or terminate that session.';
     END IF;
     UPDATE broker.broker_queueinstance AS i
-       SET status = 'stopped', stopped_at = pg_catalog.clock_timestamp()
+       SET status = p_status, stopped_at = pg_catalog.clock_timestamp()
      WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id;
     PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
     RETURN true;
 END;
 $$;
+COMMENT ON FUNCTION broker._end_visit(bigint, text, text) IS
+    'Internal: the active instance of this session becomes stopped or parked and releases the active-instance lock.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_shutdown_instance(p_instance_id)
+--   Clean shutdown, from the instance's own session (as ping): marks the
+--   instance stopped and releases the advisory lock so a standby can take
+--   over at once. A parked instance (broker_park_instance) holds no session:
+--   any session may stop it. Returns true when the instance was active or
+--   parked, false when it was not (already stopped, or dead).
+-- Errors: 55000 the instance is active in another session.
+-- Example:
+--   SELECT broker.broker_shutdown_instance(7);   -- from the session that registered instance 7
+--   Calls: _end_visit
+--   Tables: writes broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_shutdown_instance(p_instance_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE broker.broker_queueinstance AS i SET status = 'stopped'
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'parked';
+    RETURN FOUND OR broker._end_visit(p_instance_id, 'stopped', 'broker_shutdown_instance');
+END;
+$$;
 COMMENT ON FUNCTION broker.broker_shutdown_instance(bigint) IS
-    'Marks the instance of this session stopped and releases the active-instance lock; returns true when it was active. 55000 from another session.';
+    'Marks the instance of this session stopped and releases the active-instance lock (a parked instance: from any session); returns true when it was active or parked. 55000 when it is active in another session.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_park_instance(p_instance_id)
+--   For a runner that serves more databases than it may hold sessions to
+--   (max_open_conns_total): from the instance's own session, marks it parked
+--   and releases the advisory lock, so the runner can close this session and
+--   visit the database again later with broker_resume_instance. A parked
+--   instance is still the database's current one (no second instance may be
+--   parked or active beside it) until another instance registers, which stops
+--   it. Returns true when the instance was active, false when it was not.
+-- Errors: 55000 the instance is active in another session.
+-- Example:
+--   SELECT broker.broker_park_instance(7);   -- from the session that registered instance 7
+--   Calls: _end_visit
+--   Tables: writes broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_park_instance(p_instance_id bigint)
+RETURNS boolean
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT broker._end_visit(p_instance_id, 'parked', 'broker_park_instance')
+$$;
+COMMENT ON FUNCTION broker.broker_park_instance(bigint) IS
+    'Marks the instance of this session parked (its runner visits the database in turns) and releases the active-instance lock; true when it was active. 55000 from another session.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_resume_instance(p_instance_id)
+--   A runner's next visit to a database it parked: takes the advisory lock
+--   and makes the parked instance active again in the calling session, with
+--   the same id (its claims and history stay under it). Returns false, and
+--   keeps no lock, when the instance is no longer parked (another instance
+--   registered meanwhile): the caller registers anew.
+-- Errors: 55P03 another live session is the active instance; 22023 NULL id.
+-- Example:
+--   SELECT broker.broker_resume_instance(7);
+--   Calls: _instance_lock_key, _take_instance_lock
+--   Tables: writes broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_resume_instance(p_instance_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
+BEGIN
+    IF p_instance_id IS NULL THEN
+        RAISE EXCEPTION 'broker_resume_instance: p_instance_id must not be NULL' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM broker._take_instance_lock('broker_resume_instance');
+    UPDATE broker.broker_queueinstance AS i
+       SET status = 'active', stopped_at = NULL, backend_pid = pg_catalog.pg_backend_pid(),
+           last_ping_at = pg_catalog.clock_timestamp()
+     WHERE i.instance_id OPERATOR(pg_catalog.=) p_instance_id AND i.status OPERATOR(pg_catalog.=) 'parked';
+    IF NOT FOUND THEN
+        PERFORM pg_catalog.pg_advisory_unlock(v_key.classid, v_key.objid);
+        RETURN false;
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_resume_instance(bigint) IS
+    'Makes a parked instance active again in the calling session (takes the active-instance lock); false, without the lock, when it is no longer parked. 55P03 while another instance is active.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()

@@ -321,6 +321,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_register_instance(text, text, integer, integer, text),
     broker.broker_ping_instance(bigint),
     broker.broker_shutdown_instance(bigint),
+    broker.broker_park_instance(bigint),
+    broker.broker_resume_instance(bigint),
     broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
     broker.broker_ready_queues(),

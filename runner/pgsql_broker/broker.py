@@ -19,6 +19,7 @@ from .observe.web import is_loopback, serve
 from .run import queries
 from .run.database import DatabaseRunner
 from .run.pool import RunnerBudget
+from .run.rota import SessionRota, session_slots
 from .settings import Settings
 
 log = logging.getLogger("pgsql_broker")
@@ -54,9 +55,16 @@ class Broker:
         self._stopping = asyncio.Event()
         broker = self.settings.broker
         self._hurry = asyncio.Event()
-        total = broker.max_open_conns_total
-        budget = RunnerBudget(total - len(self.settings.databases) if total else None)  # (sessions: one each)
-        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, budget)
+        total, databases = broker.max_open_conns_total, len(self.settings.databases)
+        sessions = session_slots(total, databases)
+        budget = RunnerBudget(total - sessions if total else None)
+        rota = SessionRota(sessions if sessions < databases else None, broker.parked_visit_sec)
+        if rota.takes_turns:
+            log.warning("more databases than session connections: they take turns (a parked database runs its jobs "
+                        "at its next visit, not at its NOTIFY)", extra={
+                            "databases": databases, "sessions": sessions, "worker_connections": total - sessions,
+                            "visit_every_sec": broker.parked_visit_sec})
+        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, budget, rota)
                          for db in self.settings.databases]
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -141,7 +141,9 @@ _FLAG_HELP = {
     "queue_workers": "Per-queue overrides of --workers-per-queue, like '3=4,7=1'.",
     "one_job_per_transaction_queues": "Queues whose jobs each run in a transaction of their own, like '5,6'.",
     "batch_budget_ms": "A job waits at most this long for the commit of its transaction of jobs (default 200).",
-    "max_open_conns_total": "Connections of the whole runner at most (default 0: only each database's max_open_conns).",
+    "max_open_conns_total": "Connections of the whole runner at most (default 0: only each database's max_open_conns); "
+                            "a quarter stays for workers, and databases beyond the rest take turns.",
+    "parked_visit_sec": "Databases taking turns (more of them than session connections): visit each about this often.",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
                               "REPLICATION role, or a member of pg_execute_server_program and the like "
                               "(unsafe: the runner refuses such a login without this flag).",
@@ -277,7 +279,12 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
         for r in active:
             click.echo(f"  active instance {r.instance_id}: {safe_text(r.instance_name)} on {safe_text(r.hostname)} "
                        f"pid {r.os_pid}, last ping {r.last_ping_at:%Y-%m-%d %H:%M:%S}")
-        if not active:
+        for r in rows:
+            if r.status == "parked":
+                click.echo(f"  parked instance {r.instance_id}: {safe_text(r.instance_name)} on {safe_text(r.hostname)} "
+                           f"pid {r.os_pid}, served in turns (its runner has more databases than session "
+                           f"connections), last ping {r.last_ping_at:%Y-%m-%d %H:%M:%S}")
+        if not active and not any(r.status == "parked" for r in rows):
             click.echo("  no active instance")
         click.echo(f"  standby runners: {conn.execute(queries.STANDBY_COUNT).fetchone().standby}")
     else:

@@ -53,6 +53,9 @@ class BrokerSettings:
     batch_budget_ms: int = 200
     # worker and session connections of the whole runner at most (0: only each database's max_open_conns)
     max_open_conns_total: int = 0
+    # when the databases outnumber the session connections that cap allows, they take turns (run/rota.py):
+    # a waiting database gets a visit about this often
+    parked_visit_sec: float = 10
     # retention (run/retention.py): finished jobs older than the age of their final state are purged
     retention_enabled: bool = True
     retention_completed_after: str = "7d"
@@ -78,7 +81,7 @@ class Settings:
 _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_size": 1, "worker_idle_timeout_sec": 0.1,
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "workers_per_queue": 1, "batch_budget_ms": 10,
-            "max_open_conns_total": 0, "retention_batch_size": 1,
+            "max_open_conns_total": 0, "parked_visit_sec": 0.5, "retention_batch_size": 1,
             "retention_interval_sec": 1}
 _MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
             "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}
@@ -240,8 +243,8 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     names = [db.name for db in settings.databases]
     if len(set(names)) != len(names):
         raise ConfigError(f"databases: name {next(n for n in names if names.count(n) > 1)!r} is used twice")
-    total, least = settings.broker.max_open_conns_total, len(settings.databases) + 1
-    if total and total < least:
-        raise ConfigError(f"broker.max_open_conns_total must be at least {least} (one session connection per database, "
-                          f"{len(settings.databases)} database(s), and one worker connection), got {total}")
+    total = settings.broker.max_open_conns_total
+    if total == 1:
+        raise ConfigError("broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session connection and a "
+                          "worker connection), got 1")
     return settings

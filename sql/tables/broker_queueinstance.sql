@@ -1,8 +1,9 @@
 -- sql/tables/broker_queueinstance.sql: table of runner instances.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_queueinstance
---   Runner instances. At most one is active per database: the active one
---   holds a session advisory lock taken by broker_register_instance.
+--   Runner instances. At most one is current per database: active (it holds
+--   the session advisory lock taken by broker_register_instance) or parked
+--   (its runner serves the database in turns and is between two visits).
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_queueinstance (
     instance_id     bigint      GENERATED ALWAYS AS IDENTITY,
@@ -20,15 +21,15 @@ CREATE TABLE broker.broker_queueinstance (
     CONSTRAINT broker_queueinstance_pkey PRIMARY KEY (instance_id),
     CONSTRAINT broker_queueinstance_name_check CHECK (pg_catalog.btrim(instance_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_queueinstance_queue_count_check CHECK (queue_count OPERATOR(pg_catalog.>=) 1),
-    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'stopped', 'dead'])),
+    CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked', 'stopped', 'dead'])),
     CONSTRAINT broker_queueinstance_stopped_check CHECK ((status OPERATOR(pg_catalog.=) 'active') OPERATOR(pg_catalog.=) (stopped_at IS NULL))
 );
 
 CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
-    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) 'active';
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked']);
 
 COMMENT ON TABLE broker.broker_queueinstance IS
-    'Runner instances; at most one active per database (it holds the broker session advisory lock).';
+    'Runner instances; at most one current per database: active (it holds the broker session advisory lock) or parked (served in turns, between two visits).';
 COMMENT ON COLUMN broker.broker_queueinstance.instance_id IS 'Instance id.';
 COMMENT ON COLUMN broker.broker_queueinstance.tenant_id IS 'Always ''default'': instances serve the whole database.';
 COMMENT ON COLUMN broker.broker_queueinstance.instance_name IS 'Broker name from its configuration.';
@@ -37,7 +38,7 @@ COMMENT ON COLUMN broker.broker_queueinstance.os_pid IS 'Operating-system pid of
 COMMENT ON COLUMN broker.broker_queueinstance.backend_pid IS 'Backend pid of the session that registered (holds the lock).';
 COMMENT ON COLUMN broker.broker_queueinstance.queue_count IS 'Number of queues the instance serves.';
 COMMENT ON COLUMN broker.broker_queueinstance.broker_version IS 'Runner version.';
-COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, stopped (clean shutdown) or dead (replaced after its session died).';
+COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, parked (its runner serves the database in turns and will resume it; stopped_at: when it parked), stopped (clean shutdown, or parked and replaced) or dead (replaced after its session died).';
 COMMENT ON COLUMN broker.broker_queueinstance.started_at IS 'Registration time.';
 COMMENT ON COLUMN broker.broker_queueinstance.last_ping_at IS 'Last broker_ping_instance.';
-COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped or was found dead.';
+COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped, parked or was found dead.';

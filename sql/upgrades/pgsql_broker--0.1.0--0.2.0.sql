@@ -126,6 +126,18 @@ DROP INDEX broker.broker_jobs_finished_idx;
 CREATE INDEX broker_jobs_finished_idx ON broker.broker_jobs (complete_status, finished_at)
     WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[]);
 CREATE INDEX broker_job_dependency_job_id_idx ON broker.broker_job_dependency (job_id);
+-- An instance may be parked: its runner serves the database in turns (max_open_conns_total below one
+-- connection per database) and resumes the same row at its next visit.
+ALTER TABLE broker.broker_queueinstance
+    DROP CONSTRAINT broker_queueinstance_status_check,
+    ADD CONSTRAINT broker_queueinstance_status_check CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked', 'stopped', 'dead']));
+DROP INDEX broker.broker_queueinstance_one_active_idx;
+CREATE UNIQUE INDEX broker_queueinstance_one_active_idx
+    ON broker.broker_queueinstance ((true)) WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'parked']);
+COMMENT ON TABLE broker.broker_queueinstance IS
+    'Runner instances; at most one current per database: active (it holds the broker session advisory lock) or parked (served in turns, between two visits).';
+COMMENT ON COLUMN broker.broker_queueinstance.status IS 'active, parked (its runner serves the database in turns and will resume it; stopped_at: when it parked), stopped (clean shutdown, or parked and replaced) or dead (replaced after its session died).';
+COMMENT ON COLUMN broker.broker_queueinstance.stopped_at IS 'When it stopped, parked or was found dead.';
 -- broker_purge_jobs takes the final state to purge (a trailing parameter).
 DROP FUNCTION broker.broker_purge_jobs(interval, integer);
 \new-signature broker_purge_jobs

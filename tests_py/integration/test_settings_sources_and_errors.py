@@ -140,12 +140,15 @@ def test_workers_budget_and_connection_caps_are_validated_with_one_line_errors()
            ({"workers_per_queue": 0}, "broker.workers_per_queue must be >= 1, got 0"),
            ({"workers_per_queue": 65}, "broker.workers_per_queue must be <= 64"),
            ({"batch_budget_ms": 5}, "broker.batch_budget_ms must be >= 10, got 5"),
-           ({"max_open_conns_total": 2}, "broker.max_open_conns_total must be at least 3 (one session connection per "
-                                         "database, 2 database(s), and one worker connection), got 2")]
+           ({"max_open_conns_total": 1}, "broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session "
+                                         "connection and a worker connection), got 1"),
+           ({"parked_visit_sec": 0.1}, "broker.parked_visit_sec must be >= 0.5, got 0.1")]
     for flags, message in bad:
         with pytest.raises(ConfigError) as err:
             load(env={}, dsns=["dbname=a", "dbname=b"], flags=flags)
         assert message in str(err.value) and "\n" not in str(err.value), (flags, str(err.value))
+    # two databases and a cap of 2: they take turns on one session slot (run/rota.py), no error
+    assert load(env={}, dsns=["dbname=a", "dbname=b"], flags={"max_open_conns_total": 2}).broker.max_open_conns_total == 2
 
 
 def test_a_bad_worker_setting_is_a_usage_error_of_the_command(tmp_path):

@@ -61,9 +61,9 @@ class PermanentCounter:
 
     def check(self, exc: BaseException, role: str = "starting") -> bool:
         """Whether exc is permanent (then logged here, one line); raises PermanentError at the last try.
-        role: how far the session got before exc; one that served (active or standby) was not refused,
+        role: how far the session got before exc; one that served (active, standby or parked) was not refused,
         so the tries before it were no refusals in a row."""
-        if role in ("active", "standby"):
+        if role in ("active", "standby", "parked"):
             self.count = 0
         if not is_permanent(exc):
             self.count = 0

@@ -1,8 +1,9 @@
 """One database's runner: supervision (reconnect with backoff), the instance lock (active or standby), and the
 session connection: LISTEN, and, serialised on it, the poll, maintenance, schedules and stats
 (run/maintenance.py, run/schedules.py). Per active session: workers_per_queue workers per queue (run/worker.py)
-that borrow connections from the database's pool while their queue has work (run/pool.py); the stop is
-run/stopping.py. It decides nothing about jobs: broker_get says what runs, broker_run_batch runs it.
+that borrow connections from the database's pool while their queue has work (run/pool.py); when the databases
+outnumber the session connections max_open_conns_total allows, they take turns (run/rota.py: a database parks
+its instance between two visits); the stop is run/stopping.py. It decides nothing about jobs: broker_get says what runs, broker_run_batch runs it.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from .maintenance import PING_SEC, TIMERS, run_timers
 from .pool import RunnerBudget, WorkerPool
 from .pooling import refuse_transaction_pooling
 from .retention import Retention
+from .rota import SessionRota
 from .queries import Claimed
 from .schedules import ScheduleTicker
 from .worker import Lane, Workers
@@ -41,6 +43,8 @@ STANDBY_RETRY_SEC = 2.0
 # A standby ends the backend holding the instance lock once the active instance's row has not been pinged for
 # this long (five pings missed): a lock left behind, say on a pooler's server connection (run/pooling.py).
 STALE_HOLDER_SEC = 5 * PING_SEC
+# At the stop, how long a parked database waits for a session slot to mark its instance stopped.
+STOP_PARKED_SEC = 10.0
 
 
 class SchemaError(Exception):
@@ -51,9 +55,11 @@ class DatabaseRunner(Workers):
     """Serves one database: active while it holds the instance lock, standby otherwise."""
 
     def __init__(self, db: DatabaseConfig, settings: BrokerSettings, metrics: Metrics, stopping: asyncio.Event,
-                 hurry: asyncio.Event | None = None, budget: RunnerBudget | None = None):
+                 hurry: asyncio.Event | None = None, budget: RunnerBudget | None = None,
+                 rota: SessionRota | None = None):
         """`stopping`: stop (running jobs may finish until shutdown_timeout_sec); `hurry`: interrupt them now;
-        `budget`: the runner-wide count of worker connections (max_open_conns_total)."""
+        `budget`: the runner-wide count of worker connections (max_open_conns_total); `rota`: the runner's
+        session slots (the databases take turns when they outnumber them)."""
         self.db, self.settings, self.metrics, self.stopping = db, settings, metrics, stopping
         self.hurry = hurry if hurry is not None else asyncio.Event()
         self.view = DatabaseView(db.name, db.queue_count, metrics)
@@ -88,6 +94,17 @@ class DatabaseRunner(Workers):
         self._database = db.database  # current_database(), once connected
         self._evict_refused = False
         self._retention = Retention(settings, db.name)
+        self._rota = rota if rota is not None else SessionRota(None, settings.parked_visit_sec)
+        self._parked: int | None = None  # the instance this runner parked, resumed at the next visit
+        self._park_now = False
+        self._probed = False
+        self._busy_workers, self._idle_since = 0, time.monotonic()
+
+    def idle_since(self) -> float | None:
+        """When the workers last had work (time.monotonic()); None while they have some (run/rota.py)."""
+        if self._busy_workers or any(lane.pending for lane in self._lanes.values()):
+            return None
+        return self._idle_since
 
     @property
     def instance_id(self) -> int | None:
@@ -107,6 +124,8 @@ class DatabaseRunner(Workers):
         delay, logged = 1.0, False
         permanent = PermanentCounter(self.db.name)  # authentication, missing database, no privilege: exit
         while not self.stopping.is_set():
+            if not await self._rota.enter(self, self.stopping):  # (at once unless the databases take turns)
+                break
             try:
                 await self._session()
                 delay, logged = 1.0, False
@@ -126,14 +145,37 @@ class DatabaseRunner(Workers):
                     log.exception("unexpected error, restarting this database's session",
                                   extra={"database": self.db.name})
             finally:
+                self._rota.leave(self)
                 self.view.instance_id = None
-                self.view.set_role("disconnected", listening=False)
+                self.view.set_role("parked" if self._parked is not None else "standby"
+                                   if self._rota.takes_turns and self.view.role == "standby" else "disconnected",
+                                   listening=False)
+            if self._park_now:  # a turn, not an outage: the next visit waits in the rota only
+                self._park_now = False
+                continue
             if not self.stopping.is_set():
                 try:
                     await asyncio.wait_for(self.stopping.wait(), delay)
                 except asyncio.TimeoutError:
                     pass
                 delay = min(delay * 2, self.settings.notify_retry_seconds)
+        if self._parked is not None:
+            await self._stop_parked()
+
+    async def _stop_parked(self) -> None:
+        """The runner stops while this database is parked: mark its instance stopped (any session may), so
+        that status shows no parked instance of a runner that is gone."""
+        parked, self._parked = self._parked, None
+        try:
+            if await asyncio.wait_for(self._rota.enter(self, None), STOP_PARKED_SEC):
+                async with await self._connect("stop") as conn:
+                    await conn.execute(queries.SHUTDOWN, {"instance": parked})
+        except (psycopg.Error, OSError, asyncio.TimeoutError) as exc:
+            log.warning("could not mark the parked instance stopped (the next instance to register does)",
+                        extra={"database": self.db.name, "instance": parked, "error": str(exc).strip()[:200]})
+        finally:
+            self._rota.leave(self)
+        self.view.set_role("disconnected", listening=False)
 
     async def _session(self) -> None:
         async with await self._connect("listen") as conn:
@@ -142,19 +184,22 @@ class DatabaseRunner(Workers):
             if version not in SUPPORTED_SCHEMA:
                 raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
                                   f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
-            await check_login(conn, self.db.name, self.settings.allow_privileged_login)
-            # the probe is a second connection for a moment: it counts against the runner-wide budget
-            await self.pool.budget.acquire()
-            try:
-                await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
-            finally:
-                await self.pool.budget.release()
+            await check_login(conn, self.db.name, self.settings.allow_privileged_login, warn=self._parked is None)
+            if not self._probed:  # (once: the next visits of a database that takes turns go to the same place)
+                # the probe is a second connection for a moment: it counts against the runner-wide budget
+                await self.pool.budget.acquire()
+                try:
+                    await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
+                finally:
+                    await self.pool.budget.release()
+                self._probed = True
             await conn.execute(queries.LISTEN)
             await conn.execute(queries.LISTEN_SCHEDULES)
             self.view.listening, self.view.error = True, None
             if not await self._become_active(conn):
                 return
-            log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
+            if not self._rota.takes_turns:
+                log.info("active instance", extra={"database": self.db.name, "instance": self.instance_id})
             self._draining.clear()
             self._interrupting.clear()  # (a session restarted after a drain: its workers are new)
             self._lanes = {q: Lane() for q in self._lanes}
@@ -170,17 +215,28 @@ class DatabaseRunner(Workers):
                 await self.pool.close()
                 if not conn.closed and self.instance_id is not None:
                     try:
-                        await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
+                        if self._park_now:
+                            await conn.execute(queries.PARK, {"instance": self.instance_id})
+                            self._parked = self.instance_id
+                        else:
+                            await conn.execute(queries.SHUTDOWN, {"instance": self.instance_id})
                     except psycopg.Error:
-                        pass
+                        self._park_now = False
 
     async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
         while not self.stopping.is_set():
             try:
-                cur = await conn.execute(queries.REGISTER, {"name": self.settings.name, "host": socket.gethostname(),
-                                                            "pid": os.getpid(), "queues": self.db.queue_count,
-                                                            "version": __version__})
-                self.view.instance_id = (await cur.fetchone())[0]
+                parked, self._parked = self._parked, None
+                if parked is not None and (await (await conn.execute(queries.RESUME, {"instance": parked})).fetchone())[0]:
+                    self.view.instance_id = parked
+                else:
+                    cur = await conn.execute(queries.REGISTER, {"name": self.settings.name, "host": socket.gethostname(),
+                                                                "pid": os.getpid(), "queues": self.db.queue_count,
+                                                                "version": __version__})
+                    self.view.instance_id = (await cur.fetchone())[0]
+                    if self._rota.takes_turns:
+                        log.info("active instance, served in turns", extra={"database": self.db.name,
+                                                                            "instance": self.instance_id})
                 self.view.set_role("active", listening=True)
                 return True
             except errors.LockNotAvailable:
@@ -189,6 +245,8 @@ class DatabaseRunner(Workers):
                     self._evict_refused = False
                 self.view.set_role("standby", listening=True)
                 await self._evict_stale_holder(conn)
+                if self._rota.takes_turns:
+                    return False  # (the slot goes to the next database; this one tries again at its next turn)
                 async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
                     pass
         return False
@@ -219,6 +277,9 @@ class DatabaseRunner(Workers):
             if any(t.done() and not t.cancelled() and t.exception() for t in tasks):
                 raise next(t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception())
             await run_timers(self, conn, time.monotonic())
+            if self._rota.should_park(self, time.monotonic()):
+                self._park_now = True
+                return
             wait = min([self._ticker.due_at, *self._next.values()]) - time.monotonic()
             async for note in conn.notifies(timeout=max(0.0, min(wait, STOP_POLL_SEC))):
                 if note.channel == queries.SCHEDULE_CHANNEL:

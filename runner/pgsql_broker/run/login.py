@@ -18,9 +18,10 @@ class LoginRefused(Exception):
     as it."""
 
 
-async def check_login(conn: psycopg.AsyncConnection, database: str, allow_privileged: bool) -> None:
+async def check_login(conn: psycopg.AsyncConnection, database: str, allow_privileged: bool, warn: bool = True) -> None:
     """Raise LoginRefused when the login is or can become (by membership) such a role (queries.PRIVILEGED_LOGIN);
-    with allow_privileged log an UNSAFE warning instead (at every start of the database's session)."""
+    with allow_privileged log an UNSAFE warning instead (when `warn`: at every start of the database's session,
+    not at every visit of a database that takes turns)."""
     roles = (await (await conn.execute(queries.PRIVILEGED_LOGIN,
                                        {"predefined": queries.PRIVILEGED_PREDEFINED})).fetchone())[0]
     if not roles:
@@ -29,4 +30,5 @@ async def check_login(conn: psycopg.AsyncConnection, database: str, allow_privil
                f"as a login that is only a member of broker_runtime")
     if not allow_privileged:
         raise LoginRefused(message + " (or pass --allow-privileged-login, unsafe)")
-    log.warning("UNSAFE: " + message + "; running anyway (allow_privileged_login)", extra={"database": database})
+    if warn:
+        log.warning("UNSAFE: " + message + "; running anyway (allow_privileged_login)", extra={"database": database})

@@ -31,7 +31,9 @@ class RunnerBudget:
                     return
                 oldest = min((p for p in self.pools if p.idle), key=lambda p: p.idle[0][2], default=None)
                 if oldest is not None:
-                    oldest.evict_oldest_idle()  # its slot in this count is ours now
+                    # its slot in this count is ours now, once it is closed: a connection opened before
+                    # would be one more than the cap on the server for as long as the close waits its turn
+                    await oldest.evict_oldest_idle()
                     return
                 await self._changed.wait()
 
@@ -117,17 +119,18 @@ class WorkerPool:
         while self.idle and now - self.idle[0][2] >= self.max_idle:
             self._drop(self.idle.pop(0)[0], release_budget=True)
 
-    def evict_oldest_idle(self) -> None:
+    async def evict_oldest_idle(self) -> None:
         """Close the oldest idle connection for another database (RunnerBudget keeps its runner-wide slot)."""
-        self._drop(self.idle.pop(0)[0], release_budget=False)
+        await self._drop(self.idle.pop(0)[0], release_budget=False)
 
-    def _drop(self, conn: psycopg.AsyncConnection, release_budget: bool) -> None:
-        """Forget a connection at once (the counts) and close it in the background."""
+    def _drop(self, conn: psycopg.AsyncConnection, release_budget: bool) -> asyncio.Task:
+        """Forget a connection at once (the counts) and close it in the background (the task, to wait for it)."""
         self._opened.pop(id(conn), None)
         self.open -= 1
         task = asyncio.get_running_loop().create_task(self._close(conn, release_budget))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+        return task
 
     async def _close(self, conn: psycopg.AsyncConnection, release_budget: bool) -> None:
         try:

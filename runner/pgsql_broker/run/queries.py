@@ -66,6 +66,8 @@ LISTEN_SCHEDULES = "LISTEN " + SCHEDULE_CHANNEL
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"
 SHUTDOWN = "SELECT broker.broker_shutdown_instance(%(instance)s)"
+PARK = "SELECT broker.broker_park_instance(%(instance)s)"
+RESUME = "SELECT broker.broker_resume_instance(%(instance)s)"
 # A standby ends a lock holder whose instance stopped pinging (allowed for a backend of its own role).
 EVICT_STALE_HOLDER = """SELECT pid, pg_catalog.pg_terminate_backend(pid, 5000)
                           FROM broker.broker_stale_instance_holder(%(stale)s::interval) AS pid WHERE pid IS NOT NULL"""

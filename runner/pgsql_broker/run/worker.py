@@ -104,32 +104,45 @@ class Workers:
             await lane.wait(event)
             if self._draining.is_set():
                 break
-            conn: psycopg.AsyncConnection | None = await self.pool.get()
+            self._busy_workers += 1  # (a database whose workers are busy keeps its session: run/rota.py)
             try:
-                while not self._draining.is_set():
-                    try:
-                        claimed = await self._claim_and_run(conn, key)
-                    except WorkerInterrupted:
-                        return
-                    except WorkerLost as lost:
-                        await conn.close()
-                        await self.pool.put(conn)
-                        conn = None
-                        conn = await self.pool.get()  # fails when the database is gone: session restart
-                        await self._hand_back_lost(conn, queue, lost)
-                        continue
-                    if getattr(conn, "broker_big_notice", False):
-                        await conn.close()  # its input buffer holds a job's huge notice: give the memory back
-                        await self.pool.put(conn)
-                        conn = None
-                        if not claimed:
-                            break
-                        conn = await self.pool.get()
+                if await self._drain_queue(key):
+                    return
+            finally:
+                self._busy_workers -= 1
+                self._idle_since = time.monotonic()
+
+    async def _drain_queue(self, key: tuple[int, int]) -> bool:
+        """Claim and run until the queue has nothing claimable (or the stop), on one borrowed connection;
+        True when the stop interrupted this worker (it ends)."""
+        queue = key[0]
+        conn: psycopg.AsyncConnection | None = await self.pool.get()
+        try:
+            while not self._draining.is_set():
+                try:
+                    claimed = await self._claim_and_run(conn, key)
+                except WorkerInterrupted:
+                    return True
+                except WorkerLost as lost:
+                    await conn.close()
+                    await self.pool.put(conn)
+                    conn = None
+                    conn = await self.pool.get()  # fails when the database is gone: session restart
+                    await self._hand_back_lost(conn, queue, lost)
+                    continue
+                if getattr(conn, "broker_big_notice", False):
+                    await conn.close()  # its input buffer holds a job's huge notice: give the memory back
+                    await self.pool.put(conn)
+                    conn = None
                     if not claimed:
                         break
-            finally:
-                if conn is not None:
-                    await self.pool.put(conn)
+                    conn = await self.pool.get()
+                if not claimed:
+                    break
+        finally:
+            if conn is not None:
+                await self.pool.put(conn)
+        return False
 
     async def _hand_back_lost(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
         released = await stopping.release(conn, lost.unrun)
