@@ -111,6 +111,10 @@ $(VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 lint-sql: $(VENV)/.installed all
 	PGSPOT=$(VENV)/bin/pgspot .ci/pgspot $(GENERATED) $(wildcard extension/$(EXTENSION)--*--*.sql)
 
+# pyflakes (PyPI): undefined names and unused imports in the runner, the benchmarks and the tools.
+lint-py: $(VENV)/.installed
+	$(VENV)/bin/python -m pyflakes runner/pgsql_broker bench tools
+
 # Released (frozen) full scripts never change: extension/frozen.sha256 lists them.
 check-frozen:
 	@sha256sum --quiet -c extension/frozen.sha256 || { echo "a frozen extension script changed: add an upgrade script instead"; exit 1; }
@@ -131,6 +135,7 @@ test: deps all
 	$(MAKE) check-generated
 	$(MAKE) check-docs
 	$(MAKE) lint-sql
+	$(MAKE) lint-py
 	$(MAKE) lint-docker
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
@@ -193,7 +198,7 @@ bench-peers: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installed
 	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/peers.json docs/benchmarks-peers.md
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
-.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers npm-client
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers npm-client
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

@@ -249,7 +249,7 @@ def _foreign_yoyo_objects(conn: psycopg.Connection) -> list[str]:
     """What in schema broker_yoyo the installer must not use: an owner other than the installer or a
     superuser, privileges or default privileges for anyone else, anything but yoyo's own tables
     (and their indexes), triggers or rules on those. Empty when the schema is the installer's own."""
-    found = [r[0] for r in conn.execute(f"""
+    found = [r[0] for r in conn.execute("""
         SELECT pg_catalog.format('schema owned by %%s', n.nspowner::pg_catalog.regrole)
           FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
          WHERE n.nspname OPERATOR(pg_catalog.=) %(s)s AND NOT (r.rolsuper OR r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)

@@ -12,7 +12,6 @@ from psycopg.rows import dict_row, namedtuple_row
 
 from ..observe.metrics import bounded_stats
 from . import queries, stopping
-from .retention import Retention
 
 log = logging.getLogger("pgsql_broker")
 # Deferred dependency releases: how often the session looks for them (at most queue_timer_sec).

@@ -16,10 +16,10 @@ from typing import Awaitable, Callable
 
 import psycopg
 
+from . import queries
 from .login import LoginRefused
 
 PROBE_SEC = 5.0
-BACKEND_PID = "SELECT pg_catalog.pg_backend_pid()"
 
 
 class TransactionPoolingRefused(LoginRefused):
@@ -27,7 +27,7 @@ class TransactionPoolingRefused(LoginRefused):
 
 
 async def _pid(conn: psycopg.AsyncConnection) -> int:
-    return (await (await conn.execute(BACKEND_PID)).fetchone())[0]
+    return (await (await conn.execute(queries.BACKEND_PID)).fetchone())[0]
 
 
 async def refuse_transaction_pooling(conn: psycopg.AsyncConnection,

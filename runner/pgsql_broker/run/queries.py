@@ -171,6 +171,8 @@ ENQUEUE = "SELECT job_id FROM broker.broker_add_job(%(name)s, %(sql)s{params})"
 HAS_SCHEMA = "SELECT to_regnamespace('broker') IS NOT NULL"
 # current_database(): the DSN may name a pooler's alias, and the NOTIFY payloads name the database
 HAS_SCHEMA_IN = "SELECT to_regnamespace('broker') IS NOT NULL, current_database()"
+# run/pooling.py: does the session keep its server backend across transactions?
+BACKEND_PID = "SELECT pg_catalog.pg_backend_pid()"
 ROLLBACK = "ROLLBACK"
 
 # Operating jobs (jobs_cli.py): what an operator lists, reads and does. Reads are tenant-scoped by row-level security.
@@ -206,8 +208,8 @@ JOB_WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, e.depends_
 JOB_CANCEL = "SELECT broker.broker_cancel_job(%(job)s, %(reason)s)"
 JOB_RETRY = "SELECT broker.broker_retry_job(%(job)s, %(run_after)s::timestamptz, %(with_dependents)s)"
 QUEUE_PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s)"
+# (also retention on its policy, run/retention.py)
 PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint)"
-SET_TENANT = "SELECT broker.broker_set_tenant(%(tenant)s)"
 
 # Autonomous jobs (autonomous.py): started, kept alive and recorded on the worker's connection, each in a transaction
 # of its own; the job's SQL runs on a connection of its own.

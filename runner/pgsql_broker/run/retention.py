@@ -14,9 +14,9 @@ from psycopg import errors
 from ..config import parse_duration
 from ..settings import BrokerSettings
 from ..states import JobState
+from . import queries
 
 log = logging.getLogger("pgsql_broker")
-PURGE = "SELECT broker.broker_purge_jobs(%(age)s::interval, %(batch)s, %(state)s::smallint)"
 # Batches per state and pass at most: a large backlog is purged over several passes, so that the
 # maintenance connection's other work (lease recovery, deferred releases) waits one pass at most.
 MAX_BATCHES = 100
@@ -50,7 +50,7 @@ class Retention:
                 if stop.is_set():
                     return total
                 try:
-                    cur = await conn.execute(PURGE, {"age": age, "batch": self.batch, "state": state})
+                    cur = await conn.execute(queries.PURGE, {"older_than": age, "batch": self.batch, "state": state})
                 except errors.InsufficientPrivilege:
                     if not self._refused:
                         self._refused = True

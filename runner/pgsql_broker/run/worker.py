@@ -177,8 +177,9 @@ class Workers:
         started = time.perf_counter()
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch}
+        dirty = conn.broker_dirty
         try:
-            if conn.broker_dirty:
+            if dirty:
                 got = await job_id_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params, queries.CLAIMED_ROW)
             else:
                 cur = conn.cursor(row_factory=queries.CLAIMED_ROW)
