@@ -5470,12 +5470,14 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   (retried after the backoff, or failed with its dependents cancelled), or
 --   with p_final failed for good whatever attempts are left (the runner
 --   refused to run the text). A permission error gets the role appended, as
---   for regular jobs. Returns the outcome as broker_run does.
+--   for regular jobs; a statement cancelled (57014) under a cancel request
+--   ends the job cancelled (_cancel_running). Returns the outcome as
+--   broker_run does.
 -- Errors: P0002 unknown job; 55000 job not running or lease lost (the lease
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
---   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _fail_attempt
+--   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _cancel_running, _fail_attempt
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
@@ -5510,7 +5512,8 @@ BEGIN
                 OPERATOR(pg_catalog.||) ')';
         END IF;
         v_status := CASE WHEN p_final THEN broker._fail_job(p_job_id, p_error_sqlstate, v_message)
-                         ELSE broker._fail_attempt(p_job_id, p_error_sqlstate, v_message) END;
+                         ELSE COALESCE(broker._cancel_running(p_job_id, p_error_sqlstate, v_message),
+                                       broker._fail_attempt(p_job_id, p_error_sqlstate, v_message)) END;
     END IF;
     RETURN QUERY SELECT p_job_id, v_status, v_job.attempts, p_error_sqlstate, v_message, COALESCE(p_duration, interval '0');
 END;

@@ -188,3 +188,47 @@ def test_stopping_interrupts_a_running_autonomous_job_without_counting_its_attem
         assert (status, attempts) == (0, 0), runner.log()[-2000:]  # pending again, the attempt not counted
         assert f"job interrupted ({why})" in runner.log(), runner.log()[-3000:]
         assert "Task exception was never retrieved" not in runner.log()
+
+
+@pytest.mark.parametrize("via", ["login", "set_role"])
+def test_cancelling_a_running_autonomous_job_ends_it_cancelled(db, tmp_path, start, via):
+    """broker_cancel_job on a running autonomous job: the runner cancels the job's own statement (on the job's
+    connection, which may be another login's), the job ends cancelled with the reason, its dependents too."""
+    with autonomous_roles(db, tmp_path) as a:
+        if via == "login":
+            procedure_objects(a, rows=40_000)
+            with a.as_role(a.etl) as conn:
+                job = add_job(conn, "slow", "CALL process_items(1000, 1.0)")
+                after = conn.execute("SELECT job_id FROM broker.broker_add_job('after', 'SELECT 1', "
+                                     "p_depends_on_job_ids => %s)", ([job],)).fetchone()[0]
+            started = "SELECT count(*) >= 1 FROM chunks"
+            blocker = None
+        else:
+            maintenance_objects(a)
+            blocker = connect(db)  # the VACUUM FULL waits for this lock: it is running, and runs as long as we hold it
+            blocker.execute("BEGIN")
+            blocker.execute("LOCK TABLE orders IN ACCESS SHARE MODE")
+            with a.as_role(a.maint) as conn:
+                job = add_job(conn, "full", "VACUUM FULL orders")
+                after = conn.execute("SELECT job_id FROM broker.broker_add_job('after', 'SELECT 1', "
+                                     "p_depends_on_job_ids => %s)", ([job],)).fetchone()[0]
+            started = ("SELECT count(*) >= 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                       "AND query = 'VACUUM FULL orders'")
+        runner = start(extra=("--config", str(a.config)), user=a.runner)
+        try:
+            with connect(db) as conn:
+                wait_until(lambda: conn.execute(started).fetchone()[0], 60, "the job running", runner)
+                with a.as_role(a.etl if via == "login" else a.maint) as owner:
+                    assert owner.execute("SELECT broker.broker_cancel_job(%s, 'operator says stop')",
+                                         (job,)).fetchone() == (1,)
+                wait_until(lambda: outcome(db, job)[0] == 4, 30, "the job cancelled", runner)
+                assert conn.execute("SELECT cancel_reason, attempts FROM broker.broker_jobs WHERE job_id = %s",
+                                    (job,)).fetchone() == ("operator says stop", 1)
+                assert conn.execute("SELECT outcome, error_sqlstate FROM broker.broker_job_attempts WHERE job_id = %s",
+                                    (job,)).fetchall() == [("cancelled", "57014")]
+                assert outcome(db, after)[0] == 4
+                if via == "login":
+                    assert conn.execute("SELECT count(*) < 40 FROM chunks").fetchone() == (True,)
+        finally:
+            if blocker is not None:
+                blocker.close()

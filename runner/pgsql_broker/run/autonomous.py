@@ -62,9 +62,11 @@ async def _open(runner, via: str, run_as: str) -> psycopg.AsyncConnection:
     return await psycopg.AsyncConnection.connect(dsn, **options)
 
 
-async def _execute(runner, via: str, run_as: str, text: str, search_path: str, tenant: str,
-                   timeout_ms: int | None, lost: asyncio.Event, database: str) -> tuple[str | None, str | None]:
-    """Run the job's one statement on a connection of its own; (sqlstate, message) of its error, or (None, None)."""
+async def _execute(runner, via: str, run_as: str, text: str, search_path: str, tenant: str, queue: int, row: Claimed,
+                   lost: asyncio.Event, database: str) -> tuple[str | None, str | None]:
+    """Run the job's one statement on a connection of its own; (sqlstate, message) of its error, or (None, None).
+    While it runs, the job is in runner._autonomous_running, where a cancel request finds its connection."""
+    timeout_ms = row.timeout_ms
     try:
         conn = await _open(runner, via, run_as)
     except psycopg.OperationalError as exc:  # a failed attempt: retried like any other (the server may be back)
@@ -81,6 +83,7 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
             raise Refused("42501", f"refused: the job's connection is {session_user} as {user} in {connected_to}, "
                                    f"not {run_as} in {database} (check autonomous_logins)")
         # extended protocol (binary=True): the server takes exactly one statement, whatever the text holds
+        runner._autonomous_running[row.job_id] = (queue, conn)
         run = asyncio.ensure_future(conn.execute(text, binary=True))
         waiters = {run, asyncio.ensure_future(lost.wait()), asyncio.ensure_future(runner.hurry.wait())}
         limit = timeout_ms / 1000 + TIMEOUT_GRACE_SEC if timeout_ms else None
@@ -113,6 +116,7 @@ async def _execute(runner, via: str, run_as: str, text: str, search_path: str, t
         await asyncio.shield(conn.cancel_safe(timeout=2))
         raise
     finally:
+        runner._autonomous_running.pop(row.job_id, None)
         await conn.close()
 
 
@@ -158,7 +162,7 @@ async def run(runner, conn: psycopg.AsyncConnection, queue: int, row: Claimed, d
         keeper = asyncio.create_task(_keep_lease(runner, conn, row, lost, done))
         try:
             check(text, via)
-            sqlstate, message = await _execute(runner, via, run_as, text, search_path, tenant, row.timeout_ms, lost,
+            sqlstate, message = await _execute(runner, via, run_as, text, search_path, tenant, queue, row, lost,
                                                conn.info.dbname)
         except Refused as exc:
             sqlstate, message, final = exc.sqlstate, str(exc), True

@@ -4,7 +4,9 @@ The extension records a cancel request and sends NOTIFY pgsql_broker '<database>
 may NOTIFY, so the payload is only a hint: on the session connection the runner asks broker_cancel_requests which
 of the jobs it is executing have a request the policies accepted, and cancels the statement of the worker backend
 executing each of them (pg_cancel_backend: the workers are sessions of the runner's own login, which needs no
-superuser). The job's subtransaction gets 57014 and broker_run_batch ends it cancelled. The runner also asks
+superuser). The job's subtransaction gets 57014 and broker_run_batch ends it cancelled. An autonomous job runs on
+a connection of its own, maybe another login's (run/autonomous.py): its statement is cancelled through that
+connection's cancel key, and broker_autonomous_end ends it cancelled. The runner also asks
 every POLL_SEC for the jobs it executes, so a NOTIFY lost while the session reconnected is not a cancel lost.
 
 A cancel sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
@@ -30,10 +32,12 @@ PREFIX = "cancel/"
 class Canceller:
     """Per database runner: the hints received, and what was cancelled."""
 
-    def __init__(self, database: str, executing: dict[tuple[int, int], tuple[int, list[tuple]]], counter) -> None:
+    def __init__(self, database: str, executing: dict[tuple[int, int], tuple[int, list[tuple]]], counter,
+                 autonomous: dict[int, tuple[int, psycopg.AsyncConnection]] | None = None) -> None:
         """`executing`: the runner's map (queue, worker) -> (backend pid, batch rows, job_id first), kept by the
-        workers."""
+        workers; `autonomous`: job id -> (queue, its own connection) of the autonomous jobs executing."""
         self.database, self.executing, self.counter = database, executing, counter
+        self.autonomous = autonomous if autonomous is not None else {}
         self._hints: set[int] = set()
         self._sent: set[tuple[int, int, int]] = set()  # (job_id, pid, id of the batch) already cancelled
         self._next_poll = 0.0
@@ -48,7 +52,10 @@ class Canceller:
         return True
 
     def _running(self) -> dict[int, tuple[int, int, int]]:
-        return {row[0]: (key[0], pid, id(batch)) for key, (pid, batch) in list(self.executing.items()) for row in batch}
+        running = {row[0]: (key[0], pid, id(batch)) for key, (pid, batch) in list(self.executing.items()) for row in batch}
+        for job_id, (queue, conn) in list(self.autonomous.items()):
+            running[job_id] = (queue, conn.info.backend_pid, id(conn))
+        return running
 
     async def apply(self, conn: psycopg.AsyncConnection) -> None:
         """Cancel the executing jobs that have a cancel request (hinted ones now, all of them every POLL_SEC)."""
@@ -70,7 +77,11 @@ class Canceller:
             if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent:
                 continue  # finished meanwhile (it keeps its result), or already cancelled
             queue, pid, batch = now_running
-            await conn.execute(queries.CANCEL_BACKEND, {"pid": pid})
+            own = self.autonomous.get(job_id)
+            if own is not None:
+                await own[1].cancel_safe(timeout=5)  # (its backend may be another login's: the cancel key works)
+            else:
+                await conn.execute(queries.CANCEL_BACKEND, {"pid": pid})
             self._sent.add((job_id, pid, batch))
             self.counter.labels(self.database, str(queue)).inc()
             log.info("cancelling a running job (cancel request)", extra={"database": self.database, "queue": queue,

@@ -82,7 +82,10 @@ class DatabaseRunner(Workers):
         self._executing: dict[tuple[int, int], tuple[int, list[Claimed]]] = {}
         self._executing_since: dict[tuple[int, int], float] = {}
         self._interrupting: set[tuple[int, int]] = set()
-        self._cancels = Canceller(db.name, self._executing, metrics.cancels_sent)  # cancel requests (cancelling.py)
+        # autonomous jobs executing: job id -> (queue, the job's own connection), for cancel requests
+        self._autonomous_running: dict[int, tuple[int, psycopg.AsyncConnection]] = {}
+        self._cancels = Canceller(db.name, self._executing, metrics.cancels_sent,  # cancel requests (cancelling.py)
+                                  self._autonomous_running)
         self._batch = min(settings.fetch_query_que_size, settings.queue_buffer_size)
         self.pool = WorkerPool(lambda: self._connect("worker"), db.max_open_conns - 1,
                                budget if budget is not None else RunnerBudget(None),
