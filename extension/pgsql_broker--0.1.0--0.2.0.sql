@@ -6702,8 +6702,9 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_alter_schedule(p_schedule_name, ...)
 --   Changes the given properties of a schedule (NULL leaves one as it is;
---   p_job_group '' resets it to the schedule name) and returns
---   (schedule_id, next_fire_at). A change of expression or time zone plans
+--   p_job_group '' resets it to the schedule name; p_autonomous makes its
+--   jobs autonomous or not, checked as broker_add_schedule checks it) and
+--   returns (schedule_id, next_fire_at). A change of expression or time zone plans
 --   the next fire from now: fires missed meanwhile are dropped.
 -- Errors: those of broker._schedule_check and broker._schedule_row;
 --   23505 p_new_name is taken.
@@ -6728,7 +6729,8 @@ CREATE FUNCTION broker.broker_alter_schedule(
     p_overlap       text     DEFAULT NULL,
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT NULL,
-    p_new_name      text     DEFAULT NULL)
+    p_new_name      text     DEFAULT NULL,
+    p_autonomous    boolean  DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -6753,6 +6755,7 @@ BEGIN
     s.overlap := COALESCE(pg_catalog.lower(pg_catalog.btrim(p_overlap)), s.overlap);
     s.job_timeout := COALESCE(p_job_timeout, s.job_timeout);
     s.job_search_path := COALESCE(p_search_path, s.job_search_path);
+    s.autonomous := COALESCE(p_autonomous, s.autonomous);
     v_next := broker._schedule_check('broker_alter_schedule', s);
     IF s.schedule_name OPERATOR(pg_catalog.<>) v_old.schedule_name AND EXISTS (
         SELECT 1 FROM broker.broker_schedule AS x
@@ -6774,13 +6777,13 @@ BEGIN
            time_zone = s.time_zone, job_queue = s.job_queue, job_priority = s.job_priority,
            job_language = s.job_language, run_as = s.run_as, max_attempts = s.max_attempts, job_group = s.job_group,
            catch_up = s.catch_up, catch_up_max = s.catch_up_max, overlap = s.overlap, job_timeout = s.job_timeout,
-           job_search_path = s.job_search_path, next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
+           job_search_path = s.job_search_path, autonomous = s.autonomous, next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text) IS
+COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean) IS
     'Changes a schedule (NULL arguments keep a property); returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------

@@ -382,7 +382,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
                                text, boolean, interval, text, text, boolean),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                                 text, interval, text, text),
+                                 text, interval, text, text, boolean),
     broker.broker_enable_schedule(text, boolean),
     broker.broker_remove_schedule(text, boolean),
     broker._schedule_check(text, broker.broker_schedule),
@@ -413,7 +413,7 @@ GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, jo
     ON broker.broker_schedule TO broker_enqueue;
 GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap, last_error)
+              overlap, last_error, autonomous)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,

@@ -2,7 +2,7 @@
 -- refused with 0A000 and a hint naming the opt-in; an autonomous job is one allowed statement (22023 for a shape the
 -- check is not sure of, 0A000 for another kind) of a role an administrator allowed (42501 with the fix in the hint).
 BEGIN;
-SELECT plan(47);
+SELECT plan(55);
 
 CREATE ROLE broker_test_au_app NOLOGIN IN ROLE broker_enqueue;
 CREATE ROLE broker_test_au_etl NOLOGIN IN ROLE broker_enqueue;
@@ -120,6 +120,27 @@ SELECT lives_ok($$SELECT broker.broker_add_schedule('nightly', '0 3 * * *', 'VAC
 RESET ROLE;
 SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE autonomous), 6::bigint, 'the autonomous jobs enqueued');
 SELECT is((SELECT autonomous FROM broker.broker_schedule WHERE schedule_name = 'nightly'), true, 'the schedule is autonomous');
+
+-- broker_alter_schedule checks p_autonomous as broker_add_schedule does
+SET LOCAL ROLE broker_test_au_etl;
+SELECT throws_ok($$SELECT * FROM broker.broker_alter_schedule('nightly', p_autonomous => false)$$, '0A000',
+    'broker_alter_schedule: VACUUM cannot run inside a transaction, and a job runs inside one',
+    'a VACUUM schedule made regular: 0A000');
+SELECT throws_ok($$SELECT * FROM broker.broker_alter_schedule('nightly', p_execute_str => 'RESET ROLE')$$, '0A000',
+    'broker_alter_schedule: an autonomous job cannot run ''RESET ROLE''', 'RESET ROLE into an autonomous schedule: 0A000');
+SELECT lives_ok($$SELECT * FROM broker.broker_alter_schedule('nightly', p_execute_str => 'SELECT 1', p_autonomous => false)$$,
+    'a regular text, made regular');
+RESET ROLE;
+SELECT is((SELECT autonomous FROM broker.broker_schedule WHERE schedule_name = 'nightly'), false, 'the schedule is regular now');
+SET LOCAL ROLE broker_test_au_app;
+SELECT lives_ok($$SELECT broker.broker_add_schedule('mine', '0 4 * * *', 'SELECT 1')$$, 'a regular schedule');
+SELECT throws_ok($$SELECT * FROM broker.broker_alter_schedule('mine', p_execute_str => 'CALL etl.load()', p_autonomous => true)$$,
+    '42501', 'broker_alter_schedule: role broker_test_au_app may run maintenance statements autonomously, not CALL',
+    'made autonomous, the role''s arrangement is checked: 42501');
+SELECT lives_ok($$SELECT * FROM broker.broker_alter_schedule('mine', p_execute_str => 'ANALYZE orders', p_autonomous => true)$$,
+    'made autonomous');
+RESET ROLE;
+SELECT is((SELECT autonomous FROM broker.broker_schedule WHERE schedule_name = 'mine'), true, 'the schedule is autonomous now');
 
 SELECT * FROM finish();
 ROLLBACK;
