@@ -14,7 +14,7 @@ from datetime import datetime
 import click
 import psycopg
 
-from .run import queries
+from .observe import job_queries as ops
 from .observe.logs import safe_text
 from .states import JobState
 
@@ -44,7 +44,7 @@ def _run(dsn: str, tenant: str | None, work):
     try:
         with psycopg.connect(dsn) as conn:
             if tenant is not None:
-                conn.execute(queries.SET_TENANT, {"tenant": tenant})
+                conn.execute(ops.SET_TENANT, {"tenant": tenant})
             result = work(conn)
             conn.commit()
             return result
@@ -90,8 +90,8 @@ def jobs_list(dsns, config_path, tenant, as_json, state, queue, name, limit) -> 
     """The newest jobs, with filters."""
     dsn = _one_database(dsns, config_path)
     params = {"state": int(JobState.parse(state)) if state else None, "queue": queue, "tenant": tenant,
-              "name": name, "limit": limit}
-    cur_rows = _run(dsn, tenant, lambda conn: _rows(conn, queries.JOBS_LIST, params))
+              "name": None, "name_like": name, "before": None, "limit": limit}
+    cur_rows = _run(dsn, tenant, lambda conn: _rows(conn, ops.JOBS, params))
     if as_json:
         _emit_json([dict(r, state=JobState(r["complete_status"]).label) for r in cur_rows])
         return
@@ -119,13 +119,14 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
     dsn = _one_database(dsns, config_path)
 
     def read(conn):
-        job = _rows(conn, queries.JOB_SHOW, {"job": job_id})
+        job = _rows(conn, ops.JOB, {"job_id": job_id, "with_sql": True})
         if not job:
             return None
+        keys = {"job_id": job_id, "job_group": job[0]["job_group"], "tenant_id": job[0]["tenant_id"]}
         return {**job[0], "state": JobState(job[0]["complete_status"]).label,
-                "attempt_history": _rows(conn, queries.JOB_ATTEMPTS, {"job": job_id}),
-                "waits_on": _rows(conn, queries.JOB_WAITS_ON, {"job": job_id}),
-                "waited_on_by": _rows(conn, queries.JOB_WAITED_ON_BY, {"job": job_id})}
+                "attempt_history": _rows(conn, ops.ATTEMPTS, keys)[::-1],  # (oldest first here)
+                "waits_on": _rows(conn, ops.WAITS_ON, keys),
+                "waited_on_by": _rows(conn, ops.WAITED_ON_BY, keys)}
     job = _run(dsn, tenant, read)
     if job is None:
         click.echo(f"error: job {job_id} does not exist (for this login and tenant)", err=True)
@@ -150,8 +151,8 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
         click.echo(f"    {safe_text(line)}")
     click.echo("  waits on:" + ("" if job["waits_on"] else " nothing"))
     for d in job["waits_on"]:
-        what = (f"job {d['depends_on_job_id']} {safe_text(d['job_name'] or '')!r} ({JobState(d['complete_status']).label})"
-                if d["depends_on_job_id"] else f"group {safe_text(d['depends_on_group'])!r}")
+        what = (f"job {d['job_id']} {safe_text(d['job_name'] or '')!r} ({JobState(d['complete_status']).label})"
+                if d["job_id"] else f"group {safe_text(d['job_group'])!r}")
         click.echo(f"    {what}")
     click.echo("  waited on by:" + ("" if job["waited_on_by"] else " nothing"))
     for d in job["waited_on_by"]:
@@ -173,7 +174,7 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
 def jobs_cancel(dsns, config_path, tenant, as_json, job_id, reason) -> None:
     """Cancel a pending job (and the jobs waiting on it), or ask the runner to stop a running one."""
     dsn = _one_database(dsns, config_path)
-    n = _run(dsn, tenant, lambda conn: conn.execute(queries.JOB_CANCEL, {"job": job_id, "reason": reason}).fetchone()[0])
+    n = _run(dsn, tenant, lambda conn: conn.execute(ops.CANCEL, {"job_id": job_id, "reason": reason}).fetchone()[0])
     if as_json:
         _emit_json({"job_id": job_id, "cancelled": n})
     else:
@@ -188,8 +189,8 @@ def jobs_cancel(dsns, config_path, tenant, as_json, job_id, reason) -> None:
 def jobs_retry(dsns, config_path, tenant, as_json, job_id, no_dependents, run_after) -> None:
     """Return a failed or cancelled job (and by default the jobs cancelled because of it) to pending."""
     dsn = _one_database(dsns, config_path)
-    n = _run(dsn, tenant, lambda conn: conn.execute(queries.JOB_RETRY, {
-        "job": job_id, "run_after": run_after, "with_dependents": not no_dependents}).fetchone()[0])
+    n = _run(dsn, tenant, lambda conn: conn.execute(ops.RETRY, {
+        "job_id": job_id, "run_after": run_after, "with_dependents": not no_dependents}).fetchone()[0])
     if as_json:
         _emit_json({"job_id": job_id, "pending_again": n})
     else:
@@ -203,7 +204,7 @@ def queues() -> None:
 
 def _pause(dsns, config_path, tenant, as_json, queue, paused: bool) -> None:
     dsn = _one_database(dsns, config_path)
-    changed = _run(dsn, tenant, lambda conn: conn.execute(queries.QUEUE_PAUSE, {"queue": queue, "paused": paused}).fetchone()[0])
+    changed = _run(dsn, tenant, lambda conn: conn.execute(ops.PAUSE, {"queue": queue, "paused": paused}).fetchone()[0])
     if as_json:
         _emit_json({"queue": queue, "paused": paused, "changed": changed})
     else:
@@ -240,7 +241,7 @@ def purge(dsns, config_path, tenant, as_json, older_than, state, batch_size) -> 
     params = {"older_than": older_than, "batch": batch_size, "state": int(JobState.parse(state)) if state else None}
     total = 0
     while True:
-        n = _run(dsn, tenant, lambda conn: conn.execute(queries.PURGE, params).fetchone()[0])
+        n = _run(dsn, tenant, lambda conn: conn.execute(ops.PURGE, params).fetchone()[0])
         total += n
         if n < batch_size:
             break

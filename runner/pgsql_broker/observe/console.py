@@ -23,6 +23,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ..states import JobState
+from .job_queries import ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, PAUSE, QUEUES, RETRY, SET_TENANT, WAITED_ON_BY, WAITS_ON
 from .logs import cap_text
 
 MAX_SESSIONS = 2
@@ -31,50 +32,6 @@ IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its n
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
 STATES = {state.label: state for state in JobState}
-
-_JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j.job_priority, j.complete_status,
-       j.pending_deps, j.run_after, j.attempts, j.max_attempts, j.created_at, j.started_at, j.finished_at,
-       j.last_error_sqlstate"""
-JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message
-  FROM broker.broker_jobs AS j
- WHERE (%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
-   AND (%(queue)s::integer IS NULL OR j.job_queue = %(queue)s::integer)
-   AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
-   AND (%(name)s::text IS NULL OR strpos(lower(j.job_name), lower(%(name)s::text)) > 0)
-   AND (%(before)s::bigint IS NULL OR j.job_id < %(before)s::bigint)
- ORDER BY j.job_id DESC
- LIMIT %(limit)s"""
-JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
-       j.job_timeout::text AS job_timeout, j.cancel_reason, j.interruptions, j.lease_instance_id, j.lease_expires_at,
-       CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
-       length(j.execute_str) > 100000 AS execute_str_cut
-  FROM broker.broker_jobs AS j
- WHERE j.job_id = %(job_id)s"""
-ATTEMPTS = """SELECT a.attempt, a.instance_id, a.started_at, a.finished_at, a.outcome, a.error_sqlstate, a.error_message,
-       a.command_status, a.rows_affected, a.output
-  FROM broker.broker_job_attempts AS a
- WHERE a.job_id = %(job_id)s
- ORDER BY a.attempt_id DESC
- LIMIT 100"""
-WAITS_ON = """SELECT d.depends_on_job_id AS job_id, d.depends_on_group AS job_group, t.job_name, t.complete_status
-  FROM broker.broker_job_dependency AS d
-  LEFT JOIN broker.broker_jobs AS t ON t.job_id = d.depends_on_job_id
- WHERE d.job_id = %(job_id)s
- ORDER BY d.dependency_id
- LIMIT 100"""
-WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status
-  FROM broker.broker_job_dependency AS d
-  JOIN broker.broker_jobs AS j ON j.job_id = d.job_id
- WHERE d.depends_on_job_id = %(job_id)s
-    OR (d.depends_on_group = %(job_group)s AND d.tenant_id = %(tenant_id)s AND d.job_id <> %(job_id)s)
- ORDER BY j.job_id
- LIMIT 100"""
-QUEUES = "SELECT * FROM broker.broker_queue_stats() LIMIT 1000"
-INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at
-  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
-CANCEL = "SELECT broker.broker_cancel_job(%(job_id)s, %(reason)s) AS result"
-RETRY = "SELECT broker.broker_retry_job(%(job_id)s) AS result"
-PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
 
 # SQLSTATE class or code -> HTTP status of a refused action
 _STATUS = {"42501": 403, "P0002": 404, "55000": 409, "23505": 409, "22": 400, "57014": 503}
@@ -178,7 +135,7 @@ class ConsoleDatabase:
                 cur.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), "
                             "pg_catalog.set_config('statement_timeout', %s, true)", (STATEMENT_TIMEOUT,))
                 if tenant is not None:
-                    cur.execute("SELECT broker.broker_set_tenant(%s)", (tenant,))
+                    cur.execute(SET_TENANT, {"tenant": tenant})
                 yield cur
             with self._idle_lock:
                 self._idle.setdefault(dsn, []).append((conn, time.monotonic()))
@@ -196,7 +153,7 @@ class ConsoleDatabase:
 
     def jobs(self, filters: Filters) -> list[dict]:
         with self._session(self._console_dsn, filters.tenant) as cur:
-            return cur.execute(JOBS, vars(filters)).fetchall()
+            return cur.execute(JOBS, vars(filters) | {"name_like": None}).fetchall()
 
     def job(self, job_id: int, tenant: str | None, with_sql: bool) -> dict:
         with self._session(self._console_dsn, tenant) as cur:
@@ -216,7 +173,8 @@ class ConsoleDatabase:
     def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
         """cancel or retry job `target`, pause or resume queue `target`, as the console login."""
         query = {"cancel": CANCEL, "retry": RETRY, "pause": PAUSE, "resume": PAUSE}[action]
-        params = {"job_id": target, "queue": target, "paused": action == "pause", "reason": reason}
+        params = {"job_id": target, "queue": target, "paused": action == "pause", "reason": reason,
+                  "run_after": None, "with_dependents": True}
         with self._session(self._console_dsn, tenant, read_only=False) as cur:
             result = cur.execute(query, params).fetchone()["result"]
         return {"action": action, "target": target, "result": result}

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import psycopg
 
+from ..observe import job_queries
+
 
 class Claimed(NamedTuple):
     """A job broker_get claimed for this worker (CLAIM)."""
@@ -145,7 +147,6 @@ STATUS_ACCESS = """SELECT to_regnamespace('broker') IS NOT NULL AS schema,
 # An enqueue login's tenants: its mappings (row-level security shows a role its own) and the default tenant.
 OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
                  UNION SELECT broker.broker_current_tenant() ORDER BY 1"""
-SET_TENANT = "SELECT broker.broker_set_tenant(%(tenant)s)"
 # broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant).
 OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
                             count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
@@ -158,8 +159,6 @@ OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
                        FROM broker.broker_jobs
                       WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
                       GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
-INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at, queue_count
-                 FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 # `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
 STANDBY_COUNT = """SELECT count(*) AS standby FROM pg_stat_activity
                     WHERE datname = current_database() AND application_name LIKE '%:listen'
@@ -175,41 +174,9 @@ HAS_SCHEMA_IN = "SELECT to_regnamespace('broker') IS NOT NULL, current_database(
 BACKEND_PID = "SELECT pg_catalog.pg_backend_pid()"
 ROLLBACK = "ROLLBACK"
 
-# Operating jobs (jobs_cli.py): what an operator lists, reads and does. Reads are tenant-scoped by row-level security.
-JOBS_LIST = """SELECT job_id, job_name, complete_status, job_queue, tenant_id, attempts, max_attempts, run_after,
-                      finished_at, coalesce(cancel_reason, last_error_message) AS note
-                 FROM broker.broker_jobs
-                WHERE (%(state)s::smallint IS NULL OR complete_status = %(state)s::smallint)
-                  AND (%(queue)s::integer IS NULL OR job_queue = %(queue)s::integer)
-                  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
-                  AND (%(name)s::text IS NULL OR job_name LIKE %(name)s::text)
-                ORDER BY job_id DESC
-                LIMIT %(limit)s"""
-JOB_SHOW = """SELECT job_id, job_name, job_group, complete_status, job_queue, job_priority, tenant_id, run_as, enqueued_by,
-                     attempts, max_attempts, interruptions, created_at, run_after, started_at, finished_at, job_timeout,
-                     job_language, execute_str, last_error_sqlstate, last_error_message, cancel_reason, cancel_cause_job_id,
-                     pending_deps
-                FROM broker.broker_jobs WHERE job_id = %(job)s"""
-JOB_ATTEMPTS = """SELECT attempt, outcome, started_at, finished_at, instance_id, error_sqlstate, error_message, command_status,
-                         rows_affected, output
-                    FROM broker.broker_job_attempts WHERE job_id = %(job)s ORDER BY attempt_id"""
-# the jobs (or groups) it waits on, and the jobs that wait on it (by id or by its group)
-JOB_WAITS_ON = """SELECT e.depends_on_job_id, e.depends_on_group, t.job_name, t.complete_status
-                    FROM broker.broker_job_dependency AS e
-                    LEFT JOIN broker.broker_jobs AS t ON t.job_id = e.depends_on_job_id
-                   WHERE e.job_id = %(job)s ORDER BY e.dependency_id"""
-JOB_WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, e.depends_on_group
-                        FROM broker.broker_jobs AS s
-                        JOIN broker.broker_job_dependency AS e
-                          ON e.depends_on_job_id = s.job_id
-                          OR (e.tenant_id = s.tenant_id AND e.depends_on_group = s.job_group)
-                        JOIN broker.broker_jobs AS j ON j.job_id = e.job_id
-                       WHERE s.job_id = %(job)s ORDER BY j.job_id"""
-JOB_CANCEL = "SELECT broker.broker_cancel_job(%(job)s, %(reason)s)"
-JOB_RETRY = "SELECT broker.broker_retry_job(%(job)s, %(run_after)s::timestamptz, %(with_dependents)s)"
-QUEUE_PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s)"
-# (also retention on its policy, run/retention.py)
-PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint)"
+# Retention on its policy (run/retention.py) purges as `pgsql-broker purge` does; the status shows the instances
+# the console shows: those statements are the operators' (observe/job_queries.py).
+PURGE, INSTANCES, SET_TENANT = job_queries.PURGE, job_queries.INSTANCES, job_queries.SET_TENANT
 
 # Autonomous jobs (autonomous.py): started, kept alive and recorded on the worker's connection, each in a transaction
 # of its own; the job's SQL runs on a connection of its own.

@@ -1,0 +1,58 @@
+"""What an operator reads and does to jobs, queues and instances: the statements of the console
+(observe/console.py) and of `pgsql-broker jobs` / `queues` (jobs_cli.py), one of each. Reads are tenant-scoped by
+row-level security (the login's own tenants, unless it reads every tenant), actions go through the public
+functions and their checks."""
+from __future__ import annotations
+
+SET_TENANT = "SELECT broker.broker_set_tenant(%(tenant)s)"
+
+_JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j.job_priority, j.complete_status,
+       j.pending_deps, j.run_after, j.attempts, j.max_attempts, j.created_at, j.started_at, j.finished_at,
+       j.last_error_sqlstate"""
+# Filters (NULL: any): state, queue, tenant, name (a substring, any case), name_like (a LIKE pattern), before (ids
+# below it: the next page); newest first. `note`: why it was cancelled, else its last error.
+JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message,
+       left(coalesce(j.cancel_reason, j.last_error_message), 300) AS note
+  FROM broker.broker_jobs AS j
+ WHERE (%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
+   AND (%(queue)s::integer IS NULL OR j.job_queue = %(queue)s::integer)
+   AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
+   AND (%(name)s::text IS NULL OR strpos(lower(j.job_name), lower(%(name)s::text)) > 0)
+   AND (%(name_like)s::text IS NULL OR j.job_name LIKE %(name_like)s::text)
+   AND (%(before)s::bigint IS NULL OR j.job_id < %(before)s::bigint)
+ ORDER BY j.job_id DESC
+ LIMIT %(limit)s"""
+JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
+       j.job_timeout::text AS job_timeout, j.cancel_reason, j.cancel_cause_job_id, j.interruptions, j.lease_instance_id,
+       j.lease_expires_at,
+       CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
+       length(j.execute_str) > 100000 AS execute_str_cut
+  FROM broker.broker_jobs AS j
+ WHERE j.job_id = %(job_id)s"""
+# A job's attempts, newest first (at most 100), and its dependencies both ways.
+ATTEMPTS = """SELECT a.attempt, a.instance_id, a.started_at, a.finished_at, a.outcome, a.error_sqlstate, a.error_message,
+       a.command_status, a.rows_affected, a.output
+  FROM broker.broker_job_attempts AS a
+ WHERE a.job_id = %(job_id)s
+ ORDER BY a.attempt_id DESC
+ LIMIT 100"""
+WAITS_ON = """SELECT d.depends_on_job_id AS job_id, d.depends_on_group AS job_group, t.job_name, t.complete_status
+  FROM broker.broker_job_dependency AS d
+  LEFT JOIN broker.broker_jobs AS t ON t.job_id = d.depends_on_job_id
+ WHERE d.job_id = %(job_id)s
+ ORDER BY d.dependency_id
+ LIMIT 100"""
+WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, d.depends_on_group
+  FROM broker.broker_job_dependency AS d
+  JOIN broker.broker_jobs AS j ON j.job_id = d.job_id
+ WHERE d.depends_on_job_id = %(job_id)s
+    OR (d.depends_on_group = %(job_group)s AND d.tenant_id = %(tenant_id)s AND d.job_id <> %(job_id)s)
+ ORDER BY j.job_id
+ LIMIT 100"""
+QUEUES = "SELECT * FROM broker.broker_queue_stats() LIMIT 1000"
+INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at, queue_count
+  FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
+CANCEL = "SELECT broker.broker_cancel_job(%(job_id)s, %(reason)s) AS result"
+RETRY = "SELECT broker.broker_retry_job(%(job_id)s, %(run_after)s::timestamptz, %(with_dependents)s) AS result"
+PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
+PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint) AS result"
