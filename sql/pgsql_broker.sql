@@ -63,6 +63,7 @@
 \i sql/run/pause.sql
 \i sql/run/claim_hint.sql
 \i sql/run/claim.sql
+\i sql/run/claim_batches.sql
 \i sql/run/run.sql
 \i sql/run/run_batch.sql
 \i sql/run/release.sql
