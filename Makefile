@@ -10,6 +10,7 @@
 #   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
 #   make bench-peers  the same plus PgQueuer, Procrastinate, Graphile Worker and pg-boss at their
 #                     defaults, docs/benchmarks-peers.md and docs/bench.png
+#   make bench-held   the claim under a held snapshot and without statistics, docs/benchmarks-held.md
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -113,7 +114,7 @@ lint-sql: $(VENV)/.installed all
 
 # pyflakes (PyPI): undefined names and unused imports in the runner, the benchmarks and the tools.
 lint-py: $(VENV)/.installed
-	$(VENV)/bin/python -m pyflakes runner/pgsql_broker bench tools
+	$(VENV)/bin/python -m pyflakes $$(find runner/pgsql_broker bench tools -name '*.py' -not -path '*/.venv*' -not -path '*/node_modules/*')
 
 # Released (frozen) full scripts never change: extension/frozen.sha256 lists them.
 check-frozen:
@@ -157,6 +158,13 @@ bench: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
+# The claim under a held snapshot and on a table without statistics (the held workload alone),
+# then the docs page docs/benchmarks-held.md from bench/results/held.json (bench/held_snapshot.py).
+bench-held: deps all
+	$(MAKE) install >/dev/null
+	.ci/with-cluster $(VENV)/bin/python -m bench.run --only held --name held $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench.held_snapshot --markdown bench/results/held.json docs/benchmarks-held.md
+
 # The same cluster and run for pgsql_broker and its peers, each at its documented defaults
 # (drain, enqueue, latency), plus the pgbench claim+complete ceiling; then the docs page
 # docs/benchmarks-peers.md (bench/report.py) and docs/bench.png, both from bench/results/peers.json.
@@ -198,7 +206,7 @@ bench-peers: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installed
 	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/peers.json docs/benchmarks-peers.md
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
-.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-peers npm-client
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-held bench-peers npm-client
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

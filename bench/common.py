@@ -173,6 +173,16 @@ def write_json(name: str, data: dict) -> Path:
     return path
 
 
+def write_page(results_path: str, dst_path: str, render) -> None:
+    """A generated docs page: render(results, src, dst) written to dst_path and, beside it, the JSON it was
+    made from (bench/results/ is not committed), which the page names as its source."""
+    results, dst = json.loads(Path(results_path).read_text()), Path(dst_path)
+    copy = dst.with_suffix(".json")
+    copy.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    dst.write_text(render(results, str(copy), str(dst)))
+    print(f"wrote {dst} and {copy}")
+
+
 def fmt(value, unit: str = "") -> str:
     if isinstance(value, str):
         return value

@@ -114,6 +114,18 @@ def print_report(results: dict) -> None:
                   (f"claim latency, {b['finished']:,} finished + {b['blocked']:,} blocked + {b['future']:,} future",
                    f"{b['median_latency_ms']['backlog']:.3f} ms"),
                   ("claim latency ratio backlog / empty (target < 1.5)", f"{b['ratio']:.2f}")]
+    if "held" in broker:
+        h = broker["held"]
+        m = h["median"]
+        extra += [(f"claim after {h['jobs']:,} jobs at {h['rate']:,.0f}/s, last 10%: no other transaction",
+                   f"{m['free']['last_10pct']['mean_ms']:.2f} ms (p99 {m['free']['last_10pct']['p99_ms']:.2f}), "
+                   f"{m['free']['last_10pct']['mean_buffers']:,.0f} buffers"),
+                  ("the same while a REPEATABLE READ snapshot is held",
+                   f"{m['held']['last_10pct']['mean_ms']:.2f} ms (p99 {m['held']['last_10pct']['p99_ms']:.2f}), "
+                   f"{m['held']['last_10pct']['mean_buffers']:,.0f} buffers"),
+                  ("claim held / free, mean (target <= 2)", f"{h['ratio_last_10pct_mean']:.2f} "
+                   f"(p99 {h['ratio_last_10pct_p99']:.2f}, buffers {h['ratio_last_10pct_buffers']:.2f})"),
+                  ("claim on a never-analyzed table / after ANALYZE", f"{h['stats_median_ratio']:.2f}")]
     if "deps" in broker:
         d = broker["deps"]["median"]
         extra += [(f"complete a job {d['jobs']:,} jobs wait on (by group)", f"{d['complete_fan_in_ms']:.1f} ms"),
@@ -213,12 +225,7 @@ def _run_cell(r) -> str:
 
 def main(argv: list[str]) -> None:
     if argv and argv[0] == "--markdown":
-        # the page and, beside it, the JSON it was made from (bench/results/ is not committed)
-        results, dst = json.loads(Path(argv[1]).read_text()), Path(argv[2])
-        copy = dst.with_suffix(".json")
-        copy.write_text(json.dumps(results, indent=2, default=str) + "\n")
-        dst.write_text(markdown(results, str(copy), str(dst)))
-        print(f"wrote {dst} and {copy}")
+        common.write_page(argv[1], argv[2], markdown)
     else:
         print_report(json.loads(Path(argv[0]).read_text()))
 

@@ -12,11 +12,11 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, ceiling, claim_backlog, common, cron_next, purge, queue_stats, scale, workloads
+from . import broker_deps, ceiling, claim_backlog, common, cron_next, held_snapshot, purge, queue_stats, scale, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge", "stats", "scale")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "held", "deps", "cron", "purge", "stats", "scale")
 
 
 # every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
             results["ceiling"] = ceiling.summary(ceilings, [d["jobs_per_s"] for d in broker["runs"].get("drain", [])])
         if "backlog" in only:
             broker["backlog"] = claim_backlog.run(chosen[0].template, args.runs)
+        if "held" in only:
+            broker["held"] = held_snapshot.run(chosen[0].template, args.runs)
         if "deps" in only:
             runs = []
             for r in range(args.runs):

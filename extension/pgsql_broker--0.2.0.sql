@@ -218,6 +218,26 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
     'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps)
+--   _claimable written with <= (the same rows: the CHECKs keep both columns
+--   >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that looks
+--   for the jobs made ready since its queue's hint says this, not
+--   _claimable, so that no index but that one matches: with the claim
+--   index's predicate the planner could read the claim index in claim order
+--   and filter on ready_xid, over every ready job (sql/run/claim.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_complete_status OPERATOR(pg_catalog.<=) 0 AND p_pending_deps OPERATOR(pg_catalog.<=) 0
+$$;
+COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
+    'Internal: _claimable written with <= (the predicate of broker_jobs_ready_xid_idx, inlined), for the jobs a claim adds to its queue''s hint.';
 -- source: sql/core/lock_keys.sql
 -- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
 -- ---------------------------------------------------------------------------
@@ -932,6 +952,10 @@ COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules 
 --   group it depends on, plus the releases of finished ones still listed in
 --   broker_deferred_release); it is kept exact by broker_add_job and the
 --   finish functions, so that claiming never has to look at blocked jobs.
+--   ready_xid is the transaction that wrote the row version while it is
+--   pending and unblocked (its default, and broker_jobs_ready_xid_trg): a
+--   claim that starts at its queue's hint (broker_claim_hint) adds the jobs
+--   whose ready_xid the hint's snapshot does not see (sql/run/claim.sql).
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_jobs (
     job_id              bigint      GENERATED ALWAYS AS IDENTITY,
@@ -966,6 +990,7 @@ CREATE TABLE broker.broker_jobs (
     run_alone           boolean     NOT NULL DEFAULT false,
     autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
+    ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -995,6 +1020,15 @@ CREATE TABLE broker.broker_jobs (
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
     (job_queue, job_priority DESC, run_after, job_id)
     WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
+-- Claim path under a held snapshot: ready jobs of a queue by the transaction that made them
+-- ready, so that a claim finds the ones made ready since its hint (broker_claim_hint) without
+-- stepping over the claim index's dead entries. Its predicate says "<= 0" (the same rows, by
+-- the CHECKs) so that the queries that say so can use no other index: the planner would take
+-- the claim index in claim order and filter on ready_xid, over every ready job.
+CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
+    'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
@@ -1054,6 +1088,42 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
+-- source: sql/tables/broker_claim_hint.sql
+-- sql/tables/broker_claim_hint.sql: per queue, where its ready jobs start in claim order as of a snapshot.
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_claim_hint
+--   Where the pending, unblocked jobs of a queue start in claim order, as a
+--   snapshot saw them: every such job that `snapshot` sees is at or after
+--   (job_priority, run_after, job_id) in claim order (highest priority
+--   first, then earliest run_after, then lowest job_id). Jobs made ready
+--   later carry a ready_xid that the snapshot does not see, and are found
+--   through broker_jobs_ready_xid_idx. A claim starts at the hint instead of
+--   at the start of the claim index, so it does not step over the index
+--   entries of the jobs claimed before (which a snapshot held elsewhere
+--   keeps from being removed). broker_get writes it, at most once per 100
+--   transactions of the cluster; a hint stays true however old it gets,
+--   only less useful. started_at is pg_postmaster_start_time() when it was
+--   written: a hint of another server (a dump restored elsewhere) is never
+--   used. Derived data: not dumped, no role is granted anything on it.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_claim_hint (
+    job_queue    integer     NOT NULL,
+    started_at   timestamptz NOT NULL,
+    snapshot     pg_snapshot NOT NULL,
+    job_priority integer     NOT NULL,
+    run_after    timestamptz NOT NULL,
+    job_id       bigint      NOT NULL,
+    CONSTRAINT broker_claim_hint_pkey PRIMARY KEY (job_queue)
+);
+COMMENT ON TABLE broker.broker_claim_hint IS
+    'Per queue: where its ready jobs start in claim order, as of a snapshot (written by broker_get; derived, not dumped).';
+COMMENT ON COLUMN broker.broker_claim_hint.job_queue IS 'Queue.';
+COMMENT ON COLUMN broker.broker_claim_hint.started_at IS 'pg_postmaster_start_time() of the server that wrote it (a hint of another server is ignored).';
+COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the position was found with.';
+COMMENT ON COLUMN broker.broker_claim_hint.job_priority IS 'Priority level of the first ready job the snapshot saw.';
+COMMENT ON COLUMN broker.broker_claim_hint.run_after IS 'Its run_after.';
+COMMENT ON COLUMN broker.broker_claim_hint.job_id IS 'Its job_id.';
 -- source: sql/tables/broker_job_dependency.sql
 -- sql/tables/broker_job_dependency.sql: table of dependency edges.
 -- ---------------------------------------------------------------------------
@@ -4700,6 +4770,88 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
     'Pauses or resumes a queue: claims skip it, running jobs finish; a tenant pauses its own jobs there, an administrator the queue for everyone. Returns whether anything changed.';
+-- source: sql/run/claim_hint.sql
+-- sql/run/claim_hint.sql: what lets a claim start at its queue's hint: ready_xid kept by a trigger, and writing the hint.
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_ready_xid()
+--   BEFORE UPDATE on broker_jobs of a row version that is pending and
+--   unblocked (a retry, a hand-back, an interrupted run, a recovered lease,
+--   an operator retry, a job whose last dependency finished): it records
+--   the transaction that made it so (ready_xid), so that a claim that
+--   starts at its queue's hint (broker_claim_hint) finds it. Every such
+--   write goes through here, whatever wrote it; an INSERT gets it from the
+--   column's default.
+--   Calls: none
+--   Tables: none (sets NEW.ready_xid of broker_jobs)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_ready_xid()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.ready_xid := pg_catalog.pg_current_xact_id();
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_ready_xid() IS
+    'Internal trigger: a row version that becomes or stays pending and unblocked records its transaction in ready_xid.';
+
+CREATE TRIGGER broker_jobs_ready_xid_trg
+    BEFORE UPDATE ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps))
+    EXECUTE FUNCTION broker._jobs_ready_xid();
+COMMENT ON TRIGGER broker_jobs_ready_xid_trg ON broker.broker_jobs IS
+    'Pending, unblocked row versions record the transaction that wrote them (ready_xid), for claims that start at a hint.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_priority,
+--     p_run_after, p_job_id)
+--   For broker_get: the first pending, unblocked job of queue p_job_queue
+--   that p_snapshot sees is (p_priority, p_run_after, p_job_id), or none
+--   (NULLs: the hint then points past every job, and every job made ready
+--   later is found by its ready_xid). Writes it as the queue's hint
+--   (broker_claim_hint), unless another claim is writing one (any true hint
+--   will do: it does not wait for that claim), or the transaction cannot (a
+--   REPEATABLE READ caller that would fail to serialise); a claim never
+--   fails for it.
+--   Calls: none
+--   Tables: writes broker_claim_hint
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_priority integer,
+                                        p_run_after timestamptz, p_job_id bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_priority  integer := COALESCE(p_priority, -2147483648);
+    v_run_after timestamptz := COALESCE(p_run_after, 'infinity');
+    v_job_id    bigint := COALESCE(p_job_id, 9223372036854775807);
+BEGIN
+    PERFORM FROM broker.broker_claim_hint AS h
+      WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
+        FOR NO KEY UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE broker.broker_claim_hint AS h
+           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot,
+               job_priority = v_priority, run_after = v_run_after, job_id = v_job_id
+         WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue;
+    ELSIF NOT EXISTS (SELECT FROM broker.broker_claim_hint AS h WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue) THEN
+        -- (the queue's first hint; a row another claim has locked is left to it: inserting
+        -- beside it would wait for that claim to end)
+        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, job_priority, run_after, job_id)
+        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, v_priority, v_run_after, v_job_id)
+        ON CONFLICT (job_queue) DO NOTHING;
+    END IF;
+EXCEPTION WHEN serialization_failure OR lock_not_available THEN
+    NULL;   -- the hint in place is true too
+END;
+$$;
+COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, timestamptz, bigint) IS
+    'Internal: write the queue''s claim hint (broker_claim_hint) for broker_get, never waiting for another claim and never failing the claim.';
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
@@ -4716,13 +4868,34 @@ COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
 --   maintenance, broker_apply_deferred_releases): a claim's cost is its own
 --   queue's, whatever any tenant left to release.
 --
---   The claim index holds only pending, unblocked jobs. The probe walks it
---   one priority level at a time (a loose index scan) and checks each level
---   with a range scan bounded by run_after, so the cost does not depend on
---   how many jobs are finished, blocked or scheduled for later. Its plans are
---   generic (plan_cache_mode): a custom plan would be planned again at every
---   call, at about the cost of a claim of one job, and the generic plan is the
---   same index scan (tests_sql/run/claim_is_index_backed.sql).
+--   The claim index holds only pending, unblocked jobs. The probe finds the
+--   first of them in claim order (a level whose first job is for later is
+--   skipped whole, one level at a time), and the claim's range scan starts
+--   at the job it found, so the cost does not depend on how many jobs are
+--   finished, blocked or scheduled for later.
+--   Under a snapshot held elsewhere (a long REPEATABLE READ transaction,
+--   pg_dump, a replication slot, hot_standby_feedback) the index entries of
+--   claimed jobs cannot be removed and sit before the ready ones; a claim
+--   that started at the start of the index would step over all of them. So
+--   a claim starts at the queue's hint (broker_claim_hint: where the ready
+--   jobs started as of a snapshot; every ready job that snapshot saw is at
+--   or after it) and adds the jobs made ready since, which it finds by the
+--   transaction that made them ready (ready_xid, broker_jobs_ready_xid_idx:
+--   not seen by the hint's snapshot). Levels below the hint's are read from
+--   their start. A claim that has no transaction id yet when it probes
+--   writes a new hint (sql/run/claim_hint.sql) once the hint is 100
+--   transactions old, or 100 jobs or more were made ready since (the
+--   probe's snapshot and what it found), so that a hint spans few claimed
+--   jobs and few new ones.
+--   Each statement is an index descent with LIMIT or an index range, no
+--   join, so missing or stale statistics cannot turn one into a scan of
+--   every ready job, and the plans are made with enable_seqscan off: a
+--   session keeps the generic plans (plan_cache_mode) it made at its first
+--   claim, and made on a small table they were sequential scans
+--   (tests_sql/run/claim_is_index_backed.sql,
+--   tests_sql/run/claim_plans_do_not_depend_on_statistics.sql). Generic
+--   plans: a custom plan would be planned again at every call, at about the
+--   cost of a claim of one job.
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
@@ -4737,8 +4910,8 @@ COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _claimable
---   Tables: writes broker_jobs
+--   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint
+--   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -4761,6 +4934,7 @@ RETURNS TABLE (
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
@@ -4770,6 +4944,22 @@ DECLARE
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_claimed  integer;
     v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
+    v_from_at  timestamptz;   -- where the level's claimable jobs start
+    v_from_id  bigint;
+    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
+    v_ids      bigint[];
+    -- the hint: every ready job its snapshot saw is at or after (v_hp, v_hr, v_hid) in claim order
+    v_hxmin    xid8;          -- its snapshot: ready_xid >= v_hxmax or in v_hxip (all >= v_hxmin):
+    v_hxmax    xid8;          -- made ready since
+    v_hxip     xid8[];
+    v_hp       integer;
+    v_hr       timestamptz;
+    v_hid      bigint;
+    v_psnap    pg_snapshot;   -- a probe's snapshot, when the claim had no xid yet
+    v_snap     pg_snapshot;   -- the first probe's, and what it found
+    v_fp       integer;
+    v_fr       timestamptz;
+    v_fid      bigint;
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
@@ -4796,82 +4986,272 @@ BEGIN
         RETURN;  -- paused for every tenant (broker_pause_queue)
     END IF;
 
+    SELECT pg_catalog.pg_snapshot_xmin(h.snapshot), pg_catalog.pg_snapshot_xmax(h.snapshot),
+           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.job_priority, h.run_after, h.job_id
+      INTO v_hxmin, v_hxmax, v_hxip, v_hp, v_hr, v_hid
+      FROM broker.broker_claim_hint AS h
+     WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
+       AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
+       AND pg_catalog.pg_snapshot_xmax(h.snapshot)
+           OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
+    IF v_hp IS NOT NULL
+       AND (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
+             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+               AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+               AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+             LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
+        -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
+        -- claim would cost more than the hint saves; this claim reads from the start of the
+        -- index and writes a new hint
+        v_hxmin := NULL;
+        v_hxmax := NULL;
+        v_hp := NULL;
+    END IF;
+
     LOOP
-        -- <priority-probe> Highest priority level below v_bound that has a job ready
-        -- now: a loose index scan over the claim index, one probe per level, each
-        -- level checked with a bounded range scan on run_after.
-        WITH RECURSIVE levels (p) AS (
-            (SELECT j.job_priority FROM broker.broker_jobs AS j
-              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                AND broker._claimable(j.complete_status, j.pending_deps)
-                AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-              ORDER BY j.job_queue, j.job_priority DESC
-              LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.job_priority FROM broker.broker_jobs AS j
-                     WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND broker._claimable(j.complete_status, j.pending_deps)
-                       AND j.job_priority OPERATOR(pg_catalog.<) l.p
-                     ORDER BY j.job_queue, j.job_priority DESC
-                     LIMIT 1)
-              FROM levels AS l
-             WHERE l.p IS NOT NULL
-        )
-        SELECT l.p INTO v_priority
-          FROM levels AS l
-         WHERE l.p IS NOT NULL
-           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                          AND broker._claimable(j.complete_status, j.pending_deps)
-                          AND j.job_priority OPERATOR(pg_catalog.=) l.p
-                          AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+        -- <priority-probe> The first pending, unblocked job below v_bound in claim order: the
+        -- least of the first job made ready since the hint above where it starts (a range of
+        -- broker_jobs_ready_xid_idx from the snapshot's xmin), the first of the hint's level
+        -- from where it starts, and the first of the levels below it. Each an index descent
+        -- with LIMIT 1 (no join: no statistics can make it a hash join over every ready job);
+        -- without a hint, only the last one, over every level. Paused tenants are the claim's
+        -- filter, not the probe's: the hint is where the ready jobs start, paused or not.
+        SELECT c.p, c.r, c.id, c.src,
+               CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN pg_catalog.pg_current_snapshot() END
+          INTO v_priority, v_from_at, v_from_id, v_src, v_psnap
+          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
+                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
+                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
+                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps)
+                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
+                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
+                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps)
+                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
+                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
+         ORDER BY c.p DESC NULLS LAST, c.r, c.id
          LIMIT 1
         -- </priority-probe>
         ;
+        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
+            v_snap := v_psnap;
+            v_fp := v_priority;
+            v_fr := v_from_at;
+            v_fid := v_from_id;
+        END IF;
         EXIT WHEN v_priority IS NULL;
+        IF v_from_at OPERATOR(pg_catalog.>) v_now THEN
+            -- the level's earliest job is for later, and so is all of it: the level below
+            v_bound := v_priority;
+            CONTINUE;
+        END IF;
 
-        RETURN QUERY
-        -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-        -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
-        WITH claimed AS (
-            UPDATE broker.broker_jobs AS j
-               SET complete_status = broker._state('running'),
-                   attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                   started_at = v_now,
-                   lease_token = pg_catalog.gen_random_uuid(),
-                   lease_instance_id = p_instance_id,
-                   lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                   SELECT r.job_id
-                     FROM broker.broker_jobs AS r
-                    WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND broker._claimable(r.complete_status, r.pending_deps)
-                      AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                      AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                      AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
-                    ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                    LIMIT v_left
-                      FOR NO KEY UPDATE SKIP LOCKED))
-            RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                      j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
-        )
-        SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-               c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
-          FROM claimed AS c
-         ORDER BY c.run_after, c.job_id
-        -- </claim-query>
-        ;
-        GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
-        EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        v_ids := '{}';
+        IF v_src OPERATOR(pg_catalog.=) 'new' THEN
+            v_ids := ARRAY(
+                -- <claim-new> the level's jobs made ready since the hint, before where it starts
+                SELECT r.job_id
+                  FROM broker.broker_jobs AS r
+                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable_by_xid(r.complete_status, r.pending_deps)
+                   AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                   AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                   AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
+                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
+                 ORDER BY r.run_after, r.job_id
+                 LIMIT v_left
+                   FOR NO KEY UPDATE SKIP LOCKED
+                -- </claim-new>
+                );
+            IF v_priority OPERATOR(pg_catalog.=) v_hp THEN
+                -- then the hint's level from where it starts
+                v_src := 'from';
+                v_from_at := v_hr;
+                v_from_id := v_hid;
+            END IF;
+        END IF;
+        IF v_src OPERATOR(pg_catalog.<>) 'new' AND pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.<) v_left THEN
+            v_ids := v_ids OPERATOR(pg_catalog.||) ARRAY(
+                -- <claim-range> the level's jobs from where they start
+                SELECT r.job_id
+                  FROM broker.broker_jobs AS r
+                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable(r.complete_status, r.pending_deps)
+                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                   AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>=) (v_from_at, v_from_id)
+                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
+                 ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
+                 LIMIT v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids)
+                   FOR NO KEY UPDATE SKIP LOCKED
+                -- </claim-range>
+                );
+        END IF;
+
+        IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
+            RETURN QUERY
+            -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
+            -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
+            WITH claimed AS (
+                UPDATE broker.broker_jobs AS j
+                   SET complete_status = broker._state('running'),
+                       attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                       started_at = v_now,
+                       lease_token = pg_catalog.gen_random_uuid(),
+                       lease_instance_id = p_instance_id,
+                       lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+                 WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                          j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+            )
+            SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+                   c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+              FROM claimed AS c
+             ORDER BY c.run_after, c.job_id
+            -- </claim-query>
+            ;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+            EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        END IF;
         -- This level is drained (or its remaining rows are locked by other
-        -- claimers): continue below it.
+        -- claimers, or belong to paused tenants): continue below it.
         v_bound := v_priority;
     END LOOP;
+
+    -- a new hint once the one used is 100 transactions old (or there was none, or too many
+    -- jobs were made ready since), from the first probe, when it ran before this transaction
+    -- had an id of its own (its later writes then have ids the snapshot does not see, so they
+    -- count as made ready since)
+    IF v_snap IS NOT NULL
+       AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
+                               OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
+        PERFORM broker._save_claim_hint(p_job_queue, v_snap, v_fp, v_fr, v_fid);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
     'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+-- source: sql/run/claim_batches.sql
+-- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction)
+--   Claims as broker_get does (same arguments, same order, same errors) and
+--   says which of the claimed jobs may share a transaction: the rule of
+--   batching in one place. Consecutive jobs share a batch (batch_no) while
+--   they have the tenant and the run_as role of the batch's first job, none
+--   of them runs alone, none after the first has a timeout (broker_run_batch
+--   runs one only as the first of a call), and the batch has fewer than
+--   p_per_transaction jobs (default 50: each job's subtransaction may take a
+--   subtransaction id, and PostgreSQL caches 64 per transaction). A job runs
+--   alone (alone true, a batch of its own) when it is autonomous, marked
+--   run_alone (it ran past a batch's budget), its timeout is shorter than
+--   p_budget (the runner's batch budget; NULL: none), or p_alone is true
+--   (a queue whose jobs each run in a transaction of their own). The runner
+--   sends each batch to broker_run_batch as given; broker_run_batch still
+--   stops at another tenant or role (its own guarantee).
+-- Errors: those of broker_get; 22023 p_per_transaction < 1, p_budget not
+--   above 0.
+-- Example:
+--   SELECT job_id, batch_no, alone FROM broker.broker_claim_batches(1, 7, 60, 10, interval '200 ms');
+--   Calls: broker_get
+--   Tables: reads broker_jobs (run_as, run_alone, job_timeout of the claimed jobs)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_claim_batches(
+    p_job_queue       integer  DEFAULT 1,
+    p_instance_id     bigint   DEFAULT NULL,
+    p_lease_seconds   integer  DEFAULT NULL,
+    p_batch_size      integer  DEFAULT 1,
+    p_budget          interval DEFAULT NULL,
+    p_alone           boolean  DEFAULT false,
+    p_per_transaction integer  DEFAULT 50)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    autonomous       boolean,
+    alone            boolean,
+    batch_no         integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r          record;
+    v_batch    integer := 0;
+    v_in_batch integer := 0;
+    v_tenant   text;
+    v_run_as   name;
+    v_prev_alone boolean := false;
+    v_job_run_as name;
+    v_job_alone  boolean;
+BEGIN
+    IF p_per_transaction IS NULL OR p_per_transaction OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_claim_batches: p_per_transaction must be >= 1, got %', COALESCE(p_per_transaction::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_budget OPERATOR(pg_catalog.<=) interval '0' THEN
+        RAISE EXCEPTION 'broker_claim_batches: p_budget must be above 0 (or NULL), got %', p_budget
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- (the claimed versions are read by a statement of their own: a join in the claim's statement
+    -- would read that statement's snapshot, which misses a job made ready after it began)
+    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size) LOOP
+        SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
+          FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
+        job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
+        job_language := r.job_language; tenant_id := r.tenant_id; attempts := r.attempts;
+        max_attempts := r.max_attempts; job_timeout := r.job_timeout; lease_token := r.lease_token;
+        lease_expires_at := r.lease_expires_at; autonomous := r.autonomous;
+        alone := COALESCE(p_alone, false) OR r.autonomous OR v_job_alone
+                 OR COALESCE(r.job_timeout OPERATOR(pg_catalog.<) p_budget, false);
+        IF v_batch OPERATOR(pg_catalog.=) 0 OR alone OR v_prev_alone
+           OR r.tenant_id OPERATOR(pg_catalog.<>) v_tenant OR v_job_run_as OPERATOR(pg_catalog.<>) v_run_as
+           OR r.job_timeout IS NOT NULL OR v_in_batch OPERATOR(pg_catalog.>=) p_per_transaction THEN
+            v_batch := v_batch OPERATOR(pg_catalog.+) 1;
+            v_in_batch := 0;
+            v_tenant := r.tenant_id;
+            v_run_as := v_job_run_as;
+        END IF;
+        v_in_batch := v_in_batch OPERATOR(pg_catalog.+) 1;
+        v_prev_alone := alone;
+        batch_no := v_batch;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer) IS
+    'Claims as broker_get does and numbers the claimed jobs by the transaction they may share (batch_no; alone: a transaction of its own).';
 -- source: sql/run/run.sql
 -- sql/run/run.sql: running one claimed job (broker_run).
 -- ---------------------------------------------------------------------------
@@ -5188,7 +5568,8 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   A job that catches the cancel itself only delays the jobs of its own
 --   batch (one run_as role and tenant), up to the first job after it.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
---   subtransaction id, and PostgreSQL caches 64 per transaction.
+--   subtransaction id, and PostgreSQL caches 64 per transaction (the batches
+--   broker_claim_batches numbers are).
 --   Cost: the jobs are locked with one statement (in job_id order, what marks
 --   them as executing, see _run_begin), run with one call of their role's
 --   executor (run_jobs: each job still in a subtransaction of its own there),
@@ -8344,6 +8725,10 @@ CREATE POLICY broker_jobs_delete ON broker.broker_jobs FOR DELETE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER));
 COMMENT ON POLICY broker_jobs_delete ON broker.broker_jobs IS 'Deletes (for roles granted DELETE) stay in the current tenant.';
+-- source: sql/security/policies/broker_claim_hint.sql
+-- sql/security/policies/broker_claim_hint.sql: row-level security of broker.broker_claim_hint: no policy, no grant (only broker_get, SECURITY DEFINER, touches it).
+ALTER TABLE broker.broker_claim_hint ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_claim_hint FORCE ROW LEVEL SECURITY;
 -- source: sql/security/policies/broker_job_dependency.sql
 -- sql/security/policies/broker_job_dependency.sql: row-level security of broker.broker_job_dependency.
 ALTER TABLE broker.broker_job_dependency ENABLE ROW LEVEL SECURITY;

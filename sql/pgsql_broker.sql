@@ -25,6 +25,7 @@
 \i sql/tables/broker_schedule.sql
 \i sql/tables/broker_schedule_count.sql
 \i sql/tables/broker_jobs.sql
+\i sql/tables/broker_claim_hint.sql
 \i sql/tables/broker_job_dependency.sql
 \i sql/tables/broker_deferred_release.sql
 \i sql/tables/broker_queueinstance.sql
@@ -60,7 +61,9 @@
 \i sql/run/finish.sql
 \i sql/run/fail.sql
 \i sql/run/pause.sql
+\i sql/run/claim_hint.sql
 \i sql/run/claim.sql
+\i sql/run/claim_batches.sql
 \i sql/run/run.sql
 \i sql/run/run_batch.sql
 \i sql/run/release.sql
@@ -92,6 +95,7 @@
 -- Group: security: row-level security per table, then privileges (last: they cover every object
 -- above; the grants to the broker roles are in sql/roles.sql, run after install)
 \i sql/security/policies/broker_jobs.sql
+\i sql/security/policies/broker_claim_hint.sql
 \i sql/security/policies/broker_job_dependency.sql
 \i sql/security/policies/broker_schedule_count.sql
 \i sql/security/policies/broker_deferred_release.sql

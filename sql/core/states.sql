@@ -52,3 +52,23 @@ AS $$
 $$;
 COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
     'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps)
+--   _claimable written with <= (the same rows: the CHECKs keep both columns
+--   >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that looks
+--   for the jobs made ready since its queue's hint says this, not
+--   _claimable, so that no index but that one matches: with the claim
+--   index's predicate the planner could read the claim index in claim order
+--   and filter on ready_xid, over every ready job (sql/run/claim.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_complete_status OPERATOR(pg_catalog.<=) 0 AND p_pending_deps OPERATOR(pg_catalog.<=) 0
+$$;
+COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
+    'Internal: _claimable written with <= (the predicate of broker_jobs_ready_xid_idx, inlined), for the jobs a claim adds to its queue''s hint.';

@@ -91,7 +91,8 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   A job that catches the cancel itself only delays the jobs of its own
 --   batch (one run_as role and tenant), up to the first job after it.
 --   Keep batches at most 50 jobs: each job's subtransaction takes a
---   subtransaction id, and PostgreSQL caches 64 per transaction.
+--   subtransaction id, and PostgreSQL caches 64 per transaction (the batches
+--   broker_claim_batches numbers are).
 --   Cost: the jobs are locked with one statement (in job_id order, what marks
 --   them as executing, see _run_begin), run with one call of their role's
 --   executor (run_jobs: each job still in a subtransaction of its own there),

@@ -12,6 +12,10 @@
 --   group it depends on, plus the releases of finished ones still listed in
 --   broker_deferred_release); it is kept exact by broker_add_job and the
 --   finish functions, so that claiming never has to look at blocked jobs.
+--   ready_xid is the transaction that wrote the row version while it is
+--   pending and unblocked (its default, and broker_jobs_ready_xid_trg): a
+--   claim that starts at its queue's hint (broker_claim_hint) adds the jobs
+--   whose ready_xid the hint's snapshot does not see (sql/run/claim.sql).
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_jobs (
     job_id              bigint      GENERATED ALWAYS AS IDENTITY,
@@ -46,6 +50,7 @@ CREATE TABLE broker.broker_jobs (
     run_alone           boolean     NOT NULL DEFAULT false,
     autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
+    ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -75,6 +80,15 @@ CREATE TABLE broker.broker_jobs (
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
     (job_queue, job_priority DESC, run_after, job_id)
     WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
+-- Claim path under a held snapshot: ready jobs of a queue by the transaction that made them
+-- ready, so that a claim finds the ones made ready since its hint (broker_claim_hint) without
+-- stepping over the claim index's dead entries. Its predicate says "<= 0" (the same rows, by
+-- the CHECKs) so that the queries that say so can use no other index: the planner would take
+-- the claim index in claim order and filter on ready_xid, over every ready job.
+CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
+    'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
@@ -134,3 +148,4 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';

@@ -106,6 +106,15 @@ ALTER TABLE broker.broker_jobs ADD COLUMN cancel_cause_job_id bigint;
 CREATE INDEX broker_jobs_cancel_cause_idx ON broker.broker_jobs (cancel_cause_job_id)
     WHERE cancel_cause_job_id IS NOT NULL;
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
+-- Claims under a held snapshot: the transaction that made each row version ready (existing rows:
+-- this one), found through its own index, and the per-queue hint claims start at.
+ALTER TABLE broker.broker_jobs ADD COLUMN ready_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id();
+COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
+CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
+    'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
+\i sql/tables/broker_claim_hint.sql
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
 \i sql/tables/broker_queue_pause.sql
@@ -182,6 +191,7 @@ DROP POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations;
 DROP POLICY broker_config_tenant ON broker.broker_config;
 DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_jobs.sql
+\i sql/security/policies/broker_claim_hint.sql
 \i sql/security/policies/broker_job_dependency.sql
 \i sql/security/policies/broker_schedule_count.sql
 \i sql/security/policies/broker_deferred_release.sql

@@ -15,7 +15,8 @@ TINY = {"BENCH_DRAIN_JOBS": "40", "BENCH_SINGLE_JOBS": "5", "BENCH_BATCHES": "1"
         "BENCH_CEILING_SECONDS": "1", "BENCH_CEILING_ROWS": "1000", "BENCH_PURGE_FINISHED": "300",
         "BENCH_PURGE_JOBS": "30", "BENCH_PURGE_EDGES": "100", "BENCH_PURGE_BATCH": "10", "BENCH_STATS_FINISHED": "300",
         "BENCH_STATS_CALLS": "2", "BENCH_STATS_FINISHES": "20", "BENCH_SCALE_DATABASES": "2", "BENCH_SCALE_JOBS": "2",
-        "BENCH_SCALE_IDLE_SEC": "1", "BENCH_SCALE_WAIT_SEC": "30"}
+        "BENCH_SCALE_IDLE_SEC": "1", "BENCH_SCALE_WAIT_SEC": "30", "BENCH_HELD_JOBS": "30", "BENCH_HELD_RATE": "10000",
+        "BENCH_NOSTATS_READY": "100", "BENCH_NOSTATS_CLAIMS": "2"}
 
 
 def test_bench_harness_smoke(tmp_path, template_db):
@@ -35,6 +36,13 @@ def test_bench_harness_smoke(tmp_path, template_db):
     assert any("generate_series" in k and v["jobs"] == 1000 for k, v in enqueue.items())
     assert broker["median"]["latency"]["jobs"] == 5 and "p99_ms" in broker["median"]["latency"]
     assert broker["backlog"]["runs"]["backlog"] and "ratio" in broker["backlog"]
+    held = broker["held"]
+    assert [len(held["runs"][c]) for c in ("free", "held")] == [1, 1] and held["runs"]["held"][0]["jobs"] == 30
+    assert held["ratio_last_10pct_mean"] > 0 and held["stats"][0]["no_stats"]["claims"] == 2
+    assert "claim held / free" in proc.stdout
+    from bench import held_snapshot
+    page = held_snapshot.markdown(results)
+    assert "Smoke run, not results" in page and "jobs 30 (default 50,000)" in page
     assert set(broker["deps"]["median"]) >= {"complete_fan_in_ms", "enqueue_into_graph_ms"}
     assert results["ceiling"]["jobs_per_s"] > 0 and "drain / ceiling" in proc.stdout
     # each ceiling run follows its round's drains, and the ratio is taken per run
@@ -112,6 +120,13 @@ def test_committed_peers_page_is_generated_from_its_json():
     assert page.read_text() == report.markdown(json.loads(src.read_text()), "docs/benchmarks-peers.json",
                                                "docs/benchmarks-peers.md")
     assert all(v == set(report.COMMON) for v in report.workload_matrix(json.loads(src.read_text())).values())
+
+
+def test_committed_held_page_is_generated_from_its_json():
+    from bench import held_snapshot
+    page, src = ROOT / "docs" / "benchmarks-held.md", ROOT / "docs" / "benchmarks-held.json"
+    assert page.read_text() == held_snapshot.markdown(json.loads(src.read_text()), "docs/benchmarks-held.json",
+                                                      "docs/benchmarks-held.md")
 
 
 def test_peers_are_pinned_and_installed_into_bench_only():

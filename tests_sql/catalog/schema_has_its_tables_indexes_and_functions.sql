@@ -9,13 +9,14 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
                                    'broker_deferred_release', 'broker_schedule_count',
-                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role']);
+                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role',
+                                   'broker_claim_hint']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'autonomous', 'cancel_cause_job_id']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'autonomous', 'cancel_cause_job_id', 'ready_xid']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -31,7 +32,7 @@ SELECT col_is_fk('broker', 'broker_jobs', ARRAY['tenant_id', 'schedule_id'], 'jo
 SELECT indexes_are('broker', 'broker_jobs', ARRAY[
     'broker_jobs_pkey', 'broker_jobs_claim_idx', 'broker_jobs_lease_idx', 'broker_jobs_group_idx',
     'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx',
-    'broker_jobs_cancel_cause_idx']);
+    'broker_jobs_cancel_cause_idx', 'broker_jobs_ready_xid_idx']);
 SELECT index_is_unique('broker', 'broker_jobs', 'broker_jobs_idempotency_key_idx');
 SELECT index_is_unique('broker', 'broker_queueinstance', 'broker_queueinstance_one_active_idx');
 SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_after_insert_trg', 'enqueue trigger (group joins, NOTIFY) exists');
@@ -43,10 +44,10 @@ SELECT ok((SELECT count(*) = 0 FROM pg_constraint c JOIN pg_class r ON r.oid = c
             WHERE n.nspname = 'broker' AND c.contype = 'c' AND c.conname !~ '_check$'),
           'check constraints are named *_check');
 SELECT functions_are('broker', ARRAY[
-    'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_run', 'broker_set',
+    'broker_add_job', 'broker_add_job_simple', 'broker_get', 'broker_claim_batches', 'broker_run', 'broker_set',
     'broker_set_tenant', '_set_tenant', '_whole_transaction', 'broker_current_tenant', 'broker_cancel_job', 'broker_recover_stale_jobs',
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance', 'broker_park_instance', 'broker_resume_instance', 'broker_stale_instance_holder', '_take_instance_lock', '_end_visit',
-    '_setting_int', '_state', '_claimable', '_lock_dependency_keys', '_notify_queues', '_notify_queue', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
+    '_setting_int', '_state', '_claimable', '_claimable_by_xid', '_jobs_ready_xid', '_save_claim_hint', '_lock_dependency_keys', '_notify_queues', '_notify_queue', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_fail_job', '_run_begin',
     '_instance_lock_key', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_check_run_as', '_authority_lost',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',

@@ -13,50 +13,28 @@ INSERT INTO broker.broker_jobs (job_name, job_group, execute_str)
 SELECT 'ready', 'ready', 'SELECT 1' FROM generate_series(1, 10);
 ANALYZE broker.broker_jobs;
 
--- EXPLAIN broker_get's statements exactly as the function has them (the text between
--- its <marker> comments), with its variables as parameters.
-CREATE FUNCTION pg_temp.plan_of(p_marker text, p_paused text[] DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE
-    v_src text := (SELECT prosrc FROM pg_proc WHERE oid = 'broker.broker_get(integer,bigint,integer,integer)'::regprocedure);
-    v_sql text;
-    v_plan json;
-BEGIN
-    v_sql := substring(v_src FROM '-- <' || p_marker || '>[^\n]*\n(.*)-- </' || p_marker || '>');
-    IF v_sql IS NULL THEN
-        RETURN NULL;
-    END IF;
-    v_sql := replace(v_sql, ' INTO v_priority', '');
-    v_sql := regexp_replace(v_sql, '\mp_job_queue\M', '$1', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_priority\M', '$2', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_now\M', '$3', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_left\M', '$4', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_lease\M', '$5', 'g');
-    v_sql := regexp_replace(v_sql, '\mp_instance_id\M', '$6', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_bound\M', '$7', 'g');
-    v_sql := regexp_replace(v_sql, '\mv_paused\M', '$8', 'g');
-    EXECUTE 'PREPARE pg_temp_q(integer, integer, timestamptz, integer, integer, bigint, bigint, text[]) AS ' || v_sql;
-    EXECUTE format('EXPLAIN (FORMAT JSON) EXECUTE pg_temp_q(1, 0, now(), 10, 60, NULL, 2147483648, %L::text[])', p_paused) INTO v_plan;
-    DEALLOCATE pg_temp_q;
-    RETURN v_plan::text;
-END;
-$f$;
+\ir ../lib/claim_plan.psql
 
-SELECT ok(pg_temp.plan_of('claim-query') IS NOT NULL AND pg_temp.plan_of('priority-probe') IS NOT NULL,
+SELECT ok(pg_temp.plan_of('claim-range') IS NOT NULL AND pg_temp.plan_of('priority-probe') IS NOT NULL
+          AND pg_temp.plan_of('claim-new') IS NOT NULL AND pg_temp.plan_of('claim-query') IS NOT NULL,
           'broker_get has the marked probe and claim statements');
 SET LOCAL plan_cache_mode = force_custom_plan;
-SELECT matches(pg_temp.plan_of('claim-query'), '"Index Name": "broker_jobs_claim_idx"', 'custom plan: the claim uses broker_jobs_claim_idx');
-SELECT doesnt_match(pg_temp.plan_of('claim-query') || pg_temp.plan_of('priority-probe'), '"Node Type": "Seq Scan"',
+SELECT matches(pg_temp.plan_of('claim-range', false), '"Index Name": "broker_jobs_claim_idx"', 'custom plan: the claim uses broker_jobs_claim_idx');
+SELECT doesnt_match(pg_temp.plan_of('claim-range', false) || pg_temp.plan_of('priority-probe', false), '"Node Type": "Seq Scan"',
                     'custom plans: no sequential scan');
-SELECT cmp_ok((SELECT count(*)::integer FROM regexp_matches(pg_temp.plan_of('priority-probe'), '"Index Name": "broker_jobs_claim_idx"', 'g')),
-          '>=', 2, 'custom plan: the level probe and the ready check use broker_jobs_claim_idx');
-SET LOCAL plan_cache_mode = force_generic_plan;
-SELECT matches(pg_temp.plan_of('claim-query'), '"Index Name": "broker_jobs_claim_idx"', 'generic plan: the claim uses broker_jobs_claim_idx');
-SELECT doesnt_match(pg_temp.plan_of('claim-query') || pg_temp.plan_of('priority-probe'), '"Node Type": "Seq Scan"',
+SELECT cmp_ok((SELECT count(*)::integer FROM regexp_matches(pg_temp.plan_of('priority-probe', false), '"Index Name": "broker_jobs_claim_idx"', 'g')),
+          '>=', 2, 'custom plan: the probes from the hint and of the levels below it use broker_jobs_claim_idx');
+-- the function's own settings from here (force_generic_plan among them)
+SELECT matches(pg_temp.plan_of('claim-range'), '"Index Name": "broker_jobs_claim_idx"', 'generic plan: the claim uses broker_jobs_claim_idx');
+SELECT doesnt_match(pg_temp.plan_of('claim-range') || pg_temp.plan_of('priority-probe') || pg_temp.plan_of('claim-new')
+                    || pg_temp.plan_of('claim-query'), '"Node Type": "Seq Scan"',
                     'generic plans: no sequential scan');
 -- with a tenant's pause (broker_pause_queue) the claim is the same index scan, with a filter
-SELECT matches(pg_temp.plan_of('claim-query', ARRAY['paused tenant']), '"Index Name": "broker_jobs_claim_idx"',
+SELECT matches(pg_temp.plan_of('claim-range', true, ARRAY['paused tenant']), '"Index Name": "broker_jobs_claim_idx"',
                'generic plan, a tenant paused: the claim uses broker_jobs_claim_idx');
-SELECT doesnt_match(pg_temp.plan_of('claim-query', ARRAY['paused tenant']) || pg_temp.plan_of('priority-probe', ARRAY['paused tenant']),
+SELECT doesnt_match(pg_temp.plan_of('claim-range', true, ARRAY['paused tenant'])
+                    || pg_temp.plan_of('claim-new', true, ARRAY['paused tenant'])
+                    || pg_temp.plan_of('priority-probe', true, ARRAY['paused tenant']),
                     '"Node Type": "Seq Scan"', 'generic plans, a tenant paused: no sequential scan');
 
 -- And the function as it runs: no sequential scan of broker_jobs at all.

@@ -10,16 +10,18 @@ from ..observe import job_queries
 
 
 class Claimed(NamedTuple):
-    """A job broker_get claimed for this worker (CLAIM)."""
+    """A job broker_claim_batches claimed for this worker (CLAIM), with the transaction it may share."""
     job_id: int
     job_name: str
     job_queue: int
     tenant_id: str
     attempts: int
     max_attempts: int
-    timeout_ms: int | None  # the job's statement_timeout: it runs alone in its transaction
+    timeout_ms: int | None  # the job's statement_timeout
     lease_token: str
     autonomous: bool  # it runs outside a transaction, alone, on a connection of its own (run/autonomous.py)
+    alone: bool  # it runs in a transaction of its own
+    batch_no: int  # consecutive jobs with the same number may share a transaction
 
 
 class Outcome(NamedTuple):
@@ -74,8 +76,10 @@ RESUME = "SELECT broker.broker_resume_instance(%(instance)s)"
 EVICT_STALE_HOLDER = """SELECT pid, pg_catalog.pg_terminate_backend(pid, 5000)
                           FROM broker.broker_stale_instance_holder(%(stale)s::interval) AS pid WHERE pid IS NOT NULL"""
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
-                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous
-             FROM broker.broker_get(%(queue)s, %(instance)s, %(lease)s, %(batch)s)"""
+                  (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous,
+                  alone, batch_no
+             FROM broker.broker_claim_batches(%(queue)s, %(instance)s, %(lease)s, %(batch)s, %(budget)s::interval,
+                                              %(alone)s)"""
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
                       extract(epoch FROM duration)::float8 AS seconds

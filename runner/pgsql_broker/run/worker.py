@@ -1,16 +1,18 @@
 """The workers of a database: several per queue, each borrowing a connection from the database's pool while
 it has work (conns.py), none holding one at idle.
 
-A worker claims up to fetch_query_que_size jobs and runs them: short ones several per transaction under the
-batch budget (broker_run_batch p_budget, with statement_timeout = the budget), the others alone. The bound a
-user can check: a job's effects commit at most batch_budget_ms after it ends, and a claimed job starts, or is
-back to pending, within batch_budget_ms of its claim. For it:
+A worker claims up to fetch_query_que_size jobs and runs them as broker_claim_batches groups them (batch_no:
+the jobs that may share a transaction, under the batch budget, broker_run_batch p_budget, with
+statement_timeout = the budget; alone: a transaction of its own). What the worker adds is what it learns while
+running a claim: a job the budget ended runs alone, and the jobs of a transaction that failed as a whole run
+one per transaction. The bound a user can check: a job's effects commit at most batch_budget_ms after it
+ends, and a claimed job starts, or is back to pending, within batch_budget_ms of its claim. For it:
 - every transaction of one claim shares the claim's budget: a new one starts only while half of it is left,
   under statement_timeout = what is left; broker_run_batch starts no job after half of that, and the job the
   timeout ends is rolled back alone, marked run_alone and returned claimed (PB002, attempt not counted);
-- a job that runs alone (marked run_alone, a timeout shorter than the budget, or a queue of
-  one_job_per_transaction_queues) starts only after the worker handed back what else it claimed
-  (broker_release_jobs, attempt not counted), so that other workers take it up.
+- a job that runs alone (broker_claim_batches: autonomous, marked run_alone, a timeout shorter than the budget,
+  or a queue of one_job_per_transaction_queues; or learned here) starts only after the worker handed back what
+  else it claimed (broker_release_jobs, attempt not counted), so that other workers take it up.
 The stop (stopping.py) takes over what a worker claimed and has not started (its buffer) and interrupts the
 transaction it executes past shutdown_timeout_sec.
 """
@@ -28,9 +30,6 @@ from .connections import job_id_result, rollback_failed
 from .queries import Claimed, Outcome
 
 log = logging.getLogger("pgsql_broker")
-# Jobs per transaction at most: each job's subtransaction may take a subtransaction id, and PostgreSQL
-# caches 64 per transaction (beyond them every snapshot of every session gets slower).
-PER_TRANSACTION = 50
 RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
 LEARNED_ALONE_MAX = 100_000
 CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
@@ -91,8 +90,7 @@ class Workers:
         self._learned_alone.update(job_ids)
 
     def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
-        return (row.job_id in alone_ids or row.job_queue in self._alone_queues or row.autonomous
-                or (row.timeout_ms is not None and row.timeout_ms < self.settings.batch_budget_ms))
+        return row.alone or row.job_id in alone_ids  # (broker_claim_batches, or learned while running)
 
     async def _worker(self, queue: int, index: int) -> None:
         """Wait for a wake-up (NOTIFY, the session's poll, another worker that claimed a full batch), borrow a
@@ -176,7 +174,8 @@ class Workers:
         queue = key[0]
         started = time.perf_counter()
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
-                  "batch": self._batch}
+                  "batch": self._batch, "budget": f"{self.settings.batch_budget_ms} milliseconds",
+                  "alone": queue in self._alone_queues}
         dirty = conn.broker_dirty
         try:
             if dirty:
@@ -235,9 +234,9 @@ class Workers:
                 if head.job_id in single_ids:
                     batch = rows[:1]
                 else:
-                    end = next((i for i, r in enumerate(rows) if r.tenant_id != head.tenant_id
+                    end = next((i for i, r in enumerate(rows) if r.batch_no != head.batch_no
                                 or self._alone(r, alone_ids) or r.job_id in single_ids), len(rows))
-                    batch = rows[:min(end, PER_TRANSACTION)]
+                    batch = rows[:end]
                 # (a job alone in the transaction with nothing claimed behind it: no one waits for it)
                 budget = max(left_ms, 10) if len(batch) > 1 or len(rows) > 1 else None
             del rows[:len(batch)]

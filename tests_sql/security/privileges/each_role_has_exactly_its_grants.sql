@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(69);
+SELECT plan(71);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -72,6 +72,10 @@ SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'in
                           ARRAY['EXECUTE'], 'runtime claims');
 SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_enqueue',
                           '{}'::text[], 'enqueue cannot claim');
+SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer'],
+                          'broker_runtime', ARRAY['EXECUTE'], 'runtime claims in batches');
+SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer'],
+                          'broker_enqueue', '{}'::text[], 'enqueue cannot claim in batches');
 SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_runtime', ARRAY['EXECUTE'], 'runtime runs jobs');
 SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_enqueue', '{}'::text[], 'enqueue cannot run jobs');
 SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_test_stranger', '{}'::text[],
