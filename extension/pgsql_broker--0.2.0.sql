@@ -230,21 +230,21 @@ COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
 --   tenants never share a key (unless their names hash alike: strict tenancy
 --   names are the administrator's, see README), a tenant holds at most 2,048
 --   keys, and, within a tenant, group keys sort before job keys.
+--   SQL without SET search_path on purpose: the planner inlines it into the
+--   queries that take the keys (the jobs' INSERT trigger computes one per new
+--   job); every function and operator is schema-qualified.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
 RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-BEGIN
-    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+    SELECT (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
            OPERATOR(pg_catalog.|)
            (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
             CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
-                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
-END;
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint
 $$;
 COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
     'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
@@ -555,17 +555,19 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- (PL/pgSQL keeps the query's plan; a SQL function with SET plans it at every statement)
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
-    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
                            OR t.rolname OPERATOR(pg_catalog.=) p_role
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
+END;
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
@@ -2886,7 +2888,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _transaction_words, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -2951,7 +2953,11 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
-    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
+    -- most calls skip the check's call)
+    IF COALESCE(p_autonomous, false) OR p_execute_str OPERATOR(pg_catalog.~*) broker._transaction_words() THEN
+        PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    END IF;
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s

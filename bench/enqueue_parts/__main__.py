@@ -1,0 +1,96 @@
+"""Where a single enqueue spends its time: `python -m bench.enqueue_parts` (not a test).
+
+Under `.ci/with-cluster` (or any cluster named by PG*; pgsql_broker installed into it). One
+database with pgsql_broker, sql/roles.sql and bench/enqueue_parts/setup.sql: a ladder of tables,
+each adding one part of broker_jobs to the one before (columns and defaults, indexes, CHECKs,
+the foreign key, the statement trigger), beside a peer's narrow table. One pgbench run per
+role (the harness's superuser, which row-level security does not apply to, and a
+broker_enqueue login, which it does) inserts one row per transaction into every rung and calls
+broker_add_job, the scripts interleaved at random in the same run, so their mean latencies
+compare like with like on a noisy machine. A third run times the PL/pgSQL checks of
+broker_add_job, each called 1,000 times in one statement. Prints the tables and writes
+bench/results/enqueue_parts.json. BENCH_PARTS_SECONDS (20) per pgbench run.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from .. import common
+from ..claim_backlog import PGBENCH
+
+HERE = Path(__file__).resolve().parent
+SECONDS = common.env_int("BENCH_PARTS_SECONDS", 20)
+DB = "bench_enqueue_parts"
+ROLE = "parts_enqueuer"
+LOOPS = ("nothing", "job_problem", "tenant_allowed", "check_autonomous", "executor_lookup", "may_run_as")
+
+
+def setup() -> None:
+    common.create_db(DB, None, "CREATE EXTENSION pgsql_broker")
+    for f in (common.ROOT / "sql" / "roles.sql", HERE / "setup.sql"):
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB, "-f", str(f)],
+                       check=True, stdout=subprocess.DEVNULL)
+    common.sql(DB, f"DROP ROLE IF EXISTS {ROLE}", f"CREATE ROLE {ROLE} LOGIN IN ROLE broker_enqueue",
+               "SELECT broker.broker_add_job('warm', 'SELECT 1')")  # the executors exist before timing
+    subprocess.run(["psql", "-X", "-q", "-U", ROLE, "-d", DB, "-c", "SELECT broker.broker_add_job('warm', 'SELECT 1')"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def pgbench(scripts: list[Path], user: str | None = None) -> dict:
+    """Mean latency (ms) per script of one pgbench run, one client, the scripts chosen at random."""
+    argv = [PGBENCH, "-n", "-M", "prepared", "-c", "1", "-T", str(SECONDS)]
+    for s in scripts:
+        argv += ["-f", str(s)]
+    if user:
+        argv += ["-U", user]
+    out = subprocess.run(argv + [DB], capture_output=True, text=True, check=True).stdout
+    found = re.findall(r"SQL script \d+: (\S+)\n(?:.*\n)*? - latency average = ([0-9.]+) ms", out)
+    if len(found) != len(scripts):
+        raise RuntimeError(f"pgbench printed {len(found)} latencies for {len(scripts)} scripts:\n{out}")
+    return {Path(name).stem: float(ms) for name, ms in found}
+
+
+def loop_scripts(tmp: Path) -> list[Path]:
+    paths = []
+    for what in LOOPS:
+        p = tmp / f"loop_{what}.sql"
+        p.write_text(f"SELECT parts.loop('{what}');\n")
+        paths.append(p)
+    return paths
+
+
+def main() -> dict:
+    setup()
+    try:
+        ladder = sorted(HERE.glob("[0-9][0-9]_*.sql"))
+        as_super = pgbench(ladder)
+        as_role = pgbench([p for p in ladder if not p.stem.startswith(("03", "04", "05", "06", "07"))], ROLE)
+        tmp = common.RESULTS / ".enqueue_parts"
+        tmp.mkdir(parents=True, exist_ok=True)
+        loops = pgbench(loop_scripts(tmp))
+    finally:
+        common.drop_db(DB)
+        common.sql("postgres", f"DROP ROLE IF EXISTS {ROLE}")
+    base = loops["loop_nothing"]
+    per_call_us = {k.removeprefix("loop_"): (v - base) * 1000 / 1000 for k, v in loops.items() if k != "loop_nothing"}
+    result = {"machine": common.machine_facts(), "seconds": SECONDS,
+              "superuser_ms": as_super, "enqueue_role_ms": as_role, "check_us_per_call": per_call_us}
+    for title, runs in (("superuser (no row-level security)", as_super), (f"{ROLE} (broker_enqueue)", as_role)):
+        print(f"\none row per transaction, {title}: mean ms, and over the narrow table's")
+        common.print_table(["script", "ms", "÷ narrow", "+ over the rung before"],
+                           [[k, f"{v:.3f}", f"{v / runs['01_narrow']:.2f}",
+                             f"{v - prev:+.3f}" if prev is not None else ""]
+                            for (k, v), prev in zip(runs.items(), [None] + list(runs.values())[:-1])])
+    print("\nbroker_add_job's checks, µs a call (1,000 calls in one statement, less an empty loop)")
+    common.print_table(["check", "µs"], [[k, f"{v:.1f}"] for k, v in per_call_us.items()])
+    path = common.write_json("enqueue_parts", result)
+    print(f"\nresults: {path}")
+    return result
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PGDATABASE", "postgres")
+    main()
