@@ -12,15 +12,24 @@ import sys
 from pathlib import Path
 
 from . import common
-from .broker_workloads import FALLBACK
+from .broker_workloads import ARRAYS, FALLBACK
 
 BROKER = "pgsql_broker"
+
+
+def ours(name: str) -> bool:
+    """pgsql_broker, or the same from a baseline tree (pgsql_broker-baseline): never a peer."""
+    return name == BROKER or name.startswith(BROKER + "-")
+
+
 COMMON = ("drain", "enqueue", "latency")  # the workloads every system runs (or says why it cannot)
 # (row label, workload, key path inside the median, key path for the peers or None, higher is better)
 ROWS = [
     ("drain, jobs/s", "drain", ("jobs_per_s",), ("jobs_per_s",), True),
     ("enqueue single (1 job/transaction), jobs/s", "enqueue", ("single", "jobs_per_s"), ("single", "jobs_per_s"), True),
     ("enqueue batch 1000 (set-based call), jobs/s", "enqueue", ("batch 1000: broker_add_jobs", "jobs_per_s"),
+     ("batch 1000", "jobs_per_s"), True),
+    ("enqueue " + ARRAYS + " (set-based, one array per field), jobs/s", "enqueue", (ARRAYS, "jobs_per_s"),
      ("batch 1000", "jobs_per_s"), True),
     ("enqueue " + FALLBACK + ", jobs/s", "enqueue", (FALLBACK, "jobs_per_s"), None, True),
     ("latency p50, ms", "latency", ("p50_ms",), ("p50_ms",), False),
@@ -46,7 +55,7 @@ def headline(results: dict) -> list[tuple[str, dict]]:
             median = entry["median"].get(workload)
             if median is None:
                 continue
-            values[name] = _dig(median, path if name == BROKER else peer_path) if (name == BROKER or peer_path) else None
+            values[name] = _dig(median, path if ours(name) else peer_path) if (ours(name) or peer_path) else None
         if values:
             out.append((label, values))
     return out
@@ -58,7 +67,7 @@ def _num(v) -> bool:
 
 def best_peer(values: dict, higher: bool) -> tuple[str, float] | None:
     """(peer, value) of the fastest peer row that has a number, whatever its configuration."""
-    peers = [(n, v) for n, v in values.items() if n != BROKER and _num(v)]
+    peers = [(n, v) for n, v in values.items() if not ours(n) and _num(v)]
     if not peers:
         return None
     return (max if higher else min)(peers, key=lambda nv: nv[1])
