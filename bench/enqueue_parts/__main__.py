@@ -9,7 +9,9 @@ broker_enqueue login, which it does) inserts one row per transaction into every 
 broker_add_job, the scripts interleaved at random in the same run, so their mean latencies
 compare like with like on a noisy machine. A third run times the PL/pgSQL checks of
 broker_add_job, each called 1,000 times in one statement. Prints the tables and writes
-bench/results/enqueue_parts.json. BENCH_PARTS_SECONDS (20) per pgbench run.
+bench/results/enqueue_parts.json. BENCH_PARTS_SECONDS (20) per pgbench run;
+BENCH_PARTS_SYNCHRONOUS_COMMIT=off takes the WAL flush of each commit (the same for every rung,
+and most of the noise on a shared disk) out of the ladder's figures (the JSON says which).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..claim_backlog import PGBENCH
 
 HERE = Path(__file__).resolve().parent
 SECONDS = common.env_int("BENCH_PARTS_SECONDS", 20)
+SYNCHRONOUS_COMMIT = os.environ.get("BENCH_PARTS_SYNCHRONOUS_COMMIT", "on")
 DB = "bench_enqueue_parts"
 ROLE = "parts_enqueuer"
 LOOPS = ("nothing", "job_problem", "tenant_allowed", "check_autonomous", "executor_lookup", "may_run_as")
@@ -46,7 +49,8 @@ def pgbench(scripts: list[Path], user: str | None = None) -> dict:
         argv += ["-f", str(s)]
     if user:
         argv += ["-U", user]
-    out = subprocess.run(argv + [DB], capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "PGOPTIONS": f"-c synchronous_commit={SYNCHRONOUS_COMMIT}"}
+    out = subprocess.run(argv + [DB], capture_output=True, text=True, check=True, env=env).stdout
     found = re.findall(r"SQL script \d+: (\S+)\n(?:.*\n)*? - latency average = ([0-9.]+) ms", out)
     if len(found) != len(scripts):
         raise RuntimeError(f"pgbench printed {len(found)} latencies for {len(scripts)} scripts:\n{out}")
@@ -76,7 +80,7 @@ def main() -> dict:
         common.sql("postgres", f"DROP ROLE IF EXISTS {ROLE}")
     base = loops["loop_nothing"]
     per_call_us = {k.removeprefix("loop_"): (v - base) * 1000 / 1000 for k, v in loops.items() if k != "loop_nothing"}
-    result = {"machine": common.machine_facts(), "seconds": SECONDS,
+    result = {"machine": common.machine_facts(), "seconds": SECONDS, "synchronous_commit": SYNCHRONOUS_COMMIT,
               "superuser_ms": as_super, "enqueue_role_ms": as_role, "check_us_per_call": per_call_us}
     for title, runs in (("superuser (no row-level security)", as_super), (f"{ROLE} (broker_enqueue)", as_role)):
         print(f"\none row per transaction, {title}: mean ms, and over the narrow table's")

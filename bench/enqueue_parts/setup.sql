@@ -51,18 +51,20 @@ CREATE FUNCTION parts.loop(p_what text) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     n bigint := 0;
     r text[];
+    v_name text := 'single';  -- (variables, not constants, which the planner would fold)
+    v_sql  text := 'SELECT 1';
 BEGIN
     FOR i IN 1 .. 1000 LOOP
         CASE p_what
         WHEN 'nothing' THEN
             n := n + 1;
         WHEN 'job_problem' THEN
-            r := broker._job_problem(ROW('single', 'SELECT 1', 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL,
+            r := broker._job_problem(ROW(v_name, v_sql, i, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL,
                                          NULL, NULL, '"$user", public', false)::broker._job_fields);
         WHEN 'tenant_allowed' THEN
             n := n + broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER)::int;
         WHEN 'check_autonomous' THEN
-            PERFORM broker._check_autonomous('broker_add_job', 'SELECT 1', 'sql', CURRENT_USER, false);
+            PERFORM broker._check_autonomous('broker_add_job', v_sql, 'sql', CURRENT_USER, false);
         WHEN 'executor_lookup' THEN
             n := n + (pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
                  'broker_exec_' || pg_catalog.to_regrole(pg_catalog.quote_ident(CURRENT_USER))::oid::text)) IS NULL)::int;
