@@ -65,7 +65,8 @@ class Broker(PgSystem):
 
     async def add_jobs_arrays(self, size: int) -> None:
         cur = await self.conn.execute(
-            "SELECT count(*) FROM broker.broker_add_jobs_arrays(%s::text[], %s::text[], %s::integer[])",
+            # (binary parameters: no array literal is written or parsed as text)
+            "SELECT count(*) FROM broker.broker_add_jobs_arrays(%b::text[], %b::text[], %b::integer[])",
             (["bulk"] * size, ["SELECT 1"] * size, [1 + i % QUEUES for i in range(size)]))
         if (await cur.fetchone())[0] != size:
             raise RuntimeError("broker_add_jobs_arrays returned a wrong number of rows")

@@ -56,7 +56,8 @@ def headline(results: dict) -> list[tuple[str, dict]]:
             if median is None:
                 continue
             values[name] = _dig(median, path if ours(name) else peer_path) if (ours(name) or peer_path) else None
-        if values:
+        # (a row of a call pgsql_broker did not have when the run was made is left out)
+        if values and any(v is not None for n, v in values.items() if ours(n)):
             out.append((label, values))
     return out
 
@@ -150,16 +151,20 @@ def _cell(v) -> str:
     return common.fmt(v).replace("|", "\\|")
 
 
+# pages other than the peer comparison that the generator writes, by file name
+TITLES = {"benchmarks-enqueue.md": "Enqueue: this tree, its baseline and the peers"}
+
+
 def markdown(results: dict, src: str = "docs/benchmarks-peers.json", dst: str = "docs/benchmarks-peers.md") -> str:
-    """The docs page of the peer comparison, every figure from `results`."""
+    """The docs page of the peer comparison (or of a run of some workloads: TITLES), every figure from `results`."""
     m, sizes, names = results["machine"], results["sizes"], list(results["systems"])
-    out = ["# Peer comparison", "", GENERATED.format(src=src, dst=dst), ""]
+    out = ["# " + TITLES.get(Path(dst).name, "Peer comparison"), "", GENERATED.format(src=src, dst=dst), ""]
     why = smoke_reasons(results)
     if why:
         out += ["!!! warning \"Smoke run, not results\"", "",
                 "    These figures come from a smoke run of the harness: " + "; ".join(why) + ". They show that "
                 "the harness runs, not how fast any system is.", ""]
-    out += [f"`make bench-peers`, {m['date']} (UTC), {m['nproc']} cores, load average {_load(m)} at the start, "
+    out += [f"{results.get('invocation', '`make bench-peers`')}, {m['date']} (UTC), {m['nproc']} cores, load average {_load(m)} at the start, "
             f"PostgreSQL {m['server_version']} ({', '.join(f'{k} {v}' for k, v in sorted(m['settings'].items()))}); "
             f"median of {results['runs']} interleaved run(s) (run 1 of every system, then run 2, ...), each "
             f"workload in a fresh database of the same cluster; drain {sizes['drain_jobs']:,} jobs, single "

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     for s in chosen:
         s.make_template()
     results: dict = {"machine": facts, "runs": args.runs, "workloads": only,
+                     "invocation": "`python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]) + "`",
                      "sizes": {"drain_jobs": workloads.N_DRAIN, "single_jobs": workloads.N_SINGLE,
                                "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
                                "latency_jobs": workloads.N_LATENCY},
