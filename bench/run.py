@@ -16,7 +16,7 @@ from . import broker_deps, ceiling, claim_backlog, common, cron_next, purge, que
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge", "stats", "scale")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "deps", "cron", "purge", "stats", "scale", "parts")
 
 
 # every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> dict:
             broker["stats"] = queue_stats.run(chosen[0].template, args.runs)
         if "scale" in only:
             broker["scale"] = scale.run(chosen[0].template, args.runs)
+        if "parts" in only:  # where one enqueue spends its time (bench/enqueue_parts), after the rest
+            from .enqueue_parts.__main__ import run as enqueue_parts
+            results["enqueue_parts"] = enqueue_parts()
     finally:
         for s in chosen:
             common.drop_db(s.template)

@@ -66,7 +66,8 @@ def loop_scripts(tmp: Path) -> list[Path]:
     return paths
 
 
-def main() -> dict:
+def run() -> dict:
+    """The three pgbench runs; prints the tables and returns the figures (bench.run: workload parts)."""
     setup()
     try:
         ladder = sorted(HERE.glob("[0-9][0-9]_*.sql"))
@@ -80,7 +81,7 @@ def main() -> dict:
         common.sql("postgres", f"DROP ROLE IF EXISTS {ROLE}")
     base = loops["loop_nothing"]
     per_call_us = {k.removeprefix("loop_"): (v - base) * 1000 / 1000 for k, v in loops.items() if k != "loop_nothing"}
-    result = {"machine": common.machine_facts(), "seconds": SECONDS, "synchronous_commit": SYNCHRONOUS_COMMIT,
+    result = {"seconds": SECONDS, "synchronous_commit": SYNCHRONOUS_COMMIT,
               "superuser_ms": as_super, "enqueue_role_ms": as_role, "check_us_per_call": per_call_us}
     for title, runs in (("superuser (no row-level security)", as_super), (f"{ROLE} (broker_enqueue)", as_role)):
         print(f"\none row per transaction, {title}: mean ms, and over the narrow table's")
@@ -90,11 +91,9 @@ def main() -> dict:
                             for (k, v), prev in zip(runs.items(), [None] + list(runs.values())[:-1])])
     print("\nbroker_add_job's checks, µs a call (1,000 calls in one statement, less an empty loop)")
     common.print_table(["check", "µs"], [[k, f"{v:.1f}"] for k, v in per_call_us.items()])
-    path = common.write_json("enqueue_parts", result)
-    print(f"\nresults: {path}")
     return result
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PGDATABASE", "postgres")
-    main()
+    print(f"\nresults: {common.write_json('enqueue_parts', run())}")
