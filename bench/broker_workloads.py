@@ -110,11 +110,20 @@ class BrokerBaseline(Broker):
         self.doc = "BENCH_BASELINE"
 
     def make_template(self) -> None:
-        version = re.search(r"^default_version\s*=\s*'([^']+)'", (self.tree / "pgsql_broker.control").read_text(), re.M)[1]
-        script = self.tree / "extension" / f"pgsql_broker--{version}.sql"
-        text = "\n".join(line for line in script.read_text().splitlines()
-                         if "pg_extension_config_dump" not in line and not line.startswith("\\echo"))
         common.create_db(self.template, None, "CREATE SCHEMA broker")
-        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.template], input=text, text=True,
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.template], input=baseline_script(self.tree),
+                       text=True, check=True, stdout=subprocess.DEVNULL)
         common.sql(self.template, "SELECT broker.broker_add_job('warm', 'SELECT 1')", "DELETE FROM broker.broker_jobs")
+
+
+def baseline_script(tree: Path, schema: str = "broker") -> str:
+    """The built script of the source tree `tree` (its extension/pgsql_broker--<default_version>.sql) as a
+    plain script: without its pg_dump registrations, and with another schema than broker when asked
+    (every object is named schema-qualified, and the schema by name where a guard looks it up), so that
+    it can sit beside this tree's extension in one database."""
+    version = re.search(r"^default_version\s*=\s*'([^']+)'", (tree / "pgsql_broker.control").read_text(), re.M)[1]
+    text = "\n".join(line for line in (tree / "extension" / f"pgsql_broker--{version}.sql").read_text().splitlines()
+                     if "pg_extension_config_dump" not in line and not line.startswith("\\echo"))
+    if schema != "broker":
+        text = re.sub(r"\bbroker\.", schema + ".", text).replace("'broker'", f"'{schema}'")
+    return text

@@ -226,6 +226,17 @@ def _parts_markdown(p: dict) -> list[str]:
             out.append(f"| {k} | {v:.3f} | {v / runs['01_narrow']:.2f} | {'' if prev is None else f'{v - prev:+.3f}'} |")
             prev = v
         out.append("")
+    if "baseline_ms" in p:
+        b = p["baseline_ms"]
+        out += ["This tree and the baseline tree's code (installed beside it as schema `broker_base`), their calls "
+                "interleaved in one pgbench run (a 1,000-job call picked 1 time in 40): mean ms a call, and this "
+                "tree's over the baseline's:", "", "| call | this tree, ms | baseline, ms | this tree ÷ baseline |",
+                "|---|---|---|---|"]
+        for call in ("single", "bulk_jsonb", "bulk_arrays"):
+            mine, base = b.get(f"{call}_this_tree"), b.get(f"{call}_baseline")
+            out.append(f"| {call} | {mine:.3f} | {'-' if base is None else f'{base:.3f}'} | "
+                       f"{'-' if base is None else f'{mine / base:.2f}'} |")
+        out.append("")
     out += ["`broker_add_job`'s checks, µs a call (1,000 calls in one statement, less an empty loop; a check's "
             "first call in a transaction costs more):", "", "| check | µs |", "|---|---|"]
     out += [f"| {k} | {v:.1f} |" for k, v in p["check_us_per_call"].items()]
