@@ -206,7 +206,21 @@ bench-peers: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installed
 	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/peers.json docs/benchmarks-peers.md
 	$(PEERS_VENV)/bin/python -m bench.plot bench/results/peers.json docs/bench.png
 
-.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-held bench-peers npm-client
+# The enqueue workloads only, for this tree beside every peer at its defaults and, with
+# BENCH_BASELINE=<a source tree> (e.g. `git archive main` unpacked; BENCH_BASELINE_LABEL names it),
+# that tree's code as the column pgsql_broker-baseline, then bench/enqueue_parts (where one enqueue spends
+# its time); then docs/benchmarks-enqueue.md from its JSON.
+# The ladder without each commit's WAL flush (the same for every rung, and on a shared disk most of its noise);
+# the enqueue workloads themselves keep synchronous_commit on, as the peers do.
+BENCH_PARTS_SYNCHRONOUS_COMMIT ?= off
+ENQUEUE_SYSTEMS = $(if $(BENCH_BASELINE),pgsql_broker-baseline,),pgqueuer,procrastinate,graphile-worker,pg-boss
+bench-enqueue: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installed
+	$(MAKE) install >/dev/null
+	BENCH_PARTS_SYNCHRONOUS_COMMIT=$(BENCH_PARTS_SYNCHRONOUS_COMMIT) \
+	  .ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --only enqueue,parts --systems $(ENQUEUE_SYSTEMS) --name enqueue $(BENCH_ARGS)
+	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/enqueue.json docs/benchmarks-enqueue.md
+
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-held bench-peers bench-enqueue npm-client
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

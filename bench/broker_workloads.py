@@ -5,7 +5,11 @@ is the job's server-side started_at (set by the claim), same machine clock as t0
 """
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 from psycopg.types.json import Jsonb
 
@@ -15,6 +19,9 @@ from .workloads import PgSystem
 QUEUES = 4  # the runner's default queue_count
 ADD_JOBS = "broker.broker_add_jobs(jsonb, text)"
 MISSING = "n/a (broker_add_jobs missing)"
+ADD_JOBS_ARRAYS = ("broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], "
+                   "interval[], text[], text, text)")
+ARRAYS = "batch 1000: broker_add_jobs_arrays"
 FALLBACK = "batch 1000: SELECT broker_add_job(...) FROM generate_series(1,1000)"
 
 
@@ -42,12 +49,12 @@ class Broker(PgSystem):
         return (await cur.fetchone())[0]
 
     def batch_variants(self) -> list:
-        return [("batch 1000: broker_add_jobs", self.add_jobs if self.has_add_jobs else MISSING),
+        return [("batch 1000: broker_add_jobs", self.add_jobs if self.has(ADD_JOBS) else MISSING),
+                (ARRAYS, self.add_jobs_arrays if self.has(ADD_JOBS_ARRAYS) else "n/a (broker_add_jobs_arrays missing)"),
                 (FALLBACK, self.add_job_series)]
 
-    @property
-    def has_add_jobs(self) -> bool:
-        return common.scalar(self.template, "SELECT to_regprocedure(%s) IS NOT NULL", (ADD_JOBS,))
+    def has(self, signature: str) -> bool:
+        return common.scalar(self.template, "SELECT to_regprocedure(%s) IS NOT NULL", (signature,))
 
     async def add_jobs(self, size: int) -> None:
         jobs = Jsonb([{"job_name": "bulk", "execute_str": "SELECT 1", "job_queue": 1 + i % QUEUES}
@@ -55,6 +62,14 @@ class Broker(PgSystem):
         cur = await self.conn.execute("SELECT count(*) FROM broker.broker_add_jobs(%s)", (jobs,))
         if (await cur.fetchone())[0] != size:
             raise RuntimeError("broker_add_jobs returned a wrong number of rows")
+
+    async def add_jobs_arrays(self, size: int) -> None:
+        cur = await self.conn.execute(
+            # (binary parameters: no array literal is written or parsed as text)
+            "SELECT count(*) FROM broker.broker_add_jobs_arrays(%b::text[], %b::text[], %b::integer[])",
+            (["bulk"] * size, ["SELECT 1"] * size, [1 + i % QUEUES for i in range(size)]))
+        if (await cur.fetchone())[0] != size:
+            raise RuntimeError("broker_add_jobs_arrays returned a wrong number of rows")
 
     async def add_job_series(self, size: int) -> None:
         await self.conn.execute(
@@ -75,3 +90,40 @@ class Broker(PgSystem):
     async def start_times(self, outfile) -> dict:
         cur = await self.conn.execute("SELECT job_id, extract(epoch FROM started_at)::float8 FROM broker.broker_jobs")
         return {job: started for job, started in await cur.fetchall() if started is not None}
+
+
+class BrokerBaseline(Broker):
+    """pgsql_broker from another source tree (BENCH_BASELINE: its root, e.g. `git archive main` unpacked),
+    so that the code before and after a change run side by side in one invocation: that tree's built
+    script extension/pgsql_broker--<version>.sql run as a plain script into schema broker (not
+    CREATE EXTENSION, which the cluster's extension directory holds once), without its pg_dump
+    registrations, which only an extension script may make."""
+
+    name = "pgsql_broker-baseline"
+    template = "bench_tpl_broker_baseline"
+
+    def __init__(self) -> None:
+        self.tree = Path(os.environ["BENCH_BASELINE"]).resolve()
+        self.label = f"pgsql_broker, baseline ({os.environ.get('BENCH_BASELINE_LABEL') or self.tree.name})"
+        self.version = os.environ.get("BENCH_BASELINE_LABEL") or str(self.tree)
+        self.config = "the same client calls, on the baseline tree's SQL (its script run into schema broker)"
+        self.doc = "BENCH_BASELINE"
+
+    def make_template(self) -> None:
+        common.create_db(self.template, None, "CREATE SCHEMA broker")
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.template], input=baseline_script(self.tree),
+                       text=True, check=True, stdout=subprocess.DEVNULL)
+        common.sql(self.template, "SELECT broker.broker_add_job('warm', 'SELECT 1')", "DELETE FROM broker.broker_jobs")
+
+
+def baseline_script(tree: Path, schema: str = "broker") -> str:
+    """The built script of the source tree `tree` (its extension/pgsql_broker--<default_version>.sql) as a
+    plain script: without its pg_dump registrations, and with another schema than broker when asked
+    (every object is named schema-qualified, and the schema by name where a guard looks it up), so that
+    it can sit beside this tree's extension in one database."""
+    version = re.search(r"^default_version\s*=\s*'([^']+)'", (tree / "pgsql_broker.control").read_text(), re.M)[1]
+    text = "\n".join(line for line in (tree / "extension" / f"pgsql_broker--{version}.sql").read_text().splitlines()
+                     if "pg_extension_config_dump" not in line and not line.startswith("\\echo"))
+    if schema != "broker":
+        text = re.sub(r"\bbroker\.", schema + ".", text).replace("'broker'", f"'{schema}'")
+    return text

@@ -16,7 +16,7 @@ from . import broker_deps, ceiling, claim_backlog, common, cron_next, held_snaps
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "held", "deps", "cron", "purge", "stats", "scale")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "held", "deps", "cron", "purge", "stats", "scale", "parts")
 
 
 # every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
@@ -28,6 +28,9 @@ EXTRAS = ("pgqueuer-capped", "procrastinate-c4")
 
 def make_system(name: str):
     """The adapter of a system key (peers imported here: their packages live in bench/.venv-peers)."""
+    if name == "pgsql_broker-baseline":
+        from .broker_workloads import BrokerBaseline
+        return BrokerBaseline()
     if name.startswith("pgqueuer"):
         from .peers.pgqueuer_workloads import PgQueuerSystem
         return PgQueuerSystem({"pgqueuer": "defaults", "pgqueuer-capped": "capped"}[name])
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
     ap.add_argument("--peers", action="store_true", help=f"also run the peers: {', '.join(PEERS)}")
     ap.add_argument("--extras", action="store_true", help=f"also the labelled non-default rows: {', '.join(EXTRAS)}")
-    ap.add_argument("--systems", help=f"comma-separated peers to run instead (of {', '.join(PEERS + EXTRAS)})")
+    ap.add_argument("--systems", help=f"comma-separated peers to run instead (of {', '.join(PEERS + EXTRAS)}; also "
+                                      "pgsql_broker-baseline: the tree BENCH_BASELINE names, see bench/broker_workloads.py)")
     ap.add_argument("--runs", type=int, default=common.env_int("BENCH_RUNS", 3), help="runs per workload (median)")
     ap.add_argument("--name", help="results file name (default: bench, or peers with --peers)")
     args = ap.parse_args(argv)
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = set(only) - set(ALL)
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker",))
+    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker", "pgsql_broker-baseline"))
     if bad:
         ap.error(f"unknown system(s): {', '.join(sorted(bad))}")
     with_peers = args.peers or args.extras or bool(args.systems)
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     for s in chosen:
         s.make_template()
     results: dict = {"machine": facts, "runs": args.runs, "workloads": only,
+                     "invocation": "`python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]) + "`",
                      "sizes": {"drain_jobs": workloads.N_DRAIN, "single_jobs": workloads.N_SINGLE,
                                "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
                                "latency_jobs": workloads.N_LATENCY},
@@ -115,6 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
             broker["stats"] = queue_stats.run(chosen[0].template, args.runs)
         if "scale" in only:
             broker["scale"] = scale.run(chosen[0].template, args.runs)
+        if "parts" in only:  # where one enqueue spends its time (bench/enqueue_parts), after the rest
+            from .enqueue_parts.__main__ import run as enqueue_parts
+            results["enqueue_parts"] = enqueue_parts()
     finally:
         for s in chosen:
             common.drop_db(s.template)

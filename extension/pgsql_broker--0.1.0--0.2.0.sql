@@ -707,21 +707,21 @@ COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
 --   tenants never share a key (unless their names hash alike: strict tenancy
 --   names are the administrator's, see README), a tenant holds at most 2,048
 --   keys, and, within a tenant, group keys sort before job keys.
+--   SQL without SET search_path on purpose: the planner inlines it into the
+--   queries that take the keys (the jobs' INSERT trigger computes one per new
+--   job); every function and operator is schema-qualified.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
 RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-BEGIN
-    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+    SELECT (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
            OPERATOR(pg_catalog.|)
            (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
             CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
-                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
-END;
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint
 $$;
 COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
     'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';
@@ -1030,17 +1030,19 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- (PL/pgSQL keeps the query's plan; a SQL function with SET plans it at every statement)
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
-    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
                            OR t.rolname OPERATOR(pg_catalog.=) p_role
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
+END;
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
@@ -2282,13 +2284,58 @@ COMMENT ON FUNCTION broker._transaction_words() IS
     'Internal: a regular expression matched by every job text that can never run inside a transaction (a quick filter before lexing).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._transaction_keywords()
+--   A regular expression (case-insensitive) for the words that start the
+--   statements _never_in_transaction refuses, each as a whole word: every
+--   text it refuses matches (a refused statement's first token is one of
+--   them, and a token is a whole word), and a text with none of them needs
+--   no further look.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._transaction_keywords()
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE  -- (PL/pgSQL: a SQL function with SET is planned at every call)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN '\m(vacuum|commit|rollback|abort|begin|end|start|savepoint|release|prepare|create|drop|alter|cluster|reindex)\M';
+END;
+$$;
+COMMENT ON FUNCTION broker._transaction_keywords() IS
+    'Internal: a regular expression of the words that start a statement that can never run inside a transaction (the first quick filter).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_not_run_in_transaction(p_sql)
+--   The quick filter before lexing: true for every text
+--   _never_in_transaction refuses (and for some it accepts), false for the
+--   others, which need no lexing: _transaction_keywords, then
+--   _transaction_words. The word test is what most texts stop at, a
+--   fraction of the cost of _transaction_words' expression (its lazy comment
+--   group is slow to match).
+--   SQL without SET search_path on purpose: inlined into the enqueue
+--   functions' queries and expressions; every operator is schema-qualified.
+--   Calls: _transaction_keywords, _transaction_words
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_not_run_in_transaction(p_sql text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_sql OPERATOR(pg_catalog.~*) broker._transaction_keywords()
+           AND p_sql OPERATOR(pg_catalog.~*) broker._transaction_words()
+$$;
+COMMENT ON FUNCTION broker._may_not_run_in_transaction(text) IS
+    'Internal: the quick filter before lexing a job''s text: true for every text that can never run inside a transaction.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._never_in_transaction(p_sql, p_language)
 --   The statement of a job's text that can never run inside a transaction
 --   (and so never inside the job executor), e.g. 'VACUUM' or 'COMMIT', or
 --   NULL. Only what is certain: a statement hidden in EXECUTE or behind a
 --   text this lexer gives up on is left to fail at run time. A quick regular
 --   expression first, so that ordinary jobs pay one match.
---   Calls: _transaction_words, _sql_tokens
+--   Calls: _may_not_run_in_transaction, _sql_tokens
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._never_in_transaction(p_sql text, p_language text)
@@ -2304,7 +2351,7 @@ DECLARE
     prev   text;
     v_plpg boolean := p_language OPERATOR(pg_catalog.=) 'plpgsql';
 BEGIN
-    IF p_sql OPERATOR(pg_catalog.!~*) broker._transaction_words() THEN
+    IF NOT COALESCE(broker._may_not_run_in_transaction(p_sql), false) THEN
         RETURN NULL;
     END IF;
     t := broker._sql_tokens(p_sql);
@@ -2699,7 +2746,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -2764,7 +2811,11 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
-    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
+    -- most calls skip the check's call)
+    IF COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str) THEN
+        PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    END IF;
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s
@@ -2948,7 +2999,7 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _transaction_words, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -2962,7 +3013,6 @@ DECLARE
         'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
         'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
-    c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
@@ -3023,7 +3073,7 @@ BEGIN
            -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
                                                                     'depends_on_job_ids', 'depends_on_groups', 'autonomous']
-                                       OR (e.v OPERATOR(pg_catalog.->>) 'execute_str') OPERATOR(pg_catalog.~*) c_words), false)
+                                       OR broker._may_not_run_in_transaction(e.v OPERATOR(pg_catalog.->>) 'execute_str')), false)
       INTO v_misshapen, v_special
       FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
     IF v_misshapen THEN
@@ -3121,7 +3171,7 @@ BEGIN
                                      pg_catalog.lower(pg_catalog.btrim(u.job_language)), COALESCE(u.run_as::name, CURRENT_USER),
                                      COALESCE(u.autonomous, false))
        FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
-      WHERE u.autonomous OR u.execute_str OPERATOR(pg_catalog.~*) c_words
+      WHERE u.autonomous OR broker._may_not_run_in_transaction(u.execute_str)
       ORDER BY u.ordinality;
 
     SELECT u.ordinality AS o, u.schedule_id AS s INTO v_bad
@@ -3386,6 +3436,184 @@ END;
 $$;
 COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
     'Internal: broker_add_jobs for elements without run_as, schedule, idempotency key or dependencies: one INSERT in element order.';
+-- source: sql/enqueue/add_jobs_arrays.sql
+-- sql/enqueue/add_jobs_arrays.sql: enqueueing many plain jobs from arrays (broker_add_jobs_arrays).
+-- ---------------------------------------------------------------------------
+-- Function: broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues,
+--     p_job_priorities, p_job_groups, p_max_attempts, p_run_afters,
+--     p_timeouts, p_job_languages, p_search_path)
+--   The jobs of broker_add_jobs_arrays' arrays, one row per element of
+--   p_job_names (ord = its position): job, the k-th element of each array
+--   as broker._job_fields, a NULL array taking broker_add_job's default
+--   (a NULL element stays NULL); problem, the first rule of
+--   broker._job_problem it breaks, else NULL.
+--   SQL without SET search_path on purpose: the planner inlines it into the
+--   caller's queries; every function and operator is schema-qualified.
+--   Calls: _job_problem
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_of_arrays(p_job_names text[], p_execute_strs text[], p_job_queues integer[],
+    p_job_priorities integer[], p_job_groups text[], p_max_attempts integer[], p_run_afters timestamptz[],
+    p_timeouts interval[], p_job_languages text[], p_search_path text)
+RETURNS TABLE (ord bigint, job broker._job_fields, problem text[])
+LANGUAGE sql STABLE
+AS $$
+    -- (the row built once per element, below the OFFSET, however many fields the inlined rules read)
+    SELECT s.o, s.r, broker._job_problem(s.r)
+      FROM (SELECT u.o, ROW(u.name, u.sql, CASE WHEN p_job_queues IS NULL THEN 1 ELSE u.queue END,
+                            CASE WHEN p_job_priorities IS NULL THEN 0 ELSE u.priority END,
+                            CASE WHEN p_job_languages IS NULL THEN 'sql' ELSE u.lang END, NULL, NULL, NULL, NULL,
+                            CASE WHEN p_max_attempts IS NULL THEN 1 ELSE u.attempts END, u.grp, NULL, u.run_after, u.timeout,
+                            p_search_path, false)::broker._job_fields AS r
+              FROM ROWS FROM (pg_catalog.unnest(p_job_names), pg_catalog.unnest(p_execute_strs),
+                              pg_catalog.unnest(p_job_queues), pg_catalog.unnest(p_job_priorities),
+                              pg_catalog.unnest(p_job_groups), pg_catalog.unnest(p_max_attempts),
+                              pg_catalog.unnest(p_run_afters), pg_catalog.unnest(p_timeouts),
+                              pg_catalog.unnest(p_job_languages))
+                   WITH ORDINALITY AS u(name, sql, queue, priority, grp, attempts, run_after, timeout, lang, o)
+            OFFSET 0) AS s
+$$;
+COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text) IS
+    'Internal: broker_add_jobs_arrays'' elements as broker._job_fields with broker_add_job''s defaults, and the first rule each breaks.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
+--     p_job_queues, p_job_priorities, p_job_groups, p_max_attempts,
+--     p_run_afters, p_timeouts, p_job_languages, p_search_path, p_tenant_id)
+--   Bulk enqueue of jobs without run_as, schedule, idempotency key,
+--   dependencies or autonomy, one array per field: job k has the k-th
+--   element of each array. An array left NULL gives every job
+--   broker_add_job's default for that field (queue 1, priority 0, group =
+--   name, 1 attempt, now, no timeout, sql); a NULL element is a NULL field
+--   (refused where broker_add_job refuses NULL). p_search_path (one for
+--   every job) defaults to the caller's. Returns one row per job, in array
+--   order: (ord = 1-based position, job_id, is_new = true).
+--   What broker_add_jobs does for such elements, without JSON in between:
+--   the same rules (broker._job_problem, the element named as in
+--   broker_add_jobs: 'broker_add_jobs_arrays: element 3: job_queue ...'),
+--   tenancy and row-level security, the refusal of texts that can never
+--   run in a transaction, one INSERT in array order (its statement trigger
+--   notifies each queue that got a claimable job once), all or nothing.
+--   SECURITY INVOKER like broker_add_jobs.
+-- Errors: as broker_add_jobs; 22004 p_job_names NULL; 22023 an array that
+--   is not flat or not as long as p_job_names.
+-- Example:
+--   SELECT * FROM broker.broker_add_jobs_arrays(ARRAY['a', 'b'], ARRAY['CALL etl.a()', 'CALL etl.b()'],
+--                                               p_job_queues => ARRAY[1, 2]);
+--   Calls: _set_tenant, broker_current_tenant, _transaction_keywords, _may_not_run_in_transaction, _tenant_allowed, _jobs_of_arrays, _job_field_error, _check_autonomous, _executor, broker_create_executor
+--   Tables: reads broker_tenant_roles; writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_jobs_arrays(
+    p_job_names      text[],
+    p_execute_strs   text[],
+    p_job_queues     integer[]     DEFAULT NULL,
+    p_job_priorities integer[]     DEFAULT NULL,
+    p_job_groups     text[]        DEFAULT NULL,
+    p_max_attempts   integer[]     DEFAULT NULL,
+    p_run_afters     timestamptz[] DEFAULT NULL,
+    p_timeouts       interval[]    DEFAULT NULL,
+    p_job_languages  text[]        DEFAULT NULL,
+    p_search_path    text          DEFAULT pg_catalog.current_setting('search_path'),
+    p_tenant_id      text          DEFAULT NULL)
+RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_fn    CONSTANT text := 'broker_add_jobs_arrays';
+    v_n     integer := pg_catalog.cardinality(p_job_names);
+    v_saved text;
+    v_bad   record;
+    v_ids   bigint[];
+BEGIN
+    IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
+        v_saved := pg_catalog.current_setting('broker.tenant_id', true);
+        PERFORM broker._set_tenant(c_fn, p_tenant_id);
+        RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
+            p_job_queues, p_job_priorities, p_job_groups, p_max_attempts, p_run_afters, p_timeouts, p_job_languages,
+            p_search_path) AS a;
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
+        RETURN;
+    END IF;
+    IF p_job_names IS NULL THEN
+        RAISE EXCEPTION '%: p_job_names must not be NULL', c_fn USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT a.name, a.n INTO v_bad
+      FROM (VALUES (1, 'p_job_names', pg_catalog.array_ndims(p_job_names), v_n),
+                   (2, 'p_execute_strs', pg_catalog.array_ndims(p_execute_strs), pg_catalog.cardinality(p_execute_strs)),
+                   (3, 'p_job_queues', pg_catalog.array_ndims(p_job_queues), pg_catalog.cardinality(p_job_queues)),
+                   (4, 'p_job_priorities', pg_catalog.array_ndims(p_job_priorities), pg_catalog.cardinality(p_job_priorities)),
+                   (5, 'p_job_groups', pg_catalog.array_ndims(p_job_groups), pg_catalog.cardinality(p_job_groups)),
+                   (6, 'p_max_attempts', pg_catalog.array_ndims(p_max_attempts), pg_catalog.cardinality(p_max_attempts)),
+                   (7, 'p_run_afters', pg_catalog.array_ndims(p_run_afters), pg_catalog.cardinality(p_run_afters)),
+                   (8, 'p_timeouts', pg_catalog.array_ndims(p_timeouts), pg_catalog.cardinality(p_timeouts)),
+                   (9, 'p_job_languages', pg_catalog.array_ndims(p_job_languages), pg_catalog.cardinality(p_job_languages)))
+           AS a(k, name, dims, n)
+     WHERE a.dims OPERATOR(pg_catalog.>) 1 OR a.n OPERATOR(pg_catalog.<>) v_n
+     ORDER BY a.k LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: % must be a flat array of % elements, one per job name (NULL: the default for every job), got %',
+            c_fn, v_bad.name, v_n, v_bad.n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
+
+    -- A caller not allowed to act for its tenant, or a text that may never run in a transaction: the
+    -- fields' rules first, then these (broker_add_jobs' order); else the INSERT checks the rules as it goes.
+    IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER)
+       -- (the texts joined by spaces match the filter's word test whenever one of them does: one match for the
+       -- batch, then one per text only when it matches)
+       OR (pg_catalog.array_to_string(p_execute_strs, ' ') OPERATOR(pg_catalog.~*) broker._transaction_keywords()
+           AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p_execute_strs) AS s WHERE broker._may_not_run_in_transaction(s))) THEN
+        SELECT x.ord AS o, x.problem INTO v_bad
+          FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
+         WHERE x.problem IS NOT NULL
+         ORDER BY x.ord LIMIT 1;
+        IF FOUND THEN
+            PERFORM broker._job_field_error(pg_catalog.format('%s: element %s', c_fn, v_bad.o), v_bad.problem[2], v_bad.problem);
+        END IF;
+        IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
+            RAISE EXCEPTION '%: role % may not act for tenant %', c_fn, pg_catalog.quote_ident(CURRENT_USER),
+                pg_catalog.quote_literal(broker.broker_current_tenant())
+                USING ERRCODE = 'insufficient_privilege',
+                      HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+        END IF;
+        PERFORM broker._check_autonomous(pg_catalog.format('%s: element %s', c_fn, u.o), u.sql,
+                                         pg_catalog.lower(pg_catalog.btrim(COALESCE(p_job_languages[u.o], 'sql'))), CURRENT_USER, false)
+           FROM pg_catalog.unnest(p_execute_strs) WITH ORDINALITY AS u(sql, o)
+          WHERE broker._may_not_run_in_transaction(u.sql)
+          ORDER BY u.o;
+    END IF;
+
+    -- One INSERT in array order; an element that breaks a rule raises it when the INSERT reaches it.
+    WITH ins AS (
+        INSERT INTO broker.broker_jobs AS j
+               (job_name, job_group, execute_str, job_language, job_queue, job_priority,
+                run_as, max_attempts, run_after, job_timeout, job_search_path)
+        SELECT (x.job).job_name, COALESCE((x.job).job_group, (x.job).job_name), (x.job).execute_str,
+               CASE WHEN x.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((x.job).job_language))
+                    ELSE broker._job_field_error(pg_catalog.format('%s: element %s', c_fn, x.ord), x.problem[2], x.problem) END,
+               (x.job).job_queue, (x.job).job_priority, CURRENT_USER, (x.job).max_attempts,
+               COALESCE((x.job).run_after, pg_catalog.now()), (x.job).timeout, COALESCE(p_search_path, '')
+          FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
+         ORDER BY x.ord
+        RETURNING j.job_id
+    )
+    SELECT pg_catalog.array_agg(i.job_id ORDER BY i.job_id) INTO v_ids FROM ins AS i;
+    -- the jobs run inside the caller's executor: make sure it exists
+    IF broker._executor(CURRENT_USER) IS NULL THEN
+        PERFORM broker.broker_create_executor(CURRENT_USER);
+    END IF;
+    -- identity ids increase in the order the INSERT took the rows: array order
+    RETURN QUERY SELECT u.o::integer, u.id, true FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, o);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text) IS
+    'Enqueues many plain jobs (no run_as, schedule, key, dependencies) from one array per field, as broker_add_jobs would; returns (ord, job_id, is_new) in array order.';
 -- source: sql/run/executors.sql
 -- sql/run/executors.sql: job executors: the per-role functions a job's SQL runs in, and calling them.
 -- ---------------------------------------------------------------------------

@@ -52,6 +52,7 @@
 \i sql/enqueue/parse_jobs.sql
 \i sql/enqueue/add_jobs.sql
 \i sql/enqueue/add_plain_jobs.sql
+\i sql/enqueue/add_jobs_arrays.sql
 
 -- Group: run: executors, the run guard, attempts, claim (and paused queues), run, finish/fail and retries,
 -- release/interrupt, autonomous jobs, cancel, operator retries, recovery

@@ -9,21 +9,21 @@
 --   tenants never share a key (unless their names hash alike: strict tenancy
 --   names are the administrator's, see README), a tenant holds at most 2,048
 --   keys, and, within a tenant, group keys sort before job keys.
+--   SQL without SET search_path on purpose: the planner inlines it into the
+--   queries that take the keys (the jobs' INSERT trigger computes one per new
+--   job); every function and operator is schema-qualified.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._dependency_lock_key(p_tenant_id text, p_group text, p_job_id bigint)
 RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-BEGIN
-    RETURN (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
+    SELECT (pg_catalog.hashtext(p_tenant_id)::bigint OPERATOR(pg_catalog.<<) 32)
            OPERATOR(pg_catalog.|)
            (1651638272 OPERATOR(pg_catalog.+)  -- 0x62720000
             CASE WHEN p_group IS NOT NULL THEN pg_catalog.hashtext(p_group) OPERATOR(pg_catalog.&) 1023
-                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint;
-END;
+                 ELSE 1024 OPERATOR(pg_catalog.+) (pg_catalog.hashint8(p_job_id) OPERATOR(pg_catalog.&) 1023) END)::bigint
 $$;
 COMMENT ON FUNCTION broker._dependency_lock_key(text, text, bigint) IS
     'Internal: the advisory key (bigint, tenant in the high half) of a group, or of a job id, of a tenant; no two tenants share one.';

@@ -46,7 +46,7 @@
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -111,7 +111,11 @@ BEGIN
     ---- run_as: the enqueuer, or a role it is a member of ---------------------
     v_run_as := CASE WHEN p_run_as IS NULL THEN CURRENT_USER
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
-    PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
+    -- most calls skip the check's call)
+    IF COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str) THEN
+        PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
+    END IF;
 
     IF p_schedule_id IS NOT NULL THEN  -- (nested: the query runs only when there is an id)
         IF NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS s

@@ -12,7 +12,7 @@
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _transaction_words, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -26,7 +26,6 @@ DECLARE
         'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
         'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
-    c_words CONSTANT text := broker._transaction_words();
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
@@ -87,7 +86,7 @@ BEGIN
            -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
                                                                     'depends_on_job_ids', 'depends_on_groups', 'autonomous']
-                                       OR (e.v OPERATOR(pg_catalog.->>) 'execute_str') OPERATOR(pg_catalog.~*) c_words), false)
+                                       OR broker._may_not_run_in_transaction(e.v OPERATOR(pg_catalog.->>) 'execute_str')), false)
       INTO v_misshapen, v_special
       FROM pg_catalog.jsonb_array_elements(p_jobs) AS e(v);
     IF v_misshapen THEN
@@ -185,7 +184,7 @@ BEGIN
                                      pg_catalog.lower(pg_catalog.btrim(u.job_language)), COALESCE(u.run_as::name, CURRENT_USER),
                                      COALESCE(u.autonomous, false))
        FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
-      WHERE u.autonomous OR u.execute_str OPERATOR(pg_catalog.~*) c_words
+      WHERE u.autonomous OR broker._may_not_run_in_transaction(u.execute_str)
       ORDER BY u.ordinality;
 
     SELECT u.ordinality AS o, u.schedule_id AS s INTO v_bad

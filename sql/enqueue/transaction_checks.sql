@@ -182,13 +182,58 @@ COMMENT ON FUNCTION broker._transaction_words() IS
     'Internal: a regular expression matched by every job text that can never run inside a transaction (a quick filter before lexing).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._transaction_keywords()
+--   A regular expression (case-insensitive) for the words that start the
+--   statements _never_in_transaction refuses, each as a whole word: every
+--   text it refuses matches (a refused statement's first token is one of
+--   them, and a token is a whole word), and a text with none of them needs
+--   no further look.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._transaction_keywords()
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE  -- (PL/pgSQL: a SQL function with SET is planned at every call)
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN '\m(vacuum|commit|rollback|abort|begin|end|start|savepoint|release|prepare|create|drop|alter|cluster|reindex)\M';
+END;
+$$;
+COMMENT ON FUNCTION broker._transaction_keywords() IS
+    'Internal: a regular expression of the words that start a statement that can never run inside a transaction (the first quick filter).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._may_not_run_in_transaction(p_sql)
+--   The quick filter before lexing: true for every text
+--   _never_in_transaction refuses (and for some it accepts), false for the
+--   others, which need no lexing: _transaction_keywords, then
+--   _transaction_words. The word test is what most texts stop at, a
+--   fraction of the cost of _transaction_words' expression (its lazy comment
+--   group is slow to match).
+--   SQL without SET search_path on purpose: inlined into the enqueue
+--   functions' queries and expressions; every operator is schema-qualified.
+--   Calls: _transaction_keywords, _transaction_words
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._may_not_run_in_transaction(p_sql text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_sql OPERATOR(pg_catalog.~*) broker._transaction_keywords()
+           AND p_sql OPERATOR(pg_catalog.~*) broker._transaction_words()
+$$;
+COMMENT ON FUNCTION broker._may_not_run_in_transaction(text) IS
+    'Internal: the quick filter before lexing a job''s text: true for every text that can never run inside a transaction.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._never_in_transaction(p_sql, p_language)
 --   The statement of a job's text that can never run inside a transaction
 --   (and so never inside the job executor), e.g. 'VACUUM' or 'COMMIT', or
 --   NULL. Only what is certain: a statement hidden in EXECUTE or behind a
 --   text this lexer gives up on is left to fail at run time. A quick regular
 --   expression first, so that ordinary jobs pay one match.
---   Calls: _transaction_words, _sql_tokens
+--   Calls: _may_not_run_in_transaction, _sql_tokens
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._never_in_transaction(p_sql text, p_language text)
@@ -204,7 +249,7 @@ DECLARE
     prev   text;
     v_plpg boolean := p_language OPERATOR(pg_catalog.=) 'plpgsql';
 BEGIN
-    IF p_sql OPERATOR(pg_catalog.!~*) broker._transaction_words() THEN
+    IF NOT COALESCE(broker._may_not_run_in_transaction(p_sql), false) THEN
         RETURN NULL;
     END IF;
     t := broker._sql_tokens(p_sql);

@@ -9,17 +9,19 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._may_run_as(p_run_as name, p_role name)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER  -- (PL/pgSQL keeps the query's plan; a SQL function with SET plans it at every statement)
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     -- (p_role by oid, to_regrole: a p_role that no longer exists answers false, not an error)
-    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
+    RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
                       AND (NOT (t.rolsuper OR t.rolbypassrls)
                            OR t.rolname OPERATOR(pg_catalog.=) p_role
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
-                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)))
+                                       WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
+END;
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
     'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';

@@ -142,3 +142,13 @@ def test_peers_are_pinned_and_installed_into_bench_only():
     assert {"bench/.venv-peers/", "bench/.node/", "bench/js/node_modules/"} <= set(ignored)
     pyproject = (ROOT / "pyproject.toml").read_text().lower()
     assert not any(p in pyproject for p in ("pgqueuer", "procrastinate", "graphile", "pg-boss"))
+
+
+def test_committed_enqueue_page_is_generated_from_its_json():
+    from bench import report
+    page, src = ROOT / "docs" / "benchmarks-enqueue.md", ROOT / "docs" / "benchmarks-enqueue.json"
+    results = json.loads(src.read_text())
+    assert page.read_text() == report.markdown(results, "docs/benchmarks-enqueue.json", "docs/benchmarks-enqueue.md")
+    # this tree and its baseline are never the "best peer" a ratio is taken against
+    assert {"pgsql_broker", "pgsql_broker-baseline"} <= set(results["systems"])
+    assert all(row[-2] not in ("pgsql_broker", "pgsql_broker-baseline") for row in report.comparison(results))

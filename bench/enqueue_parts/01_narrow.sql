@@ -1,0 +1,1 @@
+INSERT INTO parts.narrow (entrypoint) VALUES ('noop') RETURNING id;

@@ -1,0 +1,1 @@
+INSERT INTO parts.narrow_trg (entrypoint) VALUES ('noop') RETURNING id;

@@ -1,0 +1,1 @@
+SELECT job_id FROM broker.broker_add_job('single', 'SELECT 1');
