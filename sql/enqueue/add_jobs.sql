@@ -31,13 +31,13 @@ DECLARE
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
     a_todo   boolean[];             -- still to insert (index = ord)
     a_key    text[];                -- a_jobs' idempotency keys (index = ord), read often below
-    -- one element per dependency: the job's ord and the job id / group it waits on
-    i_ord integer[]; i_id bigint[]; g_ord integer[]; g_name text[];
+    a_edges  broker._job_edge[];    -- one per dependency, by ord
     v_err_ord integer; v_err text[];  -- the first element that breaks a field rule, and that rule
-    -- resolved elements: ord, job id, is_new
-    r_ord integer[]; r_id bigint[]; r_new boolean[];
-    t_ord integer[]; t_id bigint[]; t_new boolean[];
-    v_new bigint[]; v_new_key text[]; v_new_key_id bigint[];
+    a_done   broker._added_job[];   -- the elements resolved so far
+    v_round  broker._added_job[];   -- resolved by this round of the insert
+    v_ords   integer[];             -- the elements without a key this round inserts, in order
+    v_new    bigint[];              -- the ids it made for them, in order
+    v_keyed  broker._added_job[];   -- the jobs it made with a key (ord not known yet)
     v_deps   boolean;
     v_misshapen boolean;
     v_special   boolean;  -- an element uses a key the plain path does not take
@@ -140,11 +140,13 @@ BEGIN
         WITH p AS MATERIALIZED (SELECT * FROM broker._parse_jobs(p_jobs, p_search_path) AS x ORDER BY x.ord)
         SELECT pg_catalog.array_agg(p.job), pg_catalog.array_agg((p.job).idempotency_key),
                pg_catalog.min(p.ord) FILTER (WHERE p.problem IS NOT NULL),
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x),
-               (SELECT pg_catalog.array_agg(q.ord ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x),
-               (SELECT pg_catalog.array_agg(x ORDER BY q.ord, x) FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x)
-          INTO a_jobs, a_key, v_err_ord, i_ord, i_id, g_ord, g_name
+               (SELECT pg_catalog.array_agg(e.edge ORDER BY (e.edge).ord, (e.edge).job_id, (e.edge).job_group)
+                  FROM (SELECT ROW(q.ord, x, NULL)::broker._job_edge AS edge
+                          FROM p AS q, pg_catalog.unnest((q.job).depends_on_job_ids) AS x
+                        UNION ALL
+                        SELECT ROW(q.ord, NULL, x)::broker._job_edge
+                          FROM p AS q, pg_catalog.unnest((q.job).depends_on_groups) AS x) AS e)
+          INTO a_jobs, a_key, v_err_ord, a_edges
           FROM p;
     EXCEPTION WHEN data_exception THEN
         -- a value that does not convert: find its element
@@ -200,40 +202,40 @@ BEGIN
 
     ---- idempotency: keys with an unfinished job return it; a key repeated in
     ---- the array makes one job (its first element), the others return it ----
-    SELECT COALESCE(pg_catalog.array_agg(u.o), '{}'), COALESCE(pg_catalog.array_agg(j.job_id), '{}'),
-           COALESCE(pg_catalog.array_agg(false), '{}')
-      INTO r_ord, r_id, r_new
+    SELECT COALESCE(pg_catalog.array_agg(ROW(u.o, j.job_id, false, u.k)::broker._added_job), '{}')
+      INTO a_done
       FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
       JOIN broker.broker_jobs AS j
         ON j.tenant_id OPERATOR(pg_catalog.=) v_tenant
        AND j.idempotency_key OPERATOR(pg_catalog.=) u.k
        AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
     a_todo := ARRAY(
-        SELECT u.k IS NULL OR (u.first AND r.o IS NULL)
+        SELECT u.k IS NULL OR (u.first AND r.ord IS NULL)
           FROM (SELECT v.k, v.o, pg_catalog.row_number() OVER (PARTITION BY v.k ORDER BY v.o) OPERATOR(pg_catalog.=) 1 AS first
                   FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS v(k, o)) AS u
-          LEFT JOIN pg_catalog.unnest(r_ord) AS r(o) ON r.o OPERATOR(pg_catalog.=) u.o
+          LEFT JOIN pg_catalog.unnest(a_done) AS r ON r.ord OPERATOR(pg_catalog.=) u.o
          ORDER BY u.o);
 
     ---- dependencies of the jobs to insert ------------------------------------
-    SELECT g.o, u.name, g.name AS grp INTO v_bad
-      FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)
+    SELECT g.ord AS o, u.name, g.job_group AS grp INTO v_bad
+      FROM pg_catalog.unnest(a_edges) AS g
       JOIN (SELECT x.job_name AS name, x.job_group AS grp, x.ordinality AS o
-              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS x) AS u ON u.o OPERATOR(pg_catalog.=) g.o
-     WHERE a_todo[g.o] AND g.name OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
-     ORDER BY g.o LIMIT 1;
+              FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS x) AS u ON u.o OPERATOR(pg_catalog.=) g.ord
+     WHERE a_todo[g.ord] AND g.job_group OPERATOR(pg_catalog.=) COALESCE(u.grp, u.name)
+     ORDER BY g.ord LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'broker_add_jobs: element %: job % cannot depend on its own group %', v_bad.o,
             pg_catalog.quote_literal(v_bad.name), pg_catalog.quote_literal(v_bad.grp)
             USING ERRCODE = 'check_violation';
     END IF;
     -- as the caller sees them (row-level security applies), like the edge trigger
-    SELECT d.o, d.id, t.complete_status INTO v_bad
-      FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id)
+    SELECT d.ord AS o, d.job_id AS id, t.complete_status INTO v_bad
+      FROM pg_catalog.unnest(a_edges) AS d
       LEFT JOIN broker.broker_jobs AS t
-        ON t.job_id OPERATOR(pg_catalog.=) d.id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
-     WHERE a_todo[d.o] AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
-     ORDER BY d.o LIMIT 1;
+        ON t.job_id OPERATOR(pg_catalog.=) d.job_id AND t.tenant_id OPERATOR(pg_catalog.=) v_tenant
+     WHERE d.job_id IS NOT NULL AND a_todo[d.ord]
+       AND (t.job_id IS NULL OR t.complete_status OPERATOR(pg_catalog.>=) broker._state('failed'))
+     ORDER BY d.ord, d.job_id LIMIT 1;
     IF FOUND THEN
         IF v_bad.complete_status IS NULL THEN
             RAISE EXCEPTION 'broker_add_jobs: element %: dependency job % does not exist', v_bad.o, v_bad.id
@@ -244,16 +246,15 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Enqueue the dependency again and depend on the new job id.';
     END IF;
-    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(i_ord) AS d(o) WHERE a_todo[d.o])
-           OR EXISTS (SELECT 1 FROM pg_catalog.unnest(g_ord) AS d(o) WHERE a_todo[d.o]);
+    v_deps := EXISTS (SELECT 1 FROM pg_catalog.unnest(a_edges) AS d WHERE a_todo[d.ord]);
 
     -- every dependency lock of the batch in one ordered call (the triggers take them again for free)
     PERFORM broker._lock_dependency_keys(v_tenant,
         ARRAY(SELECT DISTINCT COALESCE(u.job_group, u.job_name) FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
                WHERE a_todo[u.ordinality]),
-        ARRAY(SELECT DISTINCT g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name) WHERE a_todo[g.o]),
+        ARRAY(SELECT DISTINCT g.job_group FROM pg_catalog.unnest(a_edges) AS g WHERE g.job_group IS NOT NULL AND a_todo[g.ord]),
         NULL,
-        ARRAY(SELECT DISTINCT d.id FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS d(o, id) WHERE a_todo[d.o]));
+        ARRAY(SELECT DISTINCT d.job_id FROM pg_catalog.unnest(a_edges) AS d WHERE d.job_id IS NOT NULL AND a_todo[d.ord]));
 
     -- the jobs run inside their run_as roles' executors: make sure they exist
     FOR v_bad IN
@@ -287,36 +288,34 @@ BEGIN
             RETURNING j.job_id, j.idempotency_key
         )
         SELECT COALESCE(pg_catalog.array_agg(i.job_id ORDER BY i.job_id) FILTER (WHERE i.idempotency_key IS NULL), '{}'),
-               pg_catalog.array_agg(i.idempotency_key) FILTER (WHERE i.idempotency_key IS NOT NULL),
-               pg_catalog.array_agg(i.job_id) FILTER (WHERE i.idempotency_key IS NOT NULL)
-          INTO v_new, v_new_key, v_new_key_id
+               pg_catalog.array_agg(ROW(NULL, i.job_id, true, i.idempotency_key)::broker._added_job)
+                   FILTER (WHERE i.idempotency_key IS NOT NULL)
+          INTO v_new, v_keyed
           FROM ins AS i;
         -- without a key: the k-th new id is the k-th such element
-        t_ord := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-                        WHERE u.todo AND u.k IS NULL ORDER BY u.o);
-        IF pg_catalog.cardinality(t_ord) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
+        v_ords := ARRAY(SELECT u.o FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+                         WHERE u.todo AND u.k IS NULL ORDER BY u.o);
+        IF pg_catalog.cardinality(v_ords) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(v_new) THEN
             RAISE EXCEPTION 'broker_add_jobs: inserted % jobs without a key for % elements', pg_catalog.cardinality(v_new),
-                pg_catalog.cardinality(t_ord) USING ERRCODE = 'internal_error';
+                pg_catalog.cardinality(v_ords) USING ERRCODE = 'internal_error';
         END IF;
-        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
-        r_id := r_id OPERATOR(pg_catalog.||) v_new;
-        r_new := r_new OPERATOR(pg_catalog.||) pg_catalog.array_fill(true, ARRAY[pg_catalog.cardinality(v_new)]);
+        a_done := a_done OPERATOR(pg_catalog.||) ARRAY(
+            SELECT ROW(n.o, n.id, true, NULL)::broker._added_job
+              FROM ROWS FROM (pg_catalog.unnest(v_ords), pg_catalog.unnest(v_new)) AS n(o, id) ORDER BY n.o);
         -- with a key: inserted, or held by a concurrent transaction (return its job); a key whose
         -- job finished in between is tried again
-        SELECT pg_catalog.array_agg(u.o), pg_catalog.array_agg(COALESCE(n.id, x.job_id)), pg_catalog.array_agg(n.id IS NOT NULL)
-          INTO t_ord, t_id, t_new
-          FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-          LEFT JOIN ROWS FROM (pg_catalog.unnest(v_new_key), pg_catalog.unnest(v_new_key_id)) AS n(k, id) ON n.k OPERATOR(pg_catalog.=) u.k
-          LEFT JOIN broker.broker_jobs AS x
-            ON n.id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
-           AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
-         WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.id, x.job_id) IS NOT NULL;
-        r_ord := r_ord OPERATOR(pg_catalog.||) t_ord;
-        r_id := r_id OPERATOR(pg_catalog.||) t_id;
-        r_new := r_new OPERATOR(pg_catalog.||) t_new;
-        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.o IS NULL
+        v_round := ARRAY(
+            SELECT ROW(u.o, COALESCE(n.job_id, x.job_id), n.job_id IS NOT NULL, u.k)::broker._added_job
+              FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
+              LEFT JOIN pg_catalog.unnest(v_keyed) AS n ON n.idempotency_key OPERATOR(pg_catalog.=) u.k
+              LEFT JOIN broker.broker_jobs AS x
+                ON n.job_id IS NULL AND x.tenant_id OPERATOR(pg_catalog.=) v_tenant AND x.idempotency_key OPERATOR(pg_catalog.=) u.k
+               AND x.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+             WHERE u.todo AND u.k IS NOT NULL AND COALESCE(n.job_id, x.job_id) IS NOT NULL);
+        a_done := a_done OPERATOR(pg_catalog.||) v_round;
+        a_todo := ARRAY(SELECT u.todo AND u.k IS NOT NULL AND t.ord IS NULL
                           FROM ROWS FROM (pg_catalog.unnest(a_key), pg_catalog.unnest(a_todo)) WITH ORDINALITY AS u(k, todo, o)
-                          LEFT JOIN pg_catalog.unnest(t_ord) AS t(o) ON t.o OPERATOR(pg_catalog.=) u.o
+                          LEFT JOIN pg_catalog.unnest(v_round) AS t ON t.ord OPERATOR(pg_catalog.=) u.o
                          ORDER BY u.o);
     END LOOP;
 
@@ -324,30 +323,27 @@ BEGIN
         PERFORM pg_catalog.set_config('broker.defer_notify', '', true);
         -- one statement: validated per edge, then locked, cycle-checked and counted by the triggers
         INSERT INTO broker.broker_job_dependency (job_id, depends_on_job_id, depends_on_group)
-        SELECT DISTINCT m.id, d.id, d.grp
-          FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new)
-          JOIN (SELECT i.o, i.id, NULL::text AS grp FROM ROWS FROM (pg_catalog.unnest(i_ord), pg_catalog.unnest(i_id)) AS i(o, id)
-                UNION ALL
-                SELECT g.o, NULL::bigint, g.name FROM ROWS FROM (pg_catalog.unnest(g_ord), pg_catalog.unnest(g_name)) AS g(o, name)) AS d
-            ON d.o OPERATOR(pg_catalog.=) m.o
-         WHERE m.new;
+        SELECT DISTINCT m.job_id, d.job_id, d.job_group
+          FROM pg_catalog.unnest(a_done) AS m
+          JOIN pg_catalog.unnest(a_edges) AS d ON d.ord OPERATOR(pg_catalog.=) m.ord
+         WHERE m.is_new;
         -- wake runners for the new jobs that wait on nothing unfinished
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (r_id)
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
                AND broker._claimable(j.complete_status, j.pending_deps)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
     RETURN QUERY
-    SELECT u.o::integer, COALESCE(m.id, k.id), COALESCE(m.new, false)
+    SELECT u.o::integer, COALESCE(m.job_id, k.job_id), COALESCE(m.is_new, false)
       FROM pg_catalog.unnest(a_key) WITH ORDINALITY AS u(k, o)
-      LEFT JOIN ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id), pg_catalog.unnest(r_new)) AS m(o, id, new) ON m.o OPERATOR(pg_catalog.=) u.o
-      LEFT JOIN (SELECT DISTINCT a.k, rm.id
-                   FROM ROWS FROM (pg_catalog.unnest(r_ord), pg_catalog.unnest(r_id)) AS rm(o, id)
-                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.o
+      LEFT JOIN pg_catalog.unnest(a_done) AS m ON m.ord OPERATOR(pg_catalog.=) u.o
+      LEFT JOIN (SELECT DISTINCT a.k, rm.job_id
+                   FROM pg_catalog.unnest(a_done) AS rm
+                   JOIN pg_catalog.unnest(a_key) WITH ORDINALITY AS a(k, o) ON a.o OPERATOR(pg_catalog.=) rm.ord
                   WHERE a.k IS NOT NULL) AS k
-        ON m.o IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
+        ON m.ord IS NULL AND k.k OPERATOR(pg_catalog.=) u.k
      ORDER BY u.o;
 END;
 $$;

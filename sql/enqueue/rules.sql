@@ -29,6 +29,31 @@ COMMENT ON TYPE broker._job_fields IS
     'Internal: a job''s fields as the enqueue functions take them (broker_add_job''s parameters without p_, broker_add_jobs'' keys).';
 
 -- ---------------------------------------------------------------------------
+-- Type: broker._job_edge
+--   One dependency of an element of broker_add_jobs: the element (ord) and
+--   the job id or the group it waits on (one of the two).
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._job_edge AS (
+    ord       integer,
+    job_id    bigint,
+    job_group text);
+COMMENT ON TYPE broker._job_edge IS
+    'Internal: a dependency of an element of broker_add_jobs (its ord, and the job id or group it waits on).';
+
+-- ---------------------------------------------------------------------------
+-- Type: broker._added_job
+--   What an element of broker_add_jobs resolved to: its job (is_new: made by
+--   this call, else an unfinished job of its idempotency key), and the key.
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._added_job AS (
+    ord             integer,
+    job_id          bigint,
+    is_new          boolean,
+    idempotency_key text);
+COMMENT ON TYPE broker._added_job IS
+    'Internal: the job an element of broker_add_jobs resolved to (made now, or the unfinished job of its key).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._blank_in(p_names)
 --   Does p_names hold a NULL or a blank name? (A query, kept out of
 --   _job_problem so that the planner can still inline that one.)
