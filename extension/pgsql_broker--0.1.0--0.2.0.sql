@@ -4763,13 +4763,16 @@ COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_ready_xid()
---   BEFORE UPDATE on broker_jobs of a row version that is pending and
+--   BEFORE UPDATE on broker_jobs of a row version that becomes pending and
 --   unblocked (a retry, a hand-back, an interrupted run, a recovered lease,
---   an operator retry, a job whose last dependency finished): it records
---   the transaction that made it so (ready_xid), so that a claim that
---   starts at its queue's hint (broker_claim_hint) finds it. Every such
---   write goes through here, whatever wrote it; an INSERT gets it from the
---   column's default.
+--   an operator retry, a job whose last dependency finished) or moves in
+--   claim order while it is: it records the transaction that made it so
+--   (ready_xid), so that a claim that starts at its queue's hint
+--   (broker_claim_hint) finds it. A write that leaves a ready job where it
+--   was keeps its ready_xid: the hint's position covers it as before. And
+--   BEFORE INSERT of a row that names another ready_xid than the column's
+--   default (a data-only restore, COPY, archived rows inserted again): an
+--   old one would hide the job from every claim that starts at a hint.
 --   Calls: none
 --   Tables: none (sets NEW.ready_xid of broker_jobs)
 -- ---------------------------------------------------------------------------
@@ -4789,10 +4792,21 @@ COMMENT ON FUNCTION broker._jobs_ready_xid() IS
 CREATE TRIGGER broker_jobs_ready_xid_trg
     BEFORE UPDATE ON broker.broker_jobs
     FOR EACH ROW
-    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps))
+    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps)
+          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps)
+               OR NEW.job_queue OPERATOR(pg_catalog.<>) OLD.job_queue OR NEW.job_priority OPERATOR(pg_catalog.<>) OLD.job_priority
+               OR NEW.run_after OPERATOR(pg_catalog.<>) OLD.run_after))
     EXECUTE FUNCTION broker._jobs_ready_xid();
 COMMENT ON TRIGGER broker_jobs_ready_xid_trg ON broker.broker_jobs IS
-    'Pending, unblocked row versions record the transaction that wrote them (ready_xid), for claims that start at a hint.';
+    'Row versions that become pending and unblocked, or move in claim order while they are, record the transaction that wrote them (ready_xid), for claims that start at a hint.';
+
+CREATE TRIGGER broker_jobs_ready_xid_insert_trg
+    BEFORE INSERT ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (NEW.ready_xid OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id())
+    EXECUTE FUNCTION broker._jobs_ready_xid();
+COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
+    'A row inserted with a ready_xid of its own (a restore, COPY) records the inserting transaction instead, as the column''s default does.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_priority,

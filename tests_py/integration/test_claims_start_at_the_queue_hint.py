@@ -123,3 +123,30 @@ def test_a_paused_tenants_jobs_before_the_hint_are_claimed_in_order_once_resumed
         assert hint(conn) == (0, first)
         conn.execute("DELETE FROM broker.broker_queue_pause")
         assert claim(conn, 5) == ["acme-1", "acme-2", "d-3"]
+
+
+def test_a_row_written_with_an_old_ready_xid_is_still_claimed(db):
+    """A row written straight into broker_jobs with its own ready_xid (a data-only restore, COPY, an INSERT ...
+    SELECT of archived rows) records the writing transaction all the same: a claim at the hint finds it."""
+    with connect(db) as conn:
+        for n in ("a", "b", "c", "d", "e"):
+            add_job(conn, n, "SELECT 1")
+        assert claim(new_hint(conn)) == ["a"]
+        assert hint(conn) is not None
+        conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, run_after, ready_xid, "
+                     "enqueued_by, tenant_id) VALUES ('restored', 'restored', 'SELECT 1', now() - interval '1 day', "
+                     "'5', current_user, 'default')")
+        assert conn.execute("SELECT ready_xid <> '5' FROM broker.broker_jobs WHERE job_name = 'restored'").fetchone() == (True,)
+        assert claim(conn, 2) == ["restored", "b"]
+
+
+def test_a_write_that_leaves_a_ready_job_in_place_keeps_its_ready_xid(db):
+    """An enqueuer's no-op UPDATE of its own pending jobs (cancel_reason = NULL cancels nothing) does not re-stamp
+    them: it would make every later claim treat them as new (and turn a HOT update into one of every index)."""
+    with connect(db) as conn:
+        job = add_job(conn, "a", "SELECT 1")
+        before = conn.execute("SELECT ready_xid FROM broker.broker_jobs WHERE job_id = %s", (job,)).fetchone()[0]
+        conn.execute("UPDATE broker.broker_jobs SET cancel_reason = NULL WHERE job_id = %s", (job,))
+        assert conn.execute("SELECT ready_xid FROM broker.broker_jobs WHERE job_id = %s", (job,)).fetchone()[0] == before
+        conn.execute("UPDATE broker.broker_jobs SET job_priority = 5 WHERE job_id = %s", (job,))  # it moves: re-stamped
+        assert conn.execute("SELECT ready_xid FROM broker.broker_jobs WHERE job_id = %s", (job,)).fetchone()[0] != before
