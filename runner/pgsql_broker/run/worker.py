@@ -1,5 +1,5 @@
 """The workers of a database: several per queue, each borrowing a connection from the database's pool while
-it has work (conns.py), none holding one at idle.
+it has work (run/pool.py), none holding one at idle.
 
 A worker claims up to fetch_query_que_size jobs and runs them as broker_claim_batches groups them (batch_no:
 the jobs that may share a transaction, under the batch budget, broker_run_batch p_budget, with
