@@ -92,10 +92,11 @@ async def _wait(tasks, timeout: float, hurry: asyncio.Event | None) -> set:
     return pending
 
 
-async def _hand_back(runner, control: _Control) -> None:
-    """Release what every worker holds claimed and has not started (its buffer is taken: it runs none of it)."""
+async def _hand_back(runner, control: _Control, interrupted: frozenset[int] = frozenset()) -> None:
+    """Release what every worker holds claimed and has not started (its buffer is taken: it runs none of it);
+    `interrupted`: jobs already back to pending (a worker may have put them back in its buffer meanwhile)."""
     for (queue, _), buffer in runner._buffers.items():
-        rows = buffer[:]
+        rows = [row for row in buffer if row.job_id not in interrupted]
         buffer.clear()
         if not rows:
             continue
@@ -110,8 +111,9 @@ async def _hand_back(runner, control: _Control) -> None:
 
 
 async def _interrupt(runner, control: _Control, executing: dict[tuple[int, int], tuple[int, list[Claimed]]],
-                     why: str) -> None:
-    """End the sessions executing jobs, then record their jobs as interrupted (pending, attempt not counted)."""
+                     why: str) -> frozenset[int]:
+    """End the sessions executing jobs, then record their jobs as interrupted (pending, attempt not counted);
+    returns the jobs interrupted."""
     rows = [row for _, batch in executing.values() for row in batch]
     try:
         conn = await control.get()
@@ -127,7 +129,7 @@ async def _interrupt(runner, control: _Control, executing: dict[tuple[int, int],
                     "(the attempt counts)", len(rows), extra={
                         "database": runner.db.name, "job_ids": [r.job_id for r in rows],
                         "error": cap_text(str(exc).strip().splitlines()[0] if str(exc) else "")})
-        return
+        return frozenset()
     for (queue, _), (_, batch) in executing.items():
         for row in batch:
             fields = {"database": runner.db.name, "queue": queue, "job_id": row.job_id, "job_name": row.job_name}
@@ -137,6 +139,7 @@ async def _interrupt(runner, control: _Control, executing: dict[tuple[int, int],
                             extra=fields)
             else:
                 log.info("job finished before it could be interrupted: its outcome stands", extra=fields)
+    return frozenset(interrupted)
 
 
 async def drain(runner, conn: psycopg.AsyncConnection | None, tasks: list[asyncio.Task]) -> None:
@@ -150,15 +153,15 @@ async def drain(runner, conn: psycopg.AsyncConnection | None, tasks: list[asynci
         await _hand_back(runner, control)
         pending = await _wait(tasks, runner.settings.shutdown_timeout_sec, runner.hurry)
         if pending:
-            executing = dict(runner._executing)
+            executing, interrupted = dict(runner._executing), frozenset()
             if executing:
                 why = "second signal" if runner.hurry.is_set() else "shutdown deadline passed"
                 runner._interrupting.update(executing)
-                await _interrupt(runner, control, executing, why)
+                interrupted = await _interrupt(runner, control, executing, why)
             pending = await _wait(pending, EXIT_GRACE_SEC, None)
             for task in pending:
                 task.cancel()
-            await _hand_back(runner, control)  # what the workers interrupted had claimed besides
+            await _hand_back(runner, control, interrupted)  # what the workers interrupted had claimed besides
     finally:
         await asyncio.gather(*tasks, return_exceptions=True)
         await control.close()
