@@ -114,7 +114,8 @@ def test_maintenance_and_a_committing_procedure_complete_each_as_its_role(db, tm
 
 
 def test_a_runner_killed_in_the_middle_of_the_procedure_leaves_a_job_that_is_retried_and_completes(db, tmp_path, start):
-    with autonomous_roles(db, tmp_path) as a:
+    # a lease short enough that the next runner's recovery comes soon, renewed every 5/3 s while the first runs
+    with autonomous_roles(db, tmp_path, lease_seconds=5) as a:
         procedure_objects(a)
         with a.as_role(a.etl) as conn:
             job = add_job(conn, "call", "CALL process_items(1000, 0.05)", max_attempts=3)

@@ -55,9 +55,7 @@ def nothing_ran_as_the_login(db: str, a) -> None:
 
 
 def test_texts_that_would_leave_the_role_are_refused_before_they_run(db, tmp_path, start):
-    # (a lease long enough that a slow machine's first claims never expire before their refusal is recorded:
-    # nothing here tests recovery)
-    with autonomous_roles(db, tmp_path, lease_seconds=30) as a, connect(db) as su:
+    with autonomous_roles(db, tmp_path) as a, connect(db) as su:
         leak_table(su)
         with a.as_role(a.maint) as conn:
             conn.execute("CREATE TABLE orders (id integer PRIMARY KEY)")
@@ -158,7 +156,7 @@ def test_a_procedure_on_the_roles_own_login_reaches_no_more_than_the_role(db, tm
 def test_a_search_path_that_shadows_pg_catalog_reaches_no_query_of_the_runner(db, tmp_path, start):
     # the job's search_path is the enqueuer's to choose: functions of the role named like the ones the runner
     # calls on the job's connection after SET ROLE would run as the role, where RESET ROLE is allowed
-    with autonomous_roles(db, tmp_path, lease_seconds=30) as a, connect(db) as su:
+    with autonomous_roles(db, tmp_path) as a, connect(db) as su:
         leak_table(su)
         with a.as_role(a.maint) as conn:
             conn.execute("CREATE TABLE orders (id integer PRIMARY KEY)")
