@@ -2606,6 +2606,9 @@ DECLARE
     s      text[];
     i      integer;
     k      integer;
+    v_p    integer;
+    v_o    integer;
+    v_conc boolean;
     prev   text;
     v_plpg boolean := p_language OPERATOR(pg_catalog.=) 'plpgsql';
 BEGIN
@@ -2645,10 +2648,23 @@ BEGIN
                 RETURN 'CREATE INDEX CONCURRENTLY';
             ELSIF s[1] OPERATOR(pg_catalog.=) 'DROP' AND s[2] IS NOT DISTINCT FROM 'INDEX' AND s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN
                 RETURN 'DROP INDEX CONCURRENTLY';
-            ELSIF s[1] OPERATOR(pg_catalog.=) 'REINDEX' AND s[2] IS DISTINCT FROM '('
-                  AND (s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' OR s[2] OPERATOR(pg_catalog.=) ANY (ARRAY['DATABASE', 'SYSTEM'])) THEN
-                RETURN 'REINDEX ' OPERATOR(pg_catalog.||) s[2] OPERATOR(pg_catalog.||)
-                       CASE WHEN s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN ' CONCURRENTLY' ELSE '' END;
+            ELSIF s[1] OPERATOR(pg_catalog.=) 'REINDEX' THEN
+                -- REINDEX [(options)] kind [CONCURRENTLY] name: the kind after the options, CONCURRENTLY
+                -- after the kind or as an option without a value or with a true one
+                v_p := 2;
+                v_conc := false;
+                IF s[2] IS NOT DISTINCT FROM '(' THEN
+                    v_p := pg_catalog.array_position(s, ')') OPERATOR(pg_catalog.+) 1;
+                    FOR v_o IN 3 .. COALESCE(v_p OPERATOR(pg_catalog.-) 2, 0) LOOP
+                        v_conc := v_conc OR (s[v_o] OPERATOR(pg_catalog.=) 'CONCURRENTLY'
+                                         AND s[v_o OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ANY (ARRAY[',', ')', 'TRUE', 'ON']));
+                    END LOOP;
+                END IF;
+                v_conc := v_conc OR s[v_p OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM 'CONCURRENTLY';
+                IF s[v_p] OPERATOR(pg_catalog.=) ANY (ARRAY['INDEX', 'TABLE', 'SCHEMA', 'DATABASE', 'SYSTEM'])
+                   AND (v_conc OR s[v_p] OPERATOR(pg_catalog.=) ANY (ARRAY['SCHEMA', 'DATABASE', 'SYSTEM'])) THEN
+                    RETURN 'REINDEX ' OPERATOR(pg_catalog.||) s[v_p] OPERATOR(pg_catalog.||) CASE WHEN v_conc THEN ' CONCURRENTLY' ELSE '' END;
+                END IF;
             END IF;
         END IF;
     END LOOP;
@@ -5606,7 +5622,9 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 -- Function: broker._job_error(p_run_as, p_exec, p_sqlstate, p_message)
 --   The message stored for a failed attempt of a job of role p_run_as whose
 --   executor is p_exec: p_message (capped by _error_text), and for a
---   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
+--   permission error (42501) the GRANT the role needs; for SQL that commits
+--   or cannot run in a transaction (2D000, 25001) the opt-in that runs it
+--   (autonomous jobs). With p_exec NULL (the role has no executor) the
 --   message says how to create one.
 --   Calls: _error_text, broker_create_executor, _grant_hint
 --   Tables: none
@@ -5623,6 +5641,10 @@ BEGIN
     IF p_exec IS NULL THEN
         RETURN pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
                                  p_run_as, p_run_as);
+    ELSIF p_sqlstate OPERATOR(pg_catalog.=) ANY (ARRAY['2D000', '25001']) THEN
+        -- (what the enqueue-time check could not see: a procedure's COMMIT, a statement in EXECUTE)
+        RETURN p_message OPERATOR(pg_catalog.||) ' (a job runs inside a transaction: SQL that commits, or that cannot run in one, '
+                                                 'runs as an autonomous job: p_autonomous => true, docs/jobs.md)';
     ELSIF p_sqlstate OPERATOR(pg_catalog.<>) '42501' THEN
         RETURN p_message;
     END IF;
@@ -5634,7 +5656,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
-    'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs).';
+    'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs; for SQL that commits, the opt-in).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)
@@ -6286,7 +6308,7 @@ COMMENT ON FUNCTION broker.broker_interrupt_jobs(bigint[], uuid[]) IS
 --   autonomous job (run those with broker_run).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_begin(42, '1d2e...'::uuid);
---   Calls: _run_begin, _authority_lost, _autonomous_via, _fail_job
+--   Calls: _run_begin, _authority_lost, _autonomous_via, _record_attempts, _fail_job
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_begin(p_job_id bigint, p_lease_token uuid)
@@ -6312,6 +6334,7 @@ BEGIN
         END IF;
     END IF;
     IF v_denied IS NOT NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY['42501'], ARRAY[v_denied]);
         PERFORM broker._fail_job(p_job_id, '42501', v_denied);
     END IF;
     RETURN QUERY SELECT p_job_id, CASE WHEN v_denied IS NULL THEN v_job.execute_str END, v_job.run_as, v_via,
@@ -6363,7 +6386,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 -- Function: broker.broker_autonomous_end(p_job_id, p_lease_token, p_error_sqlstate,
 --     p_error_message, p_duration, p_final)
 --   Records the outcome of an autonomous job in a transaction of its own,
---   through the functions every job's outcome goes through: completed
+--   with its row in the attempt history, through the functions every job's
+--   outcome goes through: completed
 --   (p_error_sqlstate NULL) and its dependents released, or a failed attempt
 --   (retried after the backoff, or failed with its dependents cancelled), or
 --   with p_final failed for good whatever attempts are left (the runner
@@ -6375,7 +6399,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
---   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _cancel_running, _fail_attempt
+--   Calls: _run_begin, _record_attempts, _complete_job, _state, _error_text, _grant_hint, _fail_job, _cancel_running, _fail_attempt
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
@@ -6400,6 +6424,7 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF p_error_sqlstate IS NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed');
         PERFORM broker._complete_job(p_job_id);
         v_status := broker._state('completed');
     ELSE
@@ -6408,6 +6433,9 @@ BEGIN
             v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
                 OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) broker._grant_hint(v_job.run_as, p_error_message), '')
                 OPERATOR(pg_catalog.||) ')';
+        END IF;
+        IF p_final THEN  -- (_fail_attempt and _cancel_running record their attempt themselves)
+            PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY[p_error_sqlstate], ARRAY[v_message]);
         END IF;
         v_status := CASE WHEN p_final THEN broker._fail_job(p_job_id, p_error_sqlstate, v_message)
                          ELSE COALESCE(broker._cancel_running(p_job_id, p_error_sqlstate, v_message),

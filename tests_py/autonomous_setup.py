@@ -31,7 +31,10 @@ class Autonomous:
 
 
 @contextmanager
-def autonomous_roles(db: str, tmp_path: Path, lease_seconds: int = 2) -> Iterator[Autonomous]:
+def autonomous_roles(db: str, tmp_path: Path, lease_seconds: int = 30) -> Iterator[Autonomous]:
+    """The roles and configuration above. The lease is long by default: while a job runs the runner renews it
+    every third of it, and a renewal late on a loaded machine would recover the job (a second attempt) in a test
+    about something else; a test of recovery passes a short one."""
     suffix = uuid.uuid4().hex[:8]
     maint, etl, runner = f"maint_{suffix}", f"etl_{suffix}", f"rt_{suffix}"
     with connect("postgres") as admin:

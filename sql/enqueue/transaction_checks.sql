@@ -246,6 +246,9 @@ DECLARE
     s      text[];
     i      integer;
     k      integer;
+    v_p    integer;
+    v_o    integer;
+    v_conc boolean;
     prev   text;
     v_plpg boolean := p_language OPERATOR(pg_catalog.=) 'plpgsql';
 BEGIN
@@ -285,10 +288,23 @@ BEGIN
                 RETURN 'CREATE INDEX CONCURRENTLY';
             ELSIF s[1] OPERATOR(pg_catalog.=) 'DROP' AND s[2] IS NOT DISTINCT FROM 'INDEX' AND s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN
                 RETURN 'DROP INDEX CONCURRENTLY';
-            ELSIF s[1] OPERATOR(pg_catalog.=) 'REINDEX' AND s[2] IS DISTINCT FROM '('
-                  AND (s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' OR s[2] OPERATOR(pg_catalog.=) ANY (ARRAY['DATABASE', 'SYSTEM'])) THEN
-                RETURN 'REINDEX ' OPERATOR(pg_catalog.||) s[2] OPERATOR(pg_catalog.||)
-                       CASE WHEN s[3] IS NOT DISTINCT FROM 'CONCURRENTLY' THEN ' CONCURRENTLY' ELSE '' END;
+            ELSIF s[1] OPERATOR(pg_catalog.=) 'REINDEX' THEN
+                -- REINDEX [(options)] kind [CONCURRENTLY] name: the kind after the options, CONCURRENTLY
+                -- after the kind or as an option without a value or with a true one
+                v_p := 2;
+                v_conc := false;
+                IF s[2] IS NOT DISTINCT FROM '(' THEN
+                    v_p := pg_catalog.array_position(s, ')') OPERATOR(pg_catalog.+) 1;
+                    FOR v_o IN 3 .. COALESCE(v_p OPERATOR(pg_catalog.-) 2, 0) LOOP
+                        v_conc := v_conc OR (s[v_o] OPERATOR(pg_catalog.=) 'CONCURRENTLY'
+                                         AND s[v_o OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.=) ANY (ARRAY[',', ')', 'TRUE', 'ON']));
+                    END LOOP;
+                END IF;
+                v_conc := v_conc OR s[v_p OPERATOR(pg_catalog.+) 1] IS NOT DISTINCT FROM 'CONCURRENTLY';
+                IF s[v_p] OPERATOR(pg_catalog.=) ANY (ARRAY['INDEX', 'TABLE', 'SCHEMA', 'DATABASE', 'SYSTEM'])
+                   AND (v_conc OR s[v_p] OPERATOR(pg_catalog.=) ANY (ARRAY['SCHEMA', 'DATABASE', 'SYSTEM'])) THEN
+                    RETURN 'REINDEX ' OPERATOR(pg_catalog.||) s[v_p] OPERATOR(pg_catalog.||) CASE WHEN v_conc THEN ' CONCURRENTLY' ELSE '' END;
+                END IF;
             END IF;
         END IF;
     END LOOP;

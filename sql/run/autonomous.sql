@@ -17,7 +17,7 @@
 --   autonomous job (run those with broker_run).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_begin(42, '1d2e...'::uuid);
---   Calls: _run_begin, _authority_lost, _autonomous_via, _fail_job
+--   Calls: _run_begin, _authority_lost, _autonomous_via, _record_attempts, _fail_job
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_begin(p_job_id bigint, p_lease_token uuid)
@@ -43,6 +43,7 @@ BEGIN
         END IF;
     END IF;
     IF v_denied IS NOT NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY['42501'], ARRAY[v_denied]);
         PERFORM broker._fail_job(p_job_id, '42501', v_denied);
     END IF;
     RETURN QUERY SELECT p_job_id, CASE WHEN v_denied IS NULL THEN v_job.execute_str END, v_job.run_as, v_via,
@@ -94,7 +95,8 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 -- Function: broker.broker_autonomous_end(p_job_id, p_lease_token, p_error_sqlstate,
 --     p_error_message, p_duration, p_final)
 --   Records the outcome of an autonomous job in a transaction of its own,
---   through the functions every job's outcome goes through: completed
+--   with its row in the attempt history, through the functions every job's
+--   outcome goes through: completed
 --   (p_error_sqlstate NULL) and its dependents released, or a failed attempt
 --   (retried after the backoff, or failed with its dependents cancelled), or
 --   with p_final failed for good whatever attempts are left (the runner
@@ -106,7 +108,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_extend(bigint[], uuid[], integer) I
 --   expired and the job was recovered meanwhile: that outcome stands).
 -- Example:
 --   SELECT * FROM broker.broker_autonomous_end(42, '1d2e...'::uuid, NULL, NULL, interval '12 seconds');
---   Calls: _run_begin, _complete_job, _state, _error_text, _grant_hint, _fail_job, _cancel_running, _fail_attempt
+--   Calls: _run_begin, _record_attempts, _complete_job, _state, _error_text, _grant_hint, _fail_job, _cancel_running, _fail_attempt
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_end(p_job_id bigint, p_lease_token uuid, p_error_sqlstate text,
@@ -131,6 +133,7 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF p_error_sqlstate IS NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed');
         PERFORM broker._complete_job(p_job_id);
         v_status := broker._state('completed');
     ELSE
@@ -139,6 +142,9 @@ BEGIN
             v_message := v_message OPERATOR(pg_catalog.||) pg_catalog.format(' (the job runs as role %I', v_job.run_as)
                 OPERATOR(pg_catalog.||) COALESCE('; needed: ' OPERATOR(pg_catalog.||) broker._grant_hint(v_job.run_as, p_error_message), '')
                 OPERATOR(pg_catalog.||) ')';
+        END IF;
+        IF p_final THEN  -- (_fail_attempt and _cancel_running record their attempt themselves)
+            PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY[p_error_sqlstate], ARRAY[v_message]);
         END IF;
         v_status := CASE WHEN p_final THEN broker._fail_job(p_job_id, p_error_sqlstate, v_message)
                          ELSE COALESCE(broker._cancel_running(p_job_id, p_error_sqlstate, v_message),

@@ -88,7 +88,9 @@ COMMENT ON FUNCTION broker._grant_hint(name, text) IS
 -- Function: broker._job_error(p_run_as, p_exec, p_sqlstate, p_message)
 --   The message stored for a failed attempt of a job of role p_run_as whose
 --   executor is p_exec: p_message (capped by _error_text), and for a
---   permission error (42501) the GRANT the role needs. With p_exec NULL (the role has no executor) the
+--   permission error (42501) the GRANT the role needs; for SQL that commits
+--   or cannot run in a transaction (2D000, 25001) the opt-in that runs it
+--   (autonomous jobs). With p_exec NULL (the role has no executor) the
 --   message says how to create one.
 --   Calls: _error_text, broker_create_executor, _grant_hint
 --   Tables: none
@@ -105,6 +107,10 @@ BEGIN
     IF p_exec IS NULL THEN
         RETURN pg_catalog.format('role %I has no job executor; run SELECT broker.broker_create_executor(%L) as that role or a superuser',
                                  p_run_as, p_run_as);
+    ELSIF p_sqlstate OPERATOR(pg_catalog.=) ANY (ARRAY['2D000', '25001']) THEN
+        -- (what the enqueue-time check could not see: a procedure's COMMIT, a statement in EXECUTE)
+        RETURN p_message OPERATOR(pg_catalog.||) ' (a job runs inside a transaction: SQL that commits, or that cannot run in one, '
+                                                 'runs as an autonomous job: p_autonomous => true, docs/jobs.md)';
     ELSIF p_sqlstate OPERATOR(pg_catalog.<>) '42501' THEN
         RETURN p_message;
     END IF;
@@ -116,7 +122,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
-    'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs).';
+    'Internal: the stored message of a failed job attempt (for a permission error, with the GRANT its run_as role needs; for SQL that commits, the opt-in).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_run(p_job_id, p_lease_token)

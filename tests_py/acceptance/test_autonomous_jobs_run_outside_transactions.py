@@ -114,7 +114,8 @@ def test_maintenance_and_a_committing_procedure_complete_each_as_its_role(db, tm
 
 
 def test_a_runner_killed_in_the_middle_of_the_procedure_leaves_a_job_that_is_retried_and_completes(db, tmp_path, start):
-    with autonomous_roles(db, tmp_path) as a:
+    # a lease short enough that the next runner's recovery comes soon, renewed every 5/3 s while the first runs
+    with autonomous_roles(db, tmp_path, lease_seconds=5) as a:
         procedure_objects(a)
         with a.as_role(a.etl) as conn:
             job = add_job(conn, "call", "CALL process_items(1000, 0.05)", max_attempts=3)
@@ -163,6 +164,33 @@ def test_timeouts_retries_and_dependencies_work_as_for_other_jobs(db, tmp_path, 
         assert outcome(db, first)[:2] == (2, 1)
         with connect(db) as conn:
             assert sorted(r[0] for r in conn.execute("SELECT job FROM marks")) == ["after first", "first"]
+
+
+def test_tenancy_attempt_history_and_metrics_are_those_of_every_job(db, tmp_path, start):
+    with autonomous_roles(db, tmp_path) as a:
+        with a.as_role(a.etl) as conn:
+            conn.execute("CREATE TABLE marks (tenant text, by_role name)")
+            conn.execute("CREATE PROCEDURE mark() LANGUAGE plpgsql AS $$BEGIN INSERT INTO marks "
+                         "VALUES (current_setting('broker.tenant_id', true), session_user); COMMIT; END $$")
+            marked = add_job(conn, "mark", "CALL mark()", tenant_id="acme")
+            # the enqueuer's own tenant (default) does not see the job of tenant acme
+            assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = %s", (marked,)).fetchone() == (0,)
+        with a.as_role(a.maint) as conn:
+            missing = add_job(conn, "missing", "VACUUM no_such_table", max_attempts=2)
+        runner = start(extra=("--config", str(a.config)), user=a.runner)
+        wait_until(lambda: outcome(db, marked)[0] == 2 and outcome(db, missing)[0] == 3, 60, "the jobs", runner)
+        assert outcome(db, missing)[:3] == (3, 2, "42P01")  # retried once, then failed for good
+        labels = f'{{database="{db}",queue="1"}}'
+        runner.wait_for(lambda r: all(f"{name}{labels} 1.0" in r.get("/metrics")[1].decode() for name in (
+            "broker_jobs_completed_total", "broker_jobs_retried_total", "broker_jobs_failed_total")), 10, "the metrics")
+        with connect(db) as conn:
+            # the job ran with its tenant set, as every job does, logged in as its role
+            assert conn.execute("SELECT tenant, by_role FROM marks").fetchall() == [("acme", a.etl)]
+            history = "SELECT tenant_id, attempt, outcome, error_sqlstate FROM broker.broker_job_attempts " \
+                      "WHERE job_id = %s ORDER BY attempt_id"
+            assert conn.execute(history, (marked,)).fetchall() == [("acme", 1, "completed", None)]
+            assert conn.execute(history, (missing,)).fetchall() == [("default", 1, "failed", "42P01"),
+                                                                     ("default", 2, "failed", "42P01")]
 
 
 @pytest.mark.parametrize("signals, why", [(2, "second signal"), (1, "shutdown deadline passed")])

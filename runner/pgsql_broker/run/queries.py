@@ -192,8 +192,11 @@ AUTONOMOUS_END = """SELECT job_id, complete_status AS status, attempts, error_sq
                       FROM broker.broker_autonomous_end(%(job)s, %(token)s::uuid, %(sqlstate)s, %(message)s,
                                                         make_interval(secs => %(seconds)s), %(final)s)"""
 # what an autonomous job's own connection runs before the job: its search_path, tenant and timeout (then, via
-# set_role, SET ROLE), and the check that it is who it must be
-AUTONOMOUS_SETUP = """SELECT set_config('search_path', %(path)s, false), set_config('broker.tenant_id', %(tenant)s, false),
-                             set_config('statement_timeout', %(ms)s, false)"""
-AUTONOMOUS_WHO = "SELECT current_user, session_user, current_database(), current_setting('is_superuser')"
+# set_role, SET ROLE), and the check that it is who it must be. Every function schema-qualified: the search_path
+# is the enqueuer's, and a function of the role found through it would run as the role before the job, where
+# RESET ROLE is allowed
+AUTONOMOUS_SETUP = """SELECT pg_catalog.set_config('search_path', %(path)s, false),
+                             pg_catalog.set_config('broker.tenant_id', %(tenant)s, false),
+                             pg_catalog.set_config('statement_timeout', %(ms)s, false)"""
+AUTONOMOUS_WHO = "SELECT current_user, session_user, pg_catalog.current_database(), pg_catalog.current_setting('is_superuser')"
 AUTONOMOUS_INTERRUPT = "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"

@@ -41,6 +41,12 @@ def wait_finished(db: str, jobs: dict, runner) -> None:
     raise AssertionError(f"jobs not finished: { {k: outcome(db, j) for k, j in jobs.items()} }\n{runner.log()[-3000:]}")
 
 
+def leak_table(su) -> None:
+    """Table leak, where job code that reached the runner's login would leave a row (anyone may insert)."""
+    su.execute("CREATE TABLE public.leak (who name, session_who name)")
+    su.execute("GRANT INSERT ON public.leak TO PUBLIC")
+
+
 def nothing_ran_as_the_login(db: str, a) -> None:
     with connect(db) as conn:
         assert conn.execute("SELECT * FROM public.leak").fetchall() == []
@@ -49,11 +55,8 @@ def nothing_ran_as_the_login(db: str, a) -> None:
 
 
 def test_texts_that_would_leave_the_role_are_refused_before_they_run(db, tmp_path, start):
-    # (a lease long enough that a slow machine's first claims never expire before their refusal is recorded:
-    # nothing here tests recovery)
-    with autonomous_roles(db, tmp_path, lease_seconds=30) as a, connect(db) as su:
-        su.execute("CREATE TABLE public.leak (who name, session_who name)")
-        su.execute("GRANT INSERT ON public.leak TO PUBLIC")
+    with autonomous_roles(db, tmp_path) as a, connect(db) as su:
+        leak_table(su)
         with a.as_role(a.maint) as conn:
             conn.execute("CREATE TABLE orders (id integer PRIMARY KEY)")
         texts = {
@@ -84,8 +87,7 @@ def test_texts_that_would_leave_the_role_are_refused_before_they_run(db, tmp_pat
 
 def test_code_planted_earlier_cannot_change_the_role_while_maintenance_runs(db, tmp_path, start):
     with autonomous_roles(db, tmp_path) as a, connect(db) as su:
-        su.execute("CREATE TABLE public.leak (who name, session_who name)")
-        su.execute("GRANT INSERT ON public.leak TO PUBLIC")
+        leak_table(su)
         jobs = {}
         with a.as_role(a.maint) as conn:
             conn.execute("CREATE TABLE orders (id integer PRIMARY KEY, v integer) WITH (autovacuum_enabled = false)")
@@ -130,8 +132,7 @@ def test_code_planted_earlier_cannot_change_the_role_while_maintenance_runs(db, 
 
 def test_a_procedure_on_the_roles_own_login_reaches_no_more_than_the_role(db, tmp_path, start):
     with autonomous_roles(db, tmp_path) as a, connect(db) as su:
-        su.execute("CREATE TABLE public.leak (who name, session_who name)")
-        su.execute("GRANT INSERT ON public.leak TO PUBLIC")
+        leak_table(su)
         jobs = {}
         with a.as_role(a.etl) as conn:
             for key, change in CHANGES.items():
@@ -149,4 +150,24 @@ def test_a_procedure_on_the_roles_own_login_reaches_no_more_than_the_role(db, tm
         with connect(db) as conn:
             # the rows the procedures wrote before broker_get failed were rolled back with it; none names the login
             assert conn.execute("SELECT count(*) FROM public.leak WHERE %s IN (who, session_who)", (a.runner,)).fetchone() == (0,)
+        nothing_ran_as_the_login(db, a)
+
+
+def test_a_search_path_that_shadows_pg_catalog_reaches_no_query_of_the_runner(db, tmp_path, start):
+    # the job's search_path is the enqueuer's to choose: functions of the role named like the ones the runner
+    # calls on the job's connection after SET ROLE would run as the role, where RESET ROLE is allowed
+    with autonomous_roles(db, tmp_path) as a, connect(db) as su:
+        leak_table(su)
+        with a.as_role(a.maint) as conn:
+            conn.execute("CREATE TABLE orders (id integer PRIMARY KEY)")
+            for name, args, result, call in (("current_database", "", "name", "current_database()"),
+                                             ("current_setting", "text", "text", "current_setting($1)"),
+                                             ("set_config", "text, text, boolean", "text", "set_config($1, $2, $3)")):
+                conn.execute(f"CREATE FUNCTION public.{name}({args}) RETURNS {result} LANGUAGE plpgsql AS $f$BEGIN "
+                             "RESET ROLE; INSERT INTO public.leak SELECT current_user, session_user; "
+                             f"RETURN pg_catalog.{call}; END$f$")
+            job = add_job(conn, "vacuum, shadowing pg_catalog", "VACUUM orders", search_path="public, pg_catalog")
+        runner = start(extra=("--config", str(a.config)), user=a.runner)
+        wait_finished(db, {"shadow": job}, runner)
+        assert outcome(db, job)[0] == 2, (outcome(db, job), runner.log()[-3000:])
         nothing_ran_as_the_login(db, a)

@@ -2,7 +2,7 @@
 -- refused with 0A000 and a hint naming the opt-in; an autonomous job is one allowed statement (22023 for a shape the
 -- check is not sure of, 0A000 for another kind) of a role an administrator allowed (42501 with the fix in the hint).
 BEGIN;
-SELECT plan(55);
+SELECT plan(61);
 
 CREATE ROLE broker_test_au_app NOLOGIN IN ROLE broker_enqueue;
 CREATE ROLE broker_test_au_etl NOLOGIN IN ROLE broker_enqueue;
@@ -36,6 +36,14 @@ SELECT throws_ok($$SELECT broker.broker_add_job('i', 'CREATE UNIQUE INDEX CONCUR
     'broker_add_job: CREATE INDEX CONCURRENTLY cannot run inside a transaction, and a job runs inside one', 'CREATE INDEX CONCURRENTLY: 0A000');
 SELECT throws_ok($$SELECT broker.broker_add_job('r', 'REINDEX INDEX CONCURRENTLY orders_pkey')$$, '0A000',
     'broker_add_job: REINDEX INDEX CONCURRENTLY cannot run inside a transaction, and a job runs inside one', 'REINDEX ... CONCURRENTLY: 0A000');
+-- REINDEX after its options, with CONCURRENTLY among them, and the kinds that never run in one
+SELECT throws_ok(format('SELECT broker.broker_add_job(''r'', %L)', v.t), '0A000',
+                 format('broker_add_job: %s cannot run inside a transaction, and a job runs inside one', v.refused),
+                 v.t || ': 0A000')
+  FROM (VALUES ('REINDEX (VERBOSE) INDEX CONCURRENTLY orders_pkey', 'REINDEX INDEX CONCURRENTLY'),
+               ('REINDEX (CONCURRENTLY, VERBOSE) TABLE orders', 'REINDEX TABLE CONCURRENTLY'),
+               ('REINDEX SCHEMA public', 'REINDEX SCHEMA'),
+               ('REINDEX (VERBOSE) DATABASE app', 'REINDEX DATABASE')) AS v(t, refused);
 SELECT throws_ok($$SELECT broker.broker_add_job('c', 'UPDATE t SET x = 1; COMMIT; UPDATE t SET x = 2')$$, '0A000',
     'broker_add_job: COMMIT cannot run inside a transaction, and a job runs inside one', 'a COMMIT among statements: 0A000');
 SELECT throws_ok($$SELECT broker.broker_add_job('c', '/* first */ VACUUM t')$$, '0A000', NULL, 'behind a comment: 0A000');
@@ -53,6 +61,8 @@ SELECT lives_ok($$SELECT broker.broker_add_job('ok2', $j$DO $d$ BEGIN RAISE NOTI
 SELECT lives_ok($$SELECT broker.broker_add_job('ok3', 'REFRESH MATERIALIZED VIEW CONCURRENTLY mv')$$, 'REFRESH ... CONCURRENTLY runs in a transaction');
 SELECT lives_ok($$SELECT broker.broker_add_job('ok4', 'ANALYZE orders; CREATE INDEX i ON orders (id)')$$, 'ANALYZE and a plain CREATE INDEX too');
 SELECT lives_ok($$SELECT broker.broker_add_job('ok5', 'BEGIN PERFORM 1; END', p_job_language => 'plpgsql')$$, 'a PL/pgSQL block');
+SELECT lives_ok($$SELECT broker.broker_add_job('ok6', 'REINDEX (VERBOSE, TABLESPACE pg_default) TABLE orders')$$, 'REINDEX (options) TABLE runs in a transaction');
+SELECT lives_ok($$SELECT broker.broker_add_job('ok7', 'REINDEX (CONCURRENTLY false) INDEX orders_pkey')$$, 'and with CONCURRENTLY false');
 RESET ROLE;
 
 ---- the administrator's arrangement -----------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 -- The runtime side of autonomous jobs keeps the claim's rules: only the claim's lease token starts a job, keeps its
 -- lease alive or records its outcome; a regular job is not started this way (nor an autonomous one by broker_run's
 -- callers by mistake: broker_get says which is which); the enqueuer's rights and the role's arrangement are checked
--- again when it starts; its outcome goes through the usual completion and retry functions.
+-- again when it starts; its outcome goes through the usual completion and retry functions, and every attempt has its
+-- row in the attempt history, as a regular job's has.
 BEGIN;
-SELECT plan(14);
+SELECT plan(18);
 
 CREATE ROLE broker_test_ac_maint NOLOGIN IN ROLE broker_enqueue;
 GRANT broker_test_ac_maint TO broker_runtime;
@@ -54,6 +55,25 @@ SELECT is((SELECT row(execute_str, refused)::text FROM broker.broker_autonomous_
     '(,"role broker_test_ac_maint may no longer run autonomous jobs (broker_allow_autonomous)")', 'refused: no SQL to run');
 SELECT is((SELECT row(complete_status, last_error_sqlstate)::text FROM broker.broker_jobs WHERE job_id = (SELECT job_id FROM c)),
     '(3,42501)', 'failed for good with 42501');
+
+
+-- the attempt history: every attempt, as for a regular job (broker_run)
+CREATE FUNCTION pg_temp.history(p_name text) RETURNS text[] LANGUAGE sql AS $$
+    SELECT array_agg(row(a.attempt, a.outcome, a.error_sqlstate, a.command_status)::text ORDER BY a.attempt_id)
+      FROM broker.broker_job_attempts AS a JOIN broker.broker_jobs AS j USING (job_id) WHERE j.job_name = p_name $$;
+SELECT is(pg_temp.history('vacuum'), ARRAY['(1,failed,57014,)', '(2,completed,,VACUUM)'],
+    'the attempt history has the failed attempt and the completed one');
+SELECT is(pg_temp.history('vacuum again'), ARRAY['(1,failed,42501,)'], 'and a start refused');
+SELECT broker.broker_allow_autonomous('broker_test_ac_maint');
+SET LOCAL ROLE broker_test_ac_maint;
+SELECT broker.broker_add_job('refused text', 'VACUUM t', 34, p_autonomous => true, p_max_attempts => 3);
+RESET ROLE;
+DELETE FROM c;
+INSERT INTO c SELECT * FROM broker.broker_get(34);
+SELECT is((SELECT complete_status FROM broker.broker_autonomous_end((SELECT job_id FROM c), (SELECT lease_token FROM c), '42501',
+                                                                    'refused: not one statement', '0', true)),
+    3::smallint, 'p_final fails it for good, attempts left or not');
+SELECT is(pg_temp.history('refused text'), ARRAY['(1,failed,42501,)'], 'with its attempt');
 
 SELECT * FROM finish();
 ROLLBACK;
