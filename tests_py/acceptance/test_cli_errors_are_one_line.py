@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from conftest import connect, dsn
+from pgsql_broker.run.connect_errors import PERMANENT_TRIES
 from runner_process import db_dsn
 from tenant_logins import enqueue_as, tenant_logins
 
@@ -138,9 +139,22 @@ def test_the_runner_ends_on_a_login_without_the_runtime_privileges(db):
             admin.execute(f'DROP ROLE "{login}"')
 
 
+def test_the_runner_ends_on_a_runtime_role_that_may_not_log_in(db):
+    """The old quick start's mistake: a broker_runtime member left NOLOGIN (as sql/roles.sql leaves the role)."""
+    login = f"nologin_{uuid.uuid4().hex[:8]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{login}" NOLOGIN IN ROLE broker_runtime')
+    try:
+        line = _runner(db_dsn(db, login))
+        assert f'role "{login}" is not permitted to log in' in line and "gave up after 3 tries" in line
+    finally:
+        with connect("postgres") as admin:
+            admin.execute(f'DROP ROLE "{login}"')
+
+
 def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
-    """Connection refused can heal: past the tries a permanent error gets, the runner still tries, and
-    connects once something listens on the port."""
+    """Connection refused can heal: the runner still tries, and connects once something listens on the port;
+    a server that hangs up at once can heal too: the runner tries it more often than a permanent error."""
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -159,8 +173,9 @@ def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
             listener.bind(("127.0.0.1", port))
             listener.listen()
             listener.settimeout(60)
-            conn, _ = listener.accept()
-            conn.close()
+            for _ in range(PERMANENT_TRIES + 1):  # a server that hangs up at once: more tries than a refusal gets
+                conn, _ = listener.accept()
+                conn.close()
         assert proc.poll() is None, log.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
