@@ -31,6 +31,7 @@ def error_line(result: subprocess.CompletedProcess, code: int) -> str:
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     if code == 2:
+        assert all(line.startswith(("Usage: ", "Try '", "Error: ")) for line in lines), result.stderr
         lines = [line for line in lines if line.startswith("Error: ")]
     assert len(lines) == 1, result.stderr
     return lines[0]
@@ -61,6 +62,14 @@ def test_an_address_in_use_names_the_address_and_the_settings(db):
         line = error_line(run([*RUNNER, "--dsn", db_dsn(db), "--allow-privileged-login", "--metrics-host",
                                "127.0.0.1", "--metrics-port", str(port)], timeout=60), 1)
     assert f"cannot listen on 127.0.0.1:{port}" in line and "--metrics-port" in line and "in use" in line
+
+
+@pytest.mark.parametrize("command", [RUNNER, [*CLI, "status"], [*CLI, "install"]], ids=["pgbroker-runner", "status", "install"])
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file_and_the_line(tmp_path, command):
+    config = tmp_path / "broker.yaml"
+    config.write_text("databases:\n  - name: a\n   database: a\n")  # one space short
+    line = error_line(run([*command, "--config", str(config)]), 2)
+    assert f"{config}: not valid YAML" in line and "line 3" in line
 
 
 def test_unknown_pgbroker_variables_are_refused_like_unknown_yaml_keys():
