@@ -182,7 +182,8 @@ def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
             listener.bind(("127.0.0.1", port))
             listener.listen()
             listener.settimeout(60)
-            for _ in range(PERMANENT_TRIES + 1):  # a server that hangs up at once: more tries than a refusal gets
+            for _ in range(2 * PERMANENT_TRIES + 1):  # a server that hangs up at once: more tries than a refusal
+                # gets, even were each try two connections
                 conn, _ = listener.accept()
                 conn.close()
         assert proc.poll() is None, log.read_text()
