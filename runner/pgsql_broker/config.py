@@ -92,10 +92,18 @@ def read_config_file(path: str | Path) -> dict:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {_parse_error(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the file must hold a mapping with databases, broker and logging")
     return data
+
+
+def _parse_error(exc: Exception) -> str:
+    """A parser's error as one line: YAML's problem and where (its message spans lines, with a snippet)."""
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem and mark is not None:
+        return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 def load_databases(path: str | Path) -> list[DatabaseConfig]:

@@ -250,7 +250,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   p_job_group '' resets it to the schedule name; p_autonomous makes its
 --   jobs autonomous or not, checked as broker_add_schedule checks it) and
 --   returns (schedule_id, next_fire_at). A change of expression or time zone plans
---   the next fire from now: fires missed meanwhile are dropped.
+--   the next fire from now: fires missed meanwhile are dropped. p_tenant_id
+--   names the tenant for this call only (as broker_add_job's).
 -- Errors: those of broker._schedule_check and broker._schedule_row;
 --   23505 p_new_name is taken.
 -- Example:
@@ -275,12 +276,14 @@ CREATE FUNCTION broker.broker_alter_schedule(
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT NULL,
     p_new_name      text     DEFAULT NULL,
-    p_autonomous    boolean  DEFAULT NULL)
+    p_autonomous    boolean  DEFAULT NULL,
+    p_tenant_id     text     DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_saved text := broker._call_tenant('broker_alter_schedule', p_tenant_id);
     s      broker.broker_schedule := broker._schedule_row('broker_alter_schedule', p_schedule_name);
     v_old  broker.broker_schedule := s;
     v_next timestamptz;
@@ -326,16 +329,18 @@ BEGIN
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean) IS
+COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text) IS
     'Changes a schedule (NULL arguments keep a property); returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_enable_schedule(p_schedule_name, p_enabled)
+-- Function: broker.broker_enable_schedule(p_schedule_name, p_enabled, p_tenant_id)
 --   Enables (default) or disables a schedule; returns its next fire time
 --   (NULL when disabled). Enabling plans the next fire from now: nothing is
---   caught up for the time it was disabled.
+--   caught up for the time it was disabled. p_tenant_id names the tenant for
+--   this call only (as broker_add_job's).
 -- Errors: those of broker._schedule_row; 22004 NULL p_enabled.
 -- Example:
 --   SELECT broker.broker_enable_schedule('nightly-rollup', false);   -- pause it
@@ -343,12 +348,14 @@ COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer
 --   Calls: _schedule_row, _schedule_check, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true)
+CREATE FUNCTION broker.broker_enable_schedule(p_schedule_name text, p_enabled boolean DEFAULT true,
+                                              p_tenant_id text DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_saved text := broker._call_tenant('broker_enable_schedule', p_tenant_id);
     s      broker.broker_schedule := broker._schedule_row('broker_enable_schedule', p_schedule_name);
     v_next timestamptz;
 BEGIN
@@ -365,40 +372,46 @@ BEGIN
        SET enabled = p_enabled, next_fire_at = v_next, last_error = NULL
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
     PERFORM broker._schedule_notify();
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
     RETURN v_next;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean) IS
+COMMENT ON FUNCTION broker.broker_enable_schedule(text, boolean, text) IS
     'Enables or disables a schedule; returns the next fire time (NULL when disabled).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_remove_schedule(p_schedule_name, p_missing_ok)
+-- Function: broker.broker_remove_schedule(p_schedule_name, p_missing_ok, p_tenant_id)
 --   Deletes a schedule. Its jobs stay (their schedule_id becomes NULL).
 --   Returns true when removed, false when missing and p_missing_ok.
+--   p_tenant_id names the tenant for this call only (as broker_add_job's).
 -- Errors: those of broker._schedule_row (unless p_missing_ok).
 -- Example:
 --   SELECT broker.broker_remove_schedule('nightly-rollup', p_missing_ok => true);
 --   Calls: broker_current_tenant, _schedule_row, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false)
+CREATE FUNCTION broker.broker_remove_schedule(p_schedule_name text, p_missing_ok boolean DEFAULT false,
+                                              p_tenant_id text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_saved text := broker._call_tenant('broker_remove_schedule', p_tenant_id);
     s broker.broker_schedule;
+    v_removed boolean := false;
 BEGIN
-    IF p_missing_ok AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS x
-                                     WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                                       AND x.schedule_name OPERATOR(pg_catalog.=) p_schedule_name) THEN
-        RETURN false;
+    IF NOT (p_missing_ok AND NOT EXISTS (SELECT 1 FROM broker.broker_schedule AS x
+                                          WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                                            AND x.schedule_name OPERATOR(pg_catalog.=) p_schedule_name)) THEN
+        s := broker._schedule_row('broker_remove_schedule', p_schedule_name);
+        DELETE FROM broker.broker_schedule AS t WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
+        PERFORM broker._schedule_notify();
+        v_removed := true;
     END IF;
-    s := broker._schedule_row('broker_remove_schedule', p_schedule_name);
-    DELETE FROM broker.broker_schedule AS t WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
-    PERFORM broker._schedule_notify();
-    RETURN true;
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
+    RETURN v_removed;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean) IS
+COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean, text) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';

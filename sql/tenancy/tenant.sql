@@ -52,6 +52,50 @@ COMMENT ON FUNCTION broker._set_tenant(text, text) IS
     'Internal: checks a tenant id (22004 NULL, 22023 blank or over 200 characters) and sets broker.tenant_id for the transaction.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._call_tenant(p_fn, p_tenant_id)
+--   The start of a call that may name its tenant (p_tenant_id of the
+--   schedule functions): returns broker.tenant_id as it was, and when
+--   p_tenant_id is not NULL sets it by broker._set_tenant's rules.
+--   broker._end_call_tenant puts the returned value back.
+-- Errors: those of broker._set_tenant.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._call_tenant(p_fn text, p_tenant_id text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_saved text := pg_catalog.current_setting('broker.tenant_id', true);
+BEGIN
+    IF p_tenant_id IS NOT NULL THEN
+        PERFORM broker._set_tenant(p_fn, p_tenant_id);
+    END IF;
+    RETURN v_saved;
+END;
+$$;
+COMMENT ON FUNCTION broker._call_tenant(text, text) IS
+    'Internal: sets the tenant a call names (when not NULL) and returns broker.tenant_id as it was.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._end_call_tenant(p_tenant_id, p_saved)
+--   The end of such a call: when it named a tenant, broker.tenant_id is
+--   p_saved again (the transaction's own tenant).
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._end_call_tenant(p_tenant_id text, p_saved text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(p_saved, ''), true);
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._end_call_tenant(text, text) IS
+    'Internal: after a call that named its tenant, broker.tenant_id as it was before the call.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._whole_transaction(p_statement_start, p_transaction_start, p_query)
 --   Whether a statement is its own transaction, from what the server knows of
 --   it (broker_set_tenant hands in statement_timestamp(),

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from conftest import connect, dsn
+from pgsql_broker.run.connect_errors import PERMANENT_TRIES
 from runner_process import db_dsn
 from tenant_logins import enqueue_as, tenant_logins
 
@@ -30,6 +31,7 @@ def error_line(result: subprocess.CompletedProcess, code: int) -> str:
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     if code == 2:
+        assert all(line.startswith(("Usage: ", "Try '", "Error: ")) for line in lines), result.stderr
         lines = [line for line in lines if line.startswith("Error: ")]
     assert len(lines) == 1, result.stderr
     return lines[0]
@@ -60,6 +62,14 @@ def test_an_address_in_use_names_the_address_and_the_settings(db):
         line = error_line(run([*RUNNER, "--dsn", db_dsn(db), "--allow-privileged-login", "--metrics-host",
                                "127.0.0.1", "--metrics-port", str(port)], timeout=60), 1)
     assert f"cannot listen on 127.0.0.1:{port}" in line and "--metrics-port" in line and "in use" in line
+
+
+@pytest.mark.parametrize("command", [RUNNER, [*CLI, "status"], [*CLI, "install"]], ids=["pgbroker-runner", "status", "install"])
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file_and_the_line(tmp_path, command):
+    config = tmp_path / "broker.yaml"
+    config.write_text("databases:\n  - name: a\n   database: a\n")  # one space short
+    line = error_line(run([*command, "--config", str(config)]), 2)
+    assert f"{config}: not valid YAML" in line and "line 3" in line
 
 
 def test_unknown_pgbroker_variables_are_refused_like_unknown_yaml_keys():
@@ -138,9 +148,22 @@ def test_the_runner_ends_on_a_login_without_the_runtime_privileges(db):
             admin.execute(f'DROP ROLE "{login}"')
 
 
+def test_the_runner_ends_on_a_runtime_role_that_may_not_log_in(db):
+    """The old quick start's mistake: a broker_runtime member left NOLOGIN (as sql/roles.sql leaves the role)."""
+    login = f"nologin_{uuid.uuid4().hex[:8]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{login}" NOLOGIN IN ROLE broker_runtime')
+    try:
+        line = _runner(db_dsn(db, login))
+        assert f'role "{login}" is not permitted to log in' in line and "gave up after 3 tries" in line
+    finally:
+        with connect("postgres") as admin:
+            admin.execute(f'DROP ROLE "{login}"')
+
+
 def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
-    """Connection refused can heal: past the tries a permanent error gets, the runner still tries, and
-    connects once something listens on the port."""
+    """Connection refused can heal: the runner still tries, and connects once something listens on the port;
+    a server that hangs up at once can heal too: the runner tries it more often than a permanent error."""
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -159,8 +182,10 @@ def test_the_runner_keeps_retrying_a_refused_connection(tmp_path):
             listener.bind(("127.0.0.1", port))
             listener.listen()
             listener.settimeout(60)
-            conn, _ = listener.accept()
-            conn.close()
+            for _ in range(2 * PERMANENT_TRIES + 1):  # a server that hangs up at once: more tries than a refusal
+                # gets, even were each try two connections
+                conn, _ = listener.accept()
+                conn.close()
         assert proc.poll() is None, log.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()

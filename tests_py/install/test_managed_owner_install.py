@@ -59,7 +59,7 @@ def test_a_createrole_owner_installs_and_a_runtime_login_runs_an_enqueue_logins_
             job = conn.execute("SELECT job_id FROM broker.broker_add_job('hello', "
                                "$$INSERT INTO public.hello VALUES ('from a job')$$, p_tenant_id => 'acme')").fetchone()[0]
         runner = start(db, user=runner_login)
-        runner.wait_for(lambda r: _status(db, job) == 2, what="the job completed")
+        runner.wait_for(lambda r: _status(db, job) == 2, timeout=120, what="the job completed")  # a loaded CI machine
         with connect(db) as conn:
             assert conn.execute("SELECT msg FROM public.hello").fetchall() == [("from a job",)]
             assert conn.execute("SELECT tenant_id, run_as FROM broker.broker_jobs WHERE job_id = %s",

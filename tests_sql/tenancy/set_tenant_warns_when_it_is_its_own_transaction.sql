@@ -1,7 +1,7 @@
 -- broker_set_tenant in an autocommit statement of its own ends with it, so it warns; inside BEGIN ... COMMIT,
 -- or among other statements of one message, it does not. The decision is broker._whole_transaction, given the
 -- server's statement and transaction start times and the query text (the times are handed in here);
--- tests_py/test_set_tenant_warning.py sees the warning itself, from psql in autocommit and inside BEGIN.
+-- tests_py/integration/test_set_tenant_warns_alone.py sees the warning itself, from psql in autocommit and inside BEGIN.
 BEGIN;
 SELECT plan(8);
 
