@@ -8578,7 +8578,7 @@ COMMENT ON FUNCTION broker.broker_stale_instance_holder(interval) IS
 -- ---------------------------------------------------------------------------
 -- The finished-job counters behind broker_queue_stats() (table
 -- broker.broker_finished_count): triggers on broker_jobs append a delta row
--- (+1, -1, or -n per key for a DELETE statement) whenever the count of
+-- (+n or -n per key and statement, +1 for a row inserted finished) whenever the count of
 -- finished jobs of a minute, queue, tenant and final state changes, whoever
 -- writes the table (the finish functions, the purge, a direct write). Rows
 -- are only ever appended by writers, so concurrent finishes never wait on
@@ -8603,12 +8603,10 @@ COMMENT ON FUNCTION broker._finished_minute(timestamptz) IS
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._count_finished()
---   Row-level AFTER INSERT or UPDATE, fired only (the triggers' WHEN, checked
---   without a function call) for a row that is or was finished and whose
---   count changes: -1 for the old row's key, +1 for the new row's. A claim, a
---   retry's reschedule or any update of a pending job costs nothing here; a
---   finish costs one short INSERT.
---   Calls: _finished_minute, _state
+--   Row-level AFTER INSERT, fired only (the trigger's WHEN, checked without
+--   a function call) for a job written already finished: +1 for its key. An
+--   enqueue costs nothing here.
+--   Calls: _finished_minute
 --   Tables: writes broker_finished_count
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._count_finished()
@@ -8617,20 +8615,13 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND OLD.complete_status OPERATOR(pg_catalog.>=) broker._state('completed')
-       AND OLD.finished_at IS NOT NULL THEN
-        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        VALUES (broker._finished_minute(OLD.finished_at), OLD.job_queue, OLD.tenant_id, OLD.complete_status, -1);
-    END IF;
-    IF NEW.complete_status OPERATOR(pg_catalog.>=) broker._state('completed') AND NEW.finished_at IS NOT NULL THEN
-        INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
-        VALUES (broker._finished_minute(NEW.finished_at), NEW.job_queue, NEW.tenant_id, NEW.complete_status, 1);
-    END IF;
+    INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+    VALUES (broker._finished_minute(NEW.finished_at), NEW.job_queue, NEW.tenant_id, NEW.complete_status, 1);
     RETURN NULL;
 END;
 $$;
 COMMENT ON FUNCTION broker._count_finished() IS
-    'Internal trigger: appends to broker_finished_count the -1/+1 of a job that reached, left or moved within a final state.';
+    'Internal trigger: appends to broker_finished_count the +1 of a job inserted already finished.';
 
 CREATE TRIGGER broker_jobs_count_finished_insert_trg
     AFTER INSERT ON broker.broker_jobs
@@ -8638,14 +8629,48 @@ CREATE TRIGGER broker_jobs_count_finished_insert_trg
     EXECUTE FUNCTION broker._count_finished();
 COMMENT ON TRIGGER broker_jobs_count_finished_insert_trg ON broker.broker_jobs IS
     'A job written already finished (a restore, a direct write) is counted in broker_finished_count.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._count_finished_updated()
+--   Statement-level AFTER UPDATE (transition tables old_jobs, new_jobs): per
+--   key, the finished rows after the statement less those before it, one
+--   row per key whose count changed. A finish of a batch of jobs appends one
+--   row per minute, queue, tenant and state, not one per job; a statement
+--   that leaves every count as it was (a claim, a lease renewal, a rewrite
+--   of a finished job's other columns) appends nothing.
+--   Calls: _finished_minute, _state
+--   Tables: writes broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._count_finished_updated()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO broker.broker_finished_count (finished_minute, job_queue, tenant_id, complete_status, jobs)
+    SELECT broker._finished_minute(d.finished_at), d.job_queue, d.tenant_id, d.complete_status, pg_catalog.sum(d.n)
+      FROM (SELECT n.finished_at, n.job_queue, n.tenant_id, n.complete_status, 1 AS n
+              FROM new_jobs AS n
+             WHERE n.complete_status OPERATOR(pg_catalog.>=) broker._state('completed') AND n.finished_at IS NOT NULL
+            UNION ALL
+            SELECT o.finished_at, o.job_queue, o.tenant_id, o.complete_status, -1
+              FROM old_jobs AS o
+             WHERE o.complete_status OPERATOR(pg_catalog.>=) broker._state('completed') AND o.finished_at IS NOT NULL
+           ) AS d
+     GROUP BY 1, 2, 3, 4
+    HAVING pg_catalog.sum(d.n) OPERATOR(pg_catalog.<>) 0;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._count_finished_updated() IS
+    'Internal trigger: appends to broker_finished_count, per key, the change an UPDATE made to the count of finished jobs.';
+
 CREATE TRIGGER broker_jobs_count_finished_update_trg
     AFTER UPDATE ON broker.broker_jobs
-    FOR EACH ROW WHEN ((OLD.complete_status OPERATOR(pg_catalog.>=) 2 OR NEW.complete_status OPERATOR(pg_catalog.>=) 2)
-                       AND (OLD.complete_status, OLD.finished_at, OLD.job_queue, OLD.tenant_id)
-                           IS DISTINCT FROM (NEW.complete_status, NEW.finished_at, NEW.job_queue, NEW.tenant_id))
-    EXECUTE FUNCTION broker._count_finished();
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION broker._count_finished_updated();
 COMMENT ON TRIGGER broker_jobs_count_finished_update_trg ON broker.broker_jobs IS
-    'A job that reached or left a final state, or whose finish time, queue or tenant moved, is counted again in broker_finished_count.';
+    'Per UPDATE statement: the jobs that reached, left or moved within a final state (finish time, queue, tenant) are counted again in broker_finished_count, one row per key.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._count_finished_deleted()

@@ -70,11 +70,15 @@ SET LOCAL TimeZone = 'Asia/Kathmandu';
 UPDATE broker.broker_jobs SET finished_at = finished_at + interval '17 minutes 30 seconds'
  WHERE job_queue = 5 AND complete_status >= 2;
 UPDATE broker.broker_jobs SET complete_status = 3 WHERE job_queue = 6 AND complete_status = 2;
+UPDATE broker.broker_jobs SET job_queue = 7 WHERE job_queue = 6 AND complete_status >= 2 AND job_id % 4 = 0;
+UPDATE broker.broker_jobs SET complete_status = 0, finished_at = NULL  -- back to pending, as a retry does
+ WHERE job_queue = 5 AND complete_status = 3 AND job_id % 2 = 0;
+UPDATE broker.broker_jobs SET job_name = job_name || '!' WHERE complete_status >= 2 AND job_id % 9 = 0;
 DELETE FROM broker.broker_jobs WHERE job_queue = 4 AND complete_status = 4;
 SELECT broker.broker_purge_jobs(interval '40 minutes', 200);
 SELECT results_eq($$SELECT job_queue, tenant_id, ready, blocked, delayed, running, completed_last_hour, failed_last_hour,
                           cancelled_last_hour FROM broker.broker_queue_stats()$$, $$SELECT * FROM pg_temp.reference_stats()$$,
-                  'and still after finish times moved (another TimeZone), states changed, deletes and a purge');
+                  'and still after finish times moved (another TimeZone), states and queues changed, retries, other columns rewritten, deletes and a purge');
 SELECT ok((SELECT count(*) FROM broker.broker_finished_count)
           <= (SELECT count(DISTINCT (broker._finished_minute(finished_at), job_queue, tenant_id, complete_status))
                 FROM broker.broker_jobs WHERE complete_status >= 2),
