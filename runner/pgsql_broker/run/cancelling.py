@@ -9,10 +9,13 @@ a connection of its own, maybe another login's (run/autonomous.py): its statemen
 connection's cancel key, and broker_autonomous_end ends it cancelled. The runner also asks
 every POLL_SEC for the jobs it executes, so a NOTIFY lost while the session reconnected is not a cancel lost.
 
-A cancel sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
+A cancel is sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
 ignored by PostgreSQL when the backend is idle; one that reaches the worker's next statement fails it with
 57014, which the worker treats as transient (run/worker.py: the claim is retried, a transaction of jobs runs again
-one job per transaction).
+one job per transaction). An autonomous job's connection runs nothing but the job's one statement, so its cancel
+is sent again every POLL_SEC while the job still runs there: the first one may have reached the connection in the
+moment before the statement did, when PostgreSQL ignores it. (A batch's cancel is not sent again: the batch goes
+on with its other jobs on the same backend after the cancelled one ended.)
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ class Canceller:
         self.database, self.executing, self.counter = database, executing, counter
         self.autonomous = autonomous if autonomous is not None else {}
         self._hints: set[int] = set()
-        self._sent: set[tuple[int, int, int]] = set()  # (job_id, pid, id of the batch) already cancelled
+        self._sent: dict[tuple[int, int, int], float] = {}  # (job_id, pid, id of the batch) cancelled -> when
         self._next_poll = 0.0
 
     def hint(self, payload: str) -> bool:
@@ -65,7 +68,8 @@ class Canceller:
         if now >= self._next_poll:
             wanted, self._next_poll = set(running), now + POLL_SEC
         self._hints.clear()
-        self._sent &= {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
+        still = {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
+        self._sent = {key: at for key, at in self._sent.items() if key in still}
         if not wanted:
             return
         ordered, confirmed = sorted(wanted), []
@@ -74,15 +78,22 @@ class Canceller:
             confirmed += [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
         for job_id in confirmed:
             now_running = self._running().get(job_id)
-            if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent:
-                continue  # finished meanwhile (it keeps its result), or already cancelled
+            if now_running is None:
+                continue  # finished meanwhile: it keeps its result
             queue, pid, batch = now_running
             own = self.autonomous.get(job_id)
+            sent_at = self._sent.get((job_id, pid, batch))
+            if sent_at is not None and (own is None or now - sent_at < POLL_SEC):
+                continue  # already cancelled (an autonomous job's cancel again after POLL_SEC)
             if own is not None:
                 await own[1].cancel_safe(timeout=5)  # (its backend may be another login's: the cancel key works)
             else:
                 await conn.execute(queries.CANCEL_BACKEND, {"pid": pid})
-            self._sent.add((job_id, pid, batch))
+            self._sent[(job_id, pid, batch)] = now
+            if sent_at is not None:
+                log.info("cancelling a running job again (its statement was still running)",
+                         extra={"database": self.database, "queue": queue, "job_id": job_id})
+                continue
             self.counter.labels(self.database, str(queue)).inc()
             log.info("cancelling a running job (cancel request)", extra={"database": self.database, "queue": queue,
                                                                         "job_id": job_id})
