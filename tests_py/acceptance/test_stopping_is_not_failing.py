@@ -107,10 +107,14 @@ def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start, ru
 def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
     setup(db)
     names = [f"short {i:02d}" for i in range(30)]
-    with connect(db) as conn:  # each outlasts the batch budget: it runs alone, others wait in a worker's claim
-        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="1 minute"): n
+    with connect(db) as conn:  # with a timeout, each job is a transaction of its own
+        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="5 minutes"): n
                for n in names}
-    runner = start(db, extra=("--lease-seconds", "5", "--shutdown-timeout-sec", "20"))
+    # A budget far above the 15 s the 30 jobs take keeps them in one worker's claim, one transaction after the
+    # other, until the stop. Under the default budget each job would outlast it in a transaction with others
+    # behind it and be handed back then ("claimed with a job that runs alone"): a stop that came a little late
+    # would find nothing claimed to hand back.
+    runner = start(db, extra=("--batch-budget-ms", "120000", "--lease-seconds", "300", "--shutdown-timeout-sec", "20"))
     wait_until(lambda: len(effects(db)) >= 2, 30, "two jobs to complete")
     runner.signal(signal.SIGTERM)
     assert runner.wait(30) == 0
@@ -120,6 +124,7 @@ def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
     pending = {job_id for job_id, n in ids.items() if state[n][0] == 0}
     assert pending, "the claimed jobs were run during the stop instead of being handed back"
     assert said(runner, "job released (stopping)") == pending  # each one named in the log
+    assert not said(runner, "job released (claimed with")  # handed back by the stop, not before it
     assert effects(db) == sorted(n for n in names if state[n][0] == 2)  # exactly the completed ones ran
 
     restart_and_finish(db, start, names)
