@@ -161,10 +161,11 @@ def test_a_second_signal_interrupts_at_once_with_the_same_guarantee(db, start):
     assert effects(db) == sorted(names.values())
 
 
-def test_an_idle_runner_exits_at_once(db, start):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_idle_runner_exits_at_once(db, start, sig):
     runner = start(db)
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
-    runner.signal(signal.SIGTERM)
+    runner.signal(sig)
     assert runner.wait(5) == 0  # a test timeout, not a measurement: the workers' poll is 10 s
 
 
