@@ -2,8 +2,8 @@
 to queues 1 and 2 afterwards all complete while it still runs; the jobs claimed together with it are not held
 for its run time (the batch budget ends its run in their transaction: it runs alone, its attempt not counted);
 a job that catches the budget's cancel itself holds only the jobs of its own transaction, and `pgsql-broker
-status`, /api/state and the console page show those as waiting, not as running; a queue runs as many jobs at once as workers_per_queue or its
-queue_workers override gives it. Outcomes only: nothing here measures time."""
+status`, /api/state and the console page show those as waiting, not as running; a queue runs as many jobs at
+once as workers_per_queue or its queue_workers override gives it. Outcomes only: nothing here measures time."""
 from __future__ import annotations
 
 import subprocess
