@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
 
-from conftest import add_job, connect
+from conftest import add_job, connect, dsn
 from job_checks import wait_until
 
 # A job that sleeps 20 s until the test opens its gate (a row in table gate), then returns at once: the same job,
@@ -102,6 +104,9 @@ def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start, ru
     restart_and_finish(db, start, ["deploy-victim", "after-victim"])
     assert effects(db) == ["after-victim", "deploy-victim"]
     assert jobs(db)["deploy-victim"] == (2, 1, 1)  # the interruption stays visible
+    shown = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "show", str(victim), "--dsn", dsn(db)],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "1/1 (interrupted 1)" in shown.stdout, (shown.stderr, shown.stdout)
 
 
 def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
@@ -142,6 +147,7 @@ def test_a_second_signal_interrupts_at_once_with_the_same_guarantee(db, start):
     runner.wait_for(lambda r: running(r, long_job, "executing"), what="the long job to run alone")
     runner.signal(signal.SIGTERM)
     runner.wait_for(lambda r: any(e["msg"].startswith("signal received") for e in log_lines(r)), what="the stop")
+    assert runner.get("/healthz")[0] == 503  # stopping: an orchestrator sees it (docs/operations.md)
     runner.signal(signal.SIGINT)
     assert runner.wait(30) == 0  # far less than the 600 s deadline
 
