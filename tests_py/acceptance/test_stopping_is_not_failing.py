@@ -2,7 +2,7 @@
 lets running jobs finish until --shutdown-timeout-sec, then interrupts them, and a second signal interrupts at
 once. Afterwards every job is pending or completed (none failed or cancelled, max_attempts 1), the stop consumed
 no attempt, and after a restart each job's effects are applied exactly once. The log names what happened to
-each job. An idle runner exits at once."""
+each job. An idle runner exits at once; Broker.stop() stops as a signal does, and the interrupt metric counts."""
 from __future__ import annotations
 
 import json
@@ -223,3 +223,30 @@ def test_a_terminated_run_is_recorded_as_interrupted_on_another_connection(db):
     thread.join(10)
     assert "error" in outcome
     assert jobs(db) == {"edge": (0, 0, 1)} and effects(db) == []  # pending, attempt not counted, nothing applied
+
+
+def test_broker_stop_interrupts_past_the_deadline_and_counts_it(db):
+    """Broker.stop() (the runner as a library) stops as a signal does, and broker_jobs_interrupted_total counts
+    the run it ended."""
+    import asyncio
+    import threading
+
+    from prometheus_client import generate_latest
+
+    from pgsql_broker import Broker, load_settings
+    from runner_process import db_dsn
+    setup(db)
+    with connect(db) as conn:
+        victim = add_job(conn, "library victim", GATED % "'library victim'", job_queue=2)
+    broker = Broker(load_settings(env={}, dsns=[db_dsn(db)], flags={
+        "metrics_enabled": False, "shutdown_timeout_sec": 0.5, "allow_privileged_login": True}))
+    thread = threading.Thread(target=lambda: asyncio.run(broker.run()), daemon=True)
+    thread.start()
+    wait_until(lambda: any(j["job_id"] == victim for d in broker.state()["databases"] for j in d["running"]), 60,
+               "the job to run")
+    broker.stop()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert jobs(db) == {"library victim": (0, 0, 1)} and effects(db) == []
+    metrics = generate_latest(broker.metrics.registry).decode()
+    assert f'broker_jobs_interrupted_total{{database="{db}",queue="2"}} 1.0' in metrics, metrics
