@@ -242,8 +242,9 @@ def test_broker_stop_interrupts_past_the_deadline_and_counts_it(db):
         "metrics_enabled": False, "shutdown_timeout_sec": 0.5, "allow_privileged_login": True}))
     thread = threading.Thread(target=lambda: asyncio.run(broker.run()), daemon=True)
     thread.start()
-    wait_until(lambda: any(j["job_id"] == victim for d in broker.state()["databases"] for j in d["running"]), 60,
-               "the job to run")
+    with connect(db) as conn:  # (read from the database: the broker's own state belongs to its thread)
+        wait_until(lambda: conn.execute("SELECT activity FROM broker.broker_job_activity() WHERE job_id = %s",
+                                        (victim,)).fetchall() == [("executing",)], 60, "the job to run")
     broker.stop()
     thread.join(60)
     assert not thread.is_alive()
