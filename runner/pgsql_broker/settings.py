@@ -243,6 +243,11 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     names = [db.name for db in settings.databases]
     if len(set(names)) != len(names):
         raise ConfigError(f"databases: name {next(n for n in names if names.count(n) > 1)!r} is used twice")
+    budget_ms, lease_seconds = settings.broker.batch_budget_ms, settings.broker.lease_seconds
+    if budget_ms * 2 >= lease_seconds * 1000:  # a claimed job waits in a worker up to twice the budget: unrenewed
+        raise ConfigError(f"broker.batch_budget_ms must be below half of broker.lease_seconds ({lease_seconds} s), "
+                          f"got {budget_ms}: jobs waiting in a worker's claim would outlive their lease and "
+                          "lease recovery would fail them")
     total = settings.broker.max_open_conns_total
     if total == 1:
         raise ConfigError("broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session connection and a "

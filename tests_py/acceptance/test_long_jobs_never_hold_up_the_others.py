@@ -2,14 +2,18 @@
 to queues 1 and 2 afterwards all complete while it still runs; the jobs claimed together with it are not held
 for its run time (the batch budget ends its run in their transaction: it runs alone, its attempt not counted);
 a job that catches the budget's cancel itself holds only the jobs of its own transaction, and `pgsql-broker
-status` shows those as waiting, not as running. Outcomes only: nothing here measures time."""
+status`, /api/state and the console page show those as waiting, not as running; a queue runs as many jobs at
+once as workers_per_queue or its queue_workers override gives it. Outcomes only: nothing here measures time."""
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
 
+from selenium.webdriver.common.by import By
+
 from conftest import add_job, connect, dsn
+from console_browser import chromium, wait
 
 LONG = "SELECT pg_sleep(600)"
 
@@ -79,7 +83,7 @@ def test_jobs_claimed_with_a_long_one_are_not_held(db, start):
     assert "job runs alone" in runner.log()
 
 
-def test_a_job_that_catches_the_cancel_holds_only_its_own_transaction(db, start):
+def test_a_job_that_catches_the_cancel_holds_only_its_own_transaction(db, start, tmp_path):
     setup(db)
     swallow = ("BEGIN PERFORM pg_sleep(600); EXCEPTION WHEN query_canceled THEN "
                "INSERT INTO effects VALUES ('swallowed'); PERFORM pg_sleep(600); END")
@@ -103,3 +107,31 @@ def test_a_job_that_catches_the_cancel_holds_only_its_own_transaction(db, start)
     assert "'w1' queue 4 tenant default: waiting" in out.stdout and "'swallower' queue 4 tenant default: executing" in out.stdout
     runner.wait_for(lambda r: {j["job_name"]: j["activity"] for d in r.state()["databases"] for j in d["running"]}
                     == {"w1": "waiting", "swallower": "executing", "w2": "waiting"}, what="the dashboard's view")
+    waiting = "waiting (its turn, or its transaction's commit)"
+    with chromium(tmp_path) as browser:  # and the console's page says so
+        browser.get(runner.url("/"))
+        wait(browser, lambda b: claimed_on_the_page(b) == {"w1": waiting, "swallower": "executing", "w2": waiting})
+
+
+def claimed_on_the_page(browser) -> dict[str, str]:
+    """The console's table of the jobs this runner claimed: job name -> what it does now."""
+    rows = [row.find_elements(By.TAG_NAME, "td") for row in browser.find_elements(By.CSS_SELECTOR, "#runner tr")]
+    return {cells[2].text: cells[6].text for cells in rows if len(cells) == 7}
+
+
+def test_each_queue_runs_as_many_jobs_at_once_as_it_has_workers(db, start):
+    """workers_per_queue is the default, queue_workers overrides it per queue: three long jobs in a queue of three
+    workers all run at once, a queue of one worker runs one of its three (the others wait, pending)."""
+    setup(db)
+    with connect(db) as conn:
+        for queue in (1, 2):
+            for i in range(3):
+                add_job(conn, f"long {queue}.{i}", LONG, job_queue=queue)
+    runner = start(db, extra=("--queue-count", "2", "--workers-per-queue", "1", "--queue-workers", "2=3"))
+    wait_until(lambda: sorted(n for n, a in activity(db).items() if n.startswith("long 2.") and a == "executing")
+               == ["long 2.0", "long 2.1", "long 2.2"], 60, "queue 2's three long jobs to execute at once")
+    wait_until(lambda: list(activity(db).values()).count("executing") == 4, 60, "queue 1's one long job to execute")
+    assert next(d for d in runner.state()["databases"] if d["database"] == db)["workers"] == 4  # 1 + 3
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_queue = 1 AND complete_status = 0"
+                            ).fetchone()[0] == 2  # no worker free for them

@@ -3,6 +3,8 @@ with its dependents; a retried job resumes its DAG to completion; a paused queue
 the other queues run. Every wait is on the database's state (generous timeouts), never on elapsed time."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -10,6 +12,8 @@ import pytest
 from conftest import add_job, connect, job_status
 from job_checks import COUNTER_DRIFT, wait_until
 from pgsql_broker.states import JobState
+from runner_process import db_dsn
+from tenant_logins import enqueue_as, tenant_logins
 
 P, R, C, F, X = JobState.PENDING, JobState.RUNNING, JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED
 
@@ -115,3 +119,20 @@ def test_a_paused_queue_runs_nothing_until_resumed(db, start, runtime_login):
         assert conn.execute("SELECT broker.broker_pause_queue(1, false)").fetchone()[0] is True
     wait_until(lambda: statuses(db, paused) == [C], 60, "the resumed queue's job to run")
     assert runner.log().count("jobs wait in a paused queue") == 1  # said once, not at every poll
+
+
+def test_status_marks_a_paused_queue_for_the_runtime_and_for_the_tenants_own_login(db):
+    """Nothing waits unseen: `pgsql-broker status` says a queue is paused to whoever sees its jobs, an enqueue
+    login (its own tenants' counts) as well as a runtime login (every tenant's)."""
+    with tenant_logins(db, {"alice": "acme"}) as names:
+        enqueue_as(db, names["alice"], "acme", "waits", "SELECT 1")  # queue 1
+        with connect(db, user=names["alice"], autocommit=False) as conn:
+            conn.execute("SELECT broker.broker_set_tenant('acme')")
+            assert conn.execute("SELECT broker.broker_pause_queue(1)").fetchone()[0] is True
+            conn.commit()
+        for login in (names["alice"], names["runner"]):
+            out = subprocess.run([sys.executable, "-m", "pgsql_broker", "status", "--dsn", db_dsn(db, login)],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            rows = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+            assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [("1", "acme", "1", "paused")], (login, out.stdout)

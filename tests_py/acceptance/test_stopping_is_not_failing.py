@@ -2,16 +2,18 @@
 lets running jobs finish until --shutdown-timeout-sec, then interrupts them, and a second signal interrupts at
 once. Afterwards every job is pending or completed (none failed or cancelled, max_attempts 1), the stop consumed
 no attempt, and after a restart each job's effects are applied exactly once. The log names what happened to
-each job. An idle runner exits at once."""
+each job. An idle runner exits at once; Broker.stop() stops as a signal does, and the interrupt metric counts."""
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
 
-from conftest import add_job, connect
+from conftest import add_job, connect, dsn
 from job_checks import wait_until
 
 # A job that sleeps 20 s until the test opens its gate (a row in table gate), then returns at once: the same job,
@@ -102,15 +104,22 @@ def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start, ru
     restart_and_finish(db, start, ["deploy-victim", "after-victim"])
     assert effects(db) == ["after-victim", "deploy-victim"]
     assert jobs(db)["deploy-victim"] == (2, 1, 1)  # the interruption stays visible
+    shown = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "show", str(victim), "--dsn", dsn(db)],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "1/1 (interrupted 1)" in shown.stdout, (shown.stderr, shown.stdout)
 
 
 def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
     setup(db)
     names = [f"short {i:02d}" for i in range(30)]
-    with connect(db) as conn:  # each outlasts the batch budget: it runs alone, others wait in a worker's claim
-        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="1 minute"): n
+    with connect(db) as conn:  # with a timeout, each job is a transaction of its own
+        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="5 minutes"): n
                for n in names}
-    runner = start(db, extra=("--lease-seconds", "5", "--shutdown-timeout-sec", "20"))
+    # A budget far above the 15 s the 30 jobs take keeps them in one worker's claim, one transaction after the
+    # other, until the stop. Under the default budget each job would outlast it in a transaction with others
+    # behind it and be handed back then ("claimed with a job that runs alone"): a stop that came a little late
+    # would find nothing claimed to hand back.
+    runner = start(db, extra=("--batch-budget-ms", "120000", "--lease-seconds", "300", "--shutdown-timeout-sec", "20"))
     wait_until(lambda: len(effects(db)) >= 2, 30, "two jobs to complete")
     runner.signal(signal.SIGTERM)
     assert runner.wait(30) == 0
@@ -120,6 +129,7 @@ def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
     pending = {job_id for job_id, n in ids.items() if state[n][0] == 0}
     assert pending, "the claimed jobs were run during the stop instead of being handed back"
     assert said(runner, "job released (stopping)") == pending  # each one named in the log
+    assert not said(runner, "job released (claimed with")  # handed back by the stop, not before it
     assert effects(db) == sorted(n for n in names if state[n][0] == 2)  # exactly the completed ones ran
 
     restart_and_finish(db, start, names)
@@ -137,6 +147,7 @@ def test_a_second_signal_interrupts_at_once_with_the_same_guarantee(db, start):
     runner.wait_for(lambda r: running(r, long_job, "executing"), what="the long job to run alone")
     runner.signal(signal.SIGTERM)
     runner.wait_for(lambda r: any(e["msg"].startswith("signal received") for e in log_lines(r)), what="the stop")
+    assert runner.get("/healthz")[0] == 503  # stopping: an orchestrator sees it (docs/operations.md)
     runner.signal(signal.SIGINT)
     assert runner.wait(30) == 0  # far less than the 600 s deadline
 
@@ -156,10 +167,11 @@ def test_a_second_signal_interrupts_at_once_with_the_same_guarantee(db, start):
     assert effects(db) == sorted(names.values())
 
 
-def test_an_idle_runner_exits_at_once(db, start):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_idle_runner_exits_at_once(db, start, sig):
     runner = start(db)
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
-    runner.signal(signal.SIGTERM)
+    runner.signal(sig)
     assert runner.wait(5) == 0  # a test timeout, not a measurement: the workers' poll is 10 s
 
 
@@ -211,3 +223,31 @@ def test_a_terminated_run_is_recorded_as_interrupted_on_another_connection(db):
     thread.join(10)
     assert "error" in outcome
     assert jobs(db) == {"edge": (0, 0, 1)} and effects(db) == []  # pending, attempt not counted, nothing applied
+
+
+def test_broker_stop_interrupts_past_the_deadline_and_counts_it(db):
+    """Broker.stop() (the runner as a library) stops as a signal does, and broker_jobs_interrupted_total counts
+    the run it ended."""
+    import asyncio
+    import threading
+
+    from prometheus_client import generate_latest
+
+    from pgsql_broker import Broker, load_settings
+    from runner_process import db_dsn
+    setup(db)
+    with connect(db) as conn:
+        victim = add_job(conn, "library victim", GATED % "'library victim'", job_queue=2)
+    broker = Broker(load_settings(env={}, dsns=[db_dsn(db)], flags={
+        "metrics_enabled": False, "shutdown_timeout_sec": 0.5, "allow_privileged_login": True}))
+    thread = threading.Thread(target=lambda: asyncio.run(broker.run()), daemon=True)
+    thread.start()
+    with connect(db) as conn:  # (read from the database: the broker's own state belongs to its thread)
+        wait_until(lambda: conn.execute("SELECT activity FROM broker.broker_job_activity() WHERE job_id = %s",
+                                        (victim,)).fetchall() == [("executing",)], 60, "the job to run")
+    broker.stop()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert jobs(db) == {"library victim": (0, 0, 1)} and effects(db) == []
+    metrics = generate_latest(broker.metrics.registry).decode()
+    assert f'broker_jobs_interrupted_total{{database="{db}",queue="2"}} 1.0' in metrics, metrics

@@ -140,6 +140,9 @@ def test_workers_budget_and_connection_caps_are_validated_with_one_line_errors()
            ({"workers_per_queue": 0}, "broker.workers_per_queue must be >= 1, got 0"),
            ({"workers_per_queue": 65}, "broker.workers_per_queue must be <= 64"),
            ({"batch_budget_ms": 5}, "broker.batch_budget_ms must be >= 10, got 5"),
+           # a claimed job may wait in a worker for up to twice the budget: its lease must outlast that
+           ({"batch_budget_ms": 30_000, "lease_seconds": 60}, "broker.batch_budget_ms must be below half of "
+                                                              "broker.lease_seconds (60 s), got 30000"),
            ({"max_open_conns_total": 1}, "broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session "
                                          "connection and a worker connection), got 1"),
            ({"parked_visit_sec": 0.1}, "broker.parked_visit_sec must be >= 0.5, got 0.1")]

@@ -159,8 +159,10 @@ OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
                             count(*) FILTER (WHERE complete_status = 1) AS running,
                             count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
                             count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
-                            count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
-                       FROM broker.broker_jobs
+                            count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour,
+                            EXISTS (SELECT FROM broker.broker_queue_pause p  -- (as broker_queue_stats: the tenant's or every tenant's)
+                                     WHERE p.job_queue = j.job_queue AND (p.tenant_id IS NULL OR p.tenant_id = j.tenant_id)) AS paused
+                       FROM broker.broker_jobs j
                       WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
                       GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
 # `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
