@@ -9,6 +9,11 @@ a connection of its own, maybe another login's (run/autonomous.py): its statemen
 connection's cancel key, and broker_autonomous_end ends it cancelled. The runner also asks
 every POLL_SEC for the jobs it executes, so a NOTIFY lost while the session reconnected is not a cancel lost.
 
+Only a job alone in its transaction is signalled: in a transaction of several jobs the signal would cancel
+whichever of them executes, failing that one. Such a transaction runs under the batch budget (run/worker.py):
+the job asked for keeps its result if it completes first, else the budget's timeout ends it and, under its
+request, it ends cancelled (broker_run_batch); a job the budget handed back runs alone and is signalled then.
+
 A cancel sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
 ignored by PostgreSQL when the backend is idle; one that reaches the worker's next statement fails it with
 57014, which the worker treats as transient (run/worker.py: the claim is retried, a transaction of jobs runs again
@@ -51,10 +56,12 @@ class Canceller:
             self._hints.add(int(job))
         return True
 
-    def _running(self) -> dict[int, tuple[int, int, int]]:
-        running = {row[0]: (key[0], pid, id(batch)) for key, (pid, batch) in list(self.executing.items()) for row in batch}
+    def _running(self) -> dict[int, tuple[int, int, int, bool]]:
+        """job id -> (queue, backend pid, id of its batch, whether it may be signalled: alone in its transaction)."""
+        running = {row[0]: (key[0], pid, id(batch), len(batch) == 1)
+                   for key, (pid, batch) in list(self.executing.items()) for row in batch}
         for job_id, (queue, conn) in list(self.autonomous.items()):
-            running[job_id] = (queue, conn.info.backend_pid, id(conn))
+            running[job_id] = (queue, conn.info.backend_pid, id(conn), True)
         return running
 
     async def apply(self, conn: psycopg.AsyncConnection) -> None:
@@ -65,7 +72,7 @@ class Canceller:
         if now >= self._next_poll:
             wanted, self._next_poll = set(running), now + POLL_SEC
         self._hints.clear()
-        self._sent &= {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
+        self._sent &= {(job_id, pid, batch) for job_id, (_, pid, batch, _) in running.items()}
         if not wanted:
             return
         ordered, confirmed = sorted(wanted), []
@@ -74,9 +81,9 @@ class Canceller:
             confirmed += [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
         for job_id in confirmed:
             now_running = self._running().get(job_id)
-            if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent:
-                continue  # finished meanwhile (it keeps its result), or already cancelled
-            queue, pid, batch = now_running
+            if now_running is None or (job_id, now_running[1], now_running[2]) in self._sent or not now_running[3]:
+                continue  # finished meanwhile (it keeps its result), already cancelled, or not alone (see above)
+            queue, pid, batch, _ = now_running
             own = self.autonomous.get(job_id)
             if own is not None:
                 await own[1].cancel_safe(timeout=5)  # (its backend may be another login's: the cancel key works)
