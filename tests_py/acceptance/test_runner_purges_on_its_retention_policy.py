@@ -100,10 +100,11 @@ def test_no_retention_flag_turns_it_off(db, start):
     runner = start(db, extra=("--no-retention", "--queue-depth-poll-sec", "0.1"))  # the superuser may purge
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
 
-    def stats_read(r):  # the instance list the maintenance task read last (its ping time moves every second)
-        return [i["last_ping_at"] for d in r.state()["databases"] for i in d["instances"]]
-    runner.wait_for(lambda r: stats_read(r), what="a first maintenance pass")
-    first = stats_read(runner)
-    # a later pass read the list again: the first pass's purge, which follows its read, is over
-    runner.wait_for(lambda r: stats_read(r) != first, what="a second maintenance pass")
-    assert _names(db) == {name for name, _, _ in JOBS}
+    def delayed(r) -> int:  # what the maintenance task's last queue stats read counted (pending-old: 1)
+        return sum(q["delayed"] for d in r.state()["databases"] for q in d["queues"])
+    runner.wait_for(lambda r: delayed(r) == 1, what="a first maintenance pass")
+    with connect(db) as owner:
+        add_job(owner, "one more", "SELECT 1", run_after="2999-01-01T00:00:00Z")
+    # a later pass read it: the purge of the pass that read the first count, which follows its read, is over
+    runner.wait_for(lambda r: delayed(r) == 2, what="a later maintenance pass")
+    assert _names(db) == {name for name, _, _ in JOBS} | {"one more"}
