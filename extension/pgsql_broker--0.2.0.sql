@@ -8902,9 +8902,7 @@ BEGIN
            0::double precision, 0::bigint, 0::bigint, 0::bigint
       FROM broker.broker_queue_pause AS g
      WHERE g.tenant_id IS NULL
-       AND NOT EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) g.job_queue
-                          AND j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]))
+       AND NOT EXISTS (SELECT 1 FROM s WHERE s.job_queue OPERATOR(pg_catalog.=) g.job_queue)
      ORDER BY 1, 2;
 END;
 $$;

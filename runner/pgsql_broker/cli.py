@@ -302,7 +302,7 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
     for q in stats:
         click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} {q.delayed:7d} "
                    f"{q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} {q.cancelled_last_hour:12d}"
-                   + ("  paused" if getattr(q, "paused", False) else ""))
+                   + ("  paused" if q.paused else ""))
     if not stats:
         click.echo("  (no jobs)")
     if access.runtime and access.instances:

@@ -9,6 +9,7 @@ import sys
 
 from conftest import add_job, connect, job_status
 from runner_process import db_dsn
+from tenant_logins import enqueue_as, tenant_logins
 from pgsql_broker.states import JobState
 
 
@@ -99,3 +100,26 @@ def test_bad_arguments_exit_2_and_missing_jobs_1(db):
     assert unknown.returncode == 1 and "(SQLSTATE P0002)" in unknown.stderr
     nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "list"], capture_output=True, text=True)
     assert nodb.returncode == 2 and "--dsn" in nodb.stderr
+
+
+def test_status_marks_paused_queues_for_a_tenant_and_for_the_runner(db):
+    """Paused queues show wherever queues are shown: `status` as the tenant's own login marks its paused queue
+    (its own pause, and one for every tenant where it has no job), as the runner's login too."""
+    with tenant_logins(db, {"alice": "acme"}) as names:
+        enqueue_as(db, names["alice"], "acme", "alice's job", "SELECT 1")
+        alice = [sys.executable, "-m", "pgsql_broker", "--dsn", db_dsn(db, names["alice"])]
+        paused = subprocess.run([*alice[:3], "queues", "pause", "1", "--tenant", "acme", *alice[3:]],
+                                capture_output=True, text=True, timeout=60)
+        assert paused.returncode == 0 and "queue 1: paused" in paused.stdout, paused.stderr
+        assert "queue 4: paused" in cli(db, "queues", "pause", "4").stdout  # an administrator: every tenant
+
+        def status_rows(login: str) -> list[list[str]]:
+            out = subprocess.run([sys.executable, "-m", "pgsql_broker", "status", "--dsn", db_dsn(db, login)],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            return [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+        mine = status_rows(names["alice"])
+        assert [(r[0], r[1], r[2], r[-1]) for r in mine if r[0] == "1"] == [("1", "acme", "1", "paused")], mine
+        assert ("4", "acme", "paused") in [(r[0], r[1], r[-1]) for r in mine], mine
+        runner = status_rows(names["runner"])
+        assert [(r[0], r[1], r[-1]) for r in runner] == [("1", "acme", "paused"), ("4", "0", "paused")], runner  # tenant ''

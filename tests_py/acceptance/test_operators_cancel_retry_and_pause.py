@@ -81,6 +81,32 @@ def test_a_forged_cancel_notify_stops_nothing(db, start, runtime_login):
     assert "cancelling a running job" not in runner.log()
 
 
+def test_cancelling_a_job_that_waits_in_a_transaction_of_jobs_fails_none_of_the_others(db, start, runtime_login):
+    """A job claimed with others waits in their transaction while one of them executes: a signal to that backend
+    would cancel the job executing, not the one asked for. The runner leaves such a transaction alone (its batch
+    budget bounds it): the job executing completes, and the one asked for keeps its result if it completes
+    before the cancel lands (it does here: the budget is long)."""
+    with connect(db) as conn:
+        conn.execute("CREATE TABLE gate ()")
+        conn.execute("GRANT SELECT ON gate TO PUBLIC")
+        with conn.transaction():  # claimed together: one tenant, one run_as role, no timeout
+            first = add_job(conn, "executing", "BEGIN FOR i IN 1..600 LOOP EXIT WHEN EXISTS (SELECT FROM public.gate); "
+                                               "PERFORM pg_sleep(0.05); END LOOP; END", job_language="plpgsql")
+            waiting = add_job(conn, "waiting behind it", "SELECT 1")
+            after = add_job(conn, "after the first", "SELECT 1", depends_on_job_ids=[first])
+    runner = start(db, user=runtime_login, extra=("--batch-budget-ms", "60000"))
+    with connect(db) as conn:
+        wait_until(lambda: statuses(db, first, waiting) == [R, R], 60, "both to be claimed")
+        assert conn.execute("SELECT broker.broker_cancel_job(%s, 'not this one')", (waiting,)).fetchone()[0] == 1
+        conn.execute("SELECT pg_sleep(1.5)")  # longer than the runner's poll of cancel requests (POLL_SEC)
+        conn.execute("INSERT INTO gate DEFAULT VALUES")
+        wait_until(lambda: min(statuses(db, first, waiting, after)) >= C, 120, "every job to finish")
+        assert statuses(db, first, waiting, after) == [C, C, C]
+        assert conn.execute("SELECT outcome FROM broker.broker_job_attempts WHERE job_id = %s", (first,)).fetchall() == [
+            ("completed",)]
+    assert "cancelling a running job" not in runner.log()
+
+
 def test_a_retried_job_resumes_its_dag_to_completion(db, start, runtime_login):
     with connect(db) as conn:
         conn.execute("CREATE TABLE ready (ok boolean NOT NULL)")

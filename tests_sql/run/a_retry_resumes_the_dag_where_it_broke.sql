@@ -3,7 +3,7 @@
 -- the DAG runs to completion; a job that also waits on another failed job is cancelled again
 -- because of that one; every other state is refused with a SQLSTATE.
 BEGIN;
-SELECT plan(23);
+SELECT plan(24);
 \ir ../lib/run_next.psql
 
 -- extract -> transform -> (load, report); report also waits on the group 'audit'
@@ -77,6 +77,15 @@ SELECT broker.broker_add_job('running', 'SELECT 1', 9);
 SELECT broker.broker_get(9);
 SELECT throws_ok(format('SELECT broker.broker_retry_job(%s)', (SELECT job_id FROM broker.broker_jobs WHERE job_name = 'running')), '55000',
                  NULL, 'a running job: 55000');
+
+-- its idempotency key taken meanwhile by a new unfinished job
+SELECT broker.broker_add_job('keyed', 'SELECT 1/0', 10, p_idempotency_key => 'nightly import');
+SELECT pg_temp.run_next(10);
+SELECT broker.broker_add_job('keyed again', 'SELECT 1', 10, p_idempotency_key => 'nightly import');
+SELECT throws_ok(format('SELECT broker.broker_retry_job(%s)', (SELECT job_id FROM broker.broker_jobs WHERE job_name = 'keyed')), '23505',
+                 format('broker_retry_job: another unfinished job has the idempotency key of job %s or of a job cancelled because of it',
+                        (SELECT job_id FROM broker.broker_jobs WHERE job_name = 'keyed')),
+                 'its idempotency key taken by another unfinished job: 23505');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -9,6 +9,11 @@ a connection of its own, maybe another login's (run/autonomous.py): its statemen
 connection's cancel key, and broker_autonomous_end ends it cancelled. The runner also asks
 every POLL_SEC for the jobs it executes, so a NOTIFY lost while the session reconnected is not a cancel lost.
 
+Only a job alone in its transaction is signalled: in a transaction of several jobs the signal would cancel
+whichever of them executes, failing that one. Such a transaction runs under the batch budget (run/worker.py):
+the job asked for keeps its result if it completes first, else the budget's timeout ends it and, under its
+request, it ends cancelled (broker_run_batch); a job the budget handed back runs alone and is signalled then.
+
 A cancel is sent once per executing batch and job. One that reaches a backend whose batch ended meanwhile is
 ignored by PostgreSQL when the backend is idle; one that reaches the worker's next statement fails it with
 57014, which the worker treats as transient (run/worker.py: the claim is retried, a transaction of jobs runs again
@@ -54,10 +59,12 @@ class Canceller:
             self._hints.add(int(job))
         return True
 
-    def _running(self) -> dict[int, tuple[int, int, int]]:
-        running = {row[0]: (key[0], pid, id(batch)) for key, (pid, batch) in list(self.executing.items()) for row in batch}
+    def _running(self) -> dict[int, tuple[int, int, int, bool]]:
+        """job id -> (queue, backend pid, id of its batch, whether it may be signalled: alone in its transaction)."""
+        running = {row[0]: (key[0], pid, id(batch), len(batch) == 1)
+                   for key, (pid, batch) in list(self.executing.items()) for row in batch}
         for job_id, (queue, conn) in list(self.autonomous.items()):
-            running[job_id] = (queue, conn.info.backend_pid, id(conn))
+            running[job_id] = (queue, conn.info.backend_pid, id(conn), True)
         return running
 
     async def apply(self, conn: psycopg.AsyncConnection) -> None:
@@ -68,7 +75,7 @@ class Canceller:
         if now >= self._next_poll:
             wanted, self._next_poll = set(running), now + POLL_SEC
         self._hints.clear()
-        still = {(job_id, pid, batch) for job_id, (_, pid, batch) in running.items()}
+        still = {(job_id, pid, batch) for job_id, (_, pid, batch, _) in running.items()}
         self._sent = {key: at for key, at in self._sent.items() if key in still}
         if not wanted:
             return
@@ -78,9 +85,9 @@ class Canceller:
             confirmed += [r[0] for r in await (await conn.execute(queries.CANCEL_REQUESTS, {"jobs": ids})).fetchall()]
         for job_id in confirmed:
             now_running = self._running().get(job_id)
-            if now_running is None:
-                continue  # finished meanwhile: it keeps its result
-            queue, pid, batch = now_running
+            if now_running is None or not now_running[3]:
+                continue  # finished meanwhile (it keeps its result), or not alone (see above)
+            queue, pid, batch, _ = now_running
             own = self.autonomous.get(job_id)
             sent_at = self._sent.get((job_id, pid, batch))
             if sent_at is not None and (own is None or now - sent_at < POLL_SEC):

@@ -151,20 +151,32 @@ STATUS_ACCESS = """SELECT to_regnamespace('broker') IS NOT NULL AS schema,
 # An enqueue login's tenants: its mappings (row-level security shows a role its own) and the default tenant.
 OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
                  UNION SELECT broker.broker_current_tenant() ORDER BY 1"""
-# broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant).
-OWN_QUEUE_STATS = """SELECT job_queue, tenant_id,
-                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
-                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps > 0) AS blocked,
-                            count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after > statement_timestamp()) AS delayed,
-                            count(*) FILTER (WHERE complete_status = 1) AS running,
-                            count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
-                            count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
-                            count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour,
-                            EXISTS (SELECT FROM broker.broker_queue_pause p  -- (as broker_queue_stats: the tenant's or every tenant's)
-                                     WHERE p.job_queue = j.job_queue AND (p.tenant_id IS NULL OR p.tenant_id = j.tenant_id)) AS paused
-                       FROM broker.broker_jobs j
-                      WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
-                      GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
+# broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant),
+# with its pauses: its own and those for every tenant (a row of their own where the tenant has no job there).
+OWN_QUEUE_STATS = """WITH s AS (
+                       SELECT job_queue, tenant_id,
+                              count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
+                              count(*) FILTER (WHERE complete_status = 0 AND pending_deps > 0) AS blocked,
+                              count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after > statement_timestamp()) AS delayed,
+                              count(*) FILTER (WHERE complete_status = 1) AS running,
+                              count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
+                              count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
+                              count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
+                         FROM broker.broker_jobs
+                        WHERE complete_status IN (0, 1) OR finished_at > statement_timestamp() - interval '1 hour'
+                        GROUP BY job_queue, tenant_id
+                       UNION ALL
+                       SELECT job_queue, coalesce(tenant_id, broker.broker_current_tenant()), 0, 0, 0, 0, 0, 0, 0
+                         FROM broker.broker_queue_pause
+                        WHERE tenant_id IS NULL OR tenant_id = broker.broker_current_tenant())
+                     SELECT job_queue, tenant_id, sum(ready)::bigint AS ready, sum(blocked)::bigint AS blocked,
+                            sum(delayed)::bigint AS delayed, sum(running)::bigint AS running,
+                            sum(completed_last_hour)::bigint AS completed_last_hour,
+                            sum(failed_last_hour)::bigint AS failed_last_hour,
+                            sum(cancelled_last_hour)::bigint AS cancelled_last_hour,
+                            EXISTS (SELECT FROM broker.broker_queue_pause AS p
+                                     WHERE p.job_queue = s.job_queue AND (p.tenant_id IS NULL OR p.tenant_id = s.tenant_id)) AS paused
+                       FROM s GROUP BY job_queue, tenant_id ORDER BY job_queue, tenant_id"""
 # `pgsql-broker status`: runners standing by (their listen connection is up, they hold no active instance row)
 STANDBY_COUNT = """SELECT count(*) AS standby FROM pg_stat_activity
                     WHERE datname = current_database() AND application_name LIKE '%:listen'
