@@ -152,6 +152,7 @@ DECLARE
     v_cut     integer; -- the position (in o) of the job the budget's timeout ended, if any
     v_keep    integer; -- rows returned: those before the first job not started
     v_try     integer;
+    v_status  smallint; -- the outcome being recorded for a failed job (o changes once it is)
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -338,10 +339,13 @@ BEGIN
                         o[i].complete_status := broker._fail_job((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
                         CONTINUE;
                     END IF;
-                    -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed
-                    o[i].complete_status := broker._cancel_running((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
-                    CONTINUE WHEN (o[i]).complete_status IS NOT NULL;
-                    o[i].complete_status := broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                    -- cancelled by its cancel request (57014 with a request: broker_cancel_job), else failed;
+                    -- o[i] changes only once both are done, so that a second try records the job again
+                    v_status := broker._cancel_running((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                    IF v_status IS NULL THEN
+                        v_status := broker._fail_attempt((o[i]).job_id, (o[i]).error_sqlstate, (o[i]).error_message);
+                    END IF;
+                    o[i].complete_status := v_status;
                 END LOOP;
             END IF;
             IF v_cut IS NOT NULL THEN
