@@ -15,7 +15,7 @@ from .broker import Broker
 from .config import ConfigError, load_databases
 from .install import InstallError, apply_roles, install, verify
 from .install.credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
-from .install.role_setup import check_roles, sharing_notice
+from .install.role_setup import check_roles, missing_roles, sharing_notice
 from .observe import logs
 from .observe.logs import safe_text
 from .run import queries
@@ -63,13 +63,17 @@ def main() -> None:
               "and their grants (passwords untouched unless --set-passwords).")
 @click.option("--set-passwords", is_flag=True, help="With --with-roles: give the three roles LOGIN and new passwords "
               "(they are cluster-wide: every database using them is named first).")
+@click.option("--retention-login", "retention_logins", multiple=True, metavar="ROLE",
+              help="With --with-roles: also GRANT broker_retention (broker_purge_jobs only) to this runner login "
+              "or role, so that the runner purges on its retention policy (repeatable).")
 @click.option("--admin-user", help="Login for --with-roles (else $PGUSER, $PG_USER, prompt).")
 @click.option("--admin-password", help="Its password (else $PGPASSWORD, $PG_PASS, prompt).")
 @click.option("--broker-admin-password", help="Password for broker_admin (else $BROKER_ADMIN_PASSWORD, prompt).")
 @click.option("--broker-runtime-password", help="Password for broker_runtime (else $BROKER_RUNTIME_PASSWORD, prompt).")
 @click.option("--broker-enqueue-password", help="Password for broker_enqueue (else $BROKER_ENQUEUE_PASSWORD, prompt).")
-def install_command(dsns, config_path, no_extension, verify_only, with_roles, set_passwords, admin_user,
-                    admin_password, broker_admin_password, broker_runtime_password, broker_enqueue_password) -> None:
+def install_command(dsns, config_path, no_extension, verify_only, with_roles, set_passwords, retention_logins,
+                    admin_user, admin_password, broker_admin_password, broker_runtime_password,
+                    broker_enqueue_password) -> None:
     """Install or upgrade the broker schema: CREATE EXTENSION where possible, else tracked migrations.
 
     Idempotent; refuses to downgrade or to mix the two install paths on one database. Works for a
@@ -79,6 +83,11 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, se
         raise click.UsageError("--verify-only cannot be combined with --with-roles")
     if set_passwords and not with_roles:
         raise click.UsageError("--set-passwords needs --with-roles")
+    if retention_logins and not with_roles:
+        raise click.UsageError("--retention-login needs --with-roles")
+    if "broker_enqueue" in retention_logins:
+        raise click.UsageError("--retention-login broker_enqueue: every enqueue login could purge every tenant's "
+                               "finished jobs; name the runner's login")
     targets = _targets(dsns, config_path)
 
     if verify_only:
@@ -117,9 +126,13 @@ def install_command(dsns, config_path, no_extension, verify_only, with_roles, se
             if with_roles:
                 with psycopg.connect(dsn, autocommit=True) as conn:  # before anything changes
                     check_roles(conn)
+                    missing = missing_roles(conn, retention_logins)
+                    if missing:  # (before anything changes)
+                        raise InstallError(f"--retention-login: no role {', '.join(missing)} on this server "
+                                           "(create the runner's login first)")
                     for line in sharing_notice(conn, set_passwords):
                         say(line)
-                then = lambda dsn=dsn, say=say: apply_roles(dsn, passwords, log=say)  # noqa: E731
+                then = lambda dsn=dsn, say=say: apply_roles(dsn, passwords, retention_logins, log=say)  # noqa: E731
             install(dsn, no_extension=no_extension, log=say, then=then)
         except (InstallError, psycopg.Error) as exc:
             click.echo(f"{label}: error: {connect_message(exc)}", err=True)

@@ -52,11 +52,20 @@ def test_migrate_then_broker_as_broker_runtime_processes_a_job(empty_db, tmp_pat
     migrate = compose["services"]["migrate"]
     assert CONTAINER_DSN in migrate["command"]
     command = [here if arg == CONTAINER_DSN else arg for arg in migrate["command"]]
-    result = subprocess.run([*cli, *command], env=base_env | compose_env(migrate["environment"], dotenv),
-                            capture_output=True, text=True, timeout=120)
+    try:
+        result = subprocess.run([*cli, *command], env=base_env | compose_env(migrate["environment"], dotenv),
+                                capture_output=True, text=True, timeout=120)
+        with connect(empty_db) as conn:  # the stack's runner purges on its retention policy
+            assert conn.execute("SELECT pg_has_role('broker_runtime', 'broker_retention', 'MEMBER')").fetchone() == (True,)
+    finally:  # (cluster-wide: the other tests' broker_runtime may not purge)
+        with connect(empty_db) as conn:
+            conn.execute("DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'broker_runtime') THEN "
+                         "IF pg_has_role('broker_runtime', 'broker_retention', 'MEMBER') THEN "
+                         "REVOKE broker_retention FROM broker_runtime; END IF; END IF; END $$")
     assert result.returncode == 0, result.stderr
     assert "installed as migrations" in result.stdout
     assert "LOGIN and new passwords for broker_admin, broker_enqueue, broker_runtime" in result.stdout
+    assert "broker_retention granted to broker_runtime" in result.stdout
     with connect(empty_db) as conn:
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgsql_broker'").fetchone() == (0,)
         assert conn.execute("SELECT max(version) FROM broker.broker_schema_migrations").fetchone() == (control_version(),)

@@ -104,3 +104,27 @@ def test_passwords_without_set_passwords_are_a_usage_error(template_db):
         lone = cli("install", "--dsn", owner_dsn(db, owner), "--set-passwords")
         assert lone.returncode == 2 and "--set-passwords needs --with-roles" in lone.stderr
         assert schemas(db) == ["public"]
+
+
+def test_a_retention_login_is_granted_broker_retention_and_a_wrong_one_changes_nothing(template_db):
+    with managed_owner() as (db, owner):
+        runner_login = f"ret_{owner[2:]}"
+        with connect(db, user=owner) as conn:
+            conn.execute(f'CREATE ROLE "{runner_login}" LOGIN')
+        missing = cli("install", "--dsn", owner_dsn(db, owner), "--with-roles", "--admin-user", owner,
+                      "--retention-login", f"nobody_{owner[2:]}")
+        assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+        assert f"--retention-login: no role nobody_{owner[2:]}" in missing.stderr
+        assert "broker" not in schemas(db)  # refused before anything changed
+        enqueue = cli("install", "--dsn", owner_dsn(db, owner), "--with-roles", "--retention-login", "broker_enqueue")
+        assert enqueue.returncode == 2 and "every enqueue login could purge" in enqueue.stderr
+        alone = cli("install", "--dsn", owner_dsn(db, owner), "--retention-login", runner_login)
+        assert alone.returncode == 2 and "--retention-login needs --with-roles" in alone.stderr
+        granted = cli("install", "--dsn", owner_dsn(db, owner), "--with-roles", "--admin-user", owner,
+                      "--retention-login", runner_login)
+        assert granted.returncode == 0, granted.stderr
+        assert f"broker_retention granted to {runner_login}" in granted.stdout
+        with connect(db) as conn:
+            assert conn.execute("SELECT pg_has_role(%s, 'broker_retention', 'MEMBER'), "
+                                "has_function_privilege(%s, 'broker.broker_purge_jobs(interval, integer, smallint)', "
+                                "'EXECUTE')", (runner_login, runner_login)).fetchone() == (True, True)

@@ -349,9 +349,11 @@ def verify(dsn: str) -> VerifyReport:
     return report
 
 
-def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, log: Log = print) -> None:
+def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, retention_logins: tuple[str, ...] = (),
+                log: Log = print) -> None:
     """Create or update broker_admin, broker_runtime and broker_enqueue (roles.sql); with passwords, also
-    give those roles LOGIN and these passwords (the others keep theirs).
+    give those roles LOGIN and these passwords (the others keep theirs); grant broker_retention to
+    retention_logins (the CLI checked that they exist: role_setup.missing_roles).
 
     Passwords travel as SCRAM verifiers computed here, so the plain text never
     reaches the server (nor its statement log)."""
@@ -365,9 +367,12 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, log: Lo
                 verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
                 conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(
                     sql.Identifier(role), sql.Literal(verifier.decode())))
+            for role in retention_logins:
+                conn.execute(sql.SQL("GRANT broker_retention TO {}").format(sql.Identifier(role)))
         log("roles broker_admin, broker_runtime, broker_enqueue created or updated; grants applied"
             + (f"; LOGIN and new passwords for {', '.join(sorted(passwords))}" if passwords else
-               "; passwords not changed"))
+               "; passwords not changed")
+            + (f"; broker_retention granted to {', '.join(retention_logins)}" if retention_logins else ""))
 
 
 def _check_migrations_catalog(conn: psycopg.Connection) -> None:

@@ -23,6 +23,13 @@ def check_roles(conn: psycopg.Connection) -> None:
     conn.execute(match.group(0))
 
 
+def missing_roles(conn: psycopg.Connection, names: tuple[str, ...]) -> list[str]:
+    """The names (of --retention-login) that are no role of this server (the broker's own roles are made by
+    the same --with-roles)."""
+    return [name for name in names if name not in ROLES and conn.execute(
+        "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) %s", (name,)).fetchone() is None]
+
+
 def databases_using_roles(conn: psycopg.Connection) -> list[str]:
     """Databases (other than this one) where an object is owned by a broker role or grants it a privilege
     (pg_shdepend records both, for every database of the cluster)."""
