@@ -107,10 +107,13 @@ def test_a_job_running_past_the_deadline_is_interrupted_not_failed(db, start, ru
 def test_claimed_jobs_that_have_not_started_are_handed_back(db, start):
     setup(db)
     names = [f"short {i:02d}" for i in range(30)]
-    with connect(db) as conn:  # each outlasts the batch budget: it runs alone, others wait in a worker's claim
-        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="1 minute"): n
+    # each starts a transaction of its own (it has a timeout), under a budget long enough that the worker runs them
+    # one after the other from one claim: the others wait in its claim (a budget they outlast would hand them back
+    # at each job, and a stop then would find them pending, not claimed)
+    with connect(db) as conn:
+        ids = {add_job(conn, n, f"INSERT INTO effects VALUES ('{n}'); SELECT pg_sleep(0.5)", timeout="10 minutes"): n
                for n in names}
-    runner = start(db, extra=("--lease-seconds", "5", "--shutdown-timeout-sec", "20"))
+    runner = start(db, extra=("--batch-budget-ms", "60000", "--shutdown-timeout-sec", "20"))
     wait_until(lambda: len(effects(db)) >= 2, 30, "two jobs to complete")
     runner.signal(signal.SIGTERM)
     assert runner.wait(30) == 0
