@@ -31,7 +31,9 @@ class Autonomous:
 
 
 @contextmanager
-def autonomous_roles(db: str, tmp_path: Path, lease_seconds: int = 2) -> Iterator[Autonomous]:
+def autonomous_roles(db: str, tmp_path: Path, lease_seconds: int = 30) -> Iterator[Autonomous]:
+    """lease_seconds: long enough that a claim of a slow machine does not expire before its job starts (a test of
+    recovery passes a short one)."""
     suffix = uuid.uuid4().hex[:8]
     maint, etl, runner = f"maint_{suffix}", f"etl_{suffix}", f"rt_{suffix}"
     with connect("postgres") as admin:

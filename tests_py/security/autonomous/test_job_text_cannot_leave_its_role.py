@@ -49,9 +49,7 @@ def nothing_ran_as_the_login(db: str, a) -> None:
 
 
 def test_texts_that_would_leave_the_role_are_refused_before_they_run(db, tmp_path, start):
-    # (a lease long enough that a slow machine's first claims never expire before their refusal is recorded:
-    # nothing here tests recovery)
-    with autonomous_roles(db, tmp_path, lease_seconds=30) as a, connect(db) as su:
+    with autonomous_roles(db, tmp_path) as a, connect(db) as su:
         su.execute("CREATE TABLE public.leak (who name, session_who name)")
         su.execute("GRANT INSERT ON public.leak TO PUBLIC")
         with a.as_role(a.maint) as conn:
