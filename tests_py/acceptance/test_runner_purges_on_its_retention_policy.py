@@ -99,10 +99,13 @@ def test_no_retention_flag_turns_it_off(db, start):
     runner = start(db, extra=("--no-retention", "--queue-depth-poll-sec", "0.1"))  # the superuser may purge
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
 
-    def stats_read(r):  # the instance list the maintenance task read last (its ping time moves every second)
-        return [i["last_ping_at"] for d in r.state()["databases"] for i in d["instances"]]
-    runner.wait_for(lambda r: stats_read(r), what="a first maintenance pass")
+    def stats_read(r):  # the queue depths and instances the maintenance task read last
+        return [(d["queues"], d["instances"]) for d in r.state()["databases"]]
+    runner.wait_for(lambda r: any(i for _, i in stats_read(r)), what="a first maintenance pass")
     first = stats_read(runner)
-    # a later pass read the list again: the first pass's purge, which follows its read, is over
+    with connect(db) as owner:  # one more pending job: the next read of the depths differs
+        add_job(owner, "marker", "SELECT 1", run_after="2999-01-01T00:00:00Z")
+    # a later pass read the depths again: the first pass's purge, which follows its read, is over (the ping, which
+    # the instance list shows, moves only every 30 s: no sign of a second pass within a test's wait)
     runner.wait_for(lambda r: stats_read(r) != first, what="a second maintenance pass")
-    assert _names(db) == {name for name, _, _ in JOBS}
+    assert _names(db) == {name for name, _, _ in JOBS} | {"marker"}
