@@ -100,7 +100,7 @@ def test_maintenance_and_a_committing_procedure_complete_each_as_its_role(db, tm
             # allowed to use maint's privileges: broker_runtime is NOINHERIT)
             wait_until(lambda: conn.execute("SELECT pg_stat_clear_snapshot(); SELECT 1").fetchone() and conn.execute(
                 "SELECT vacuum_count > 0 AND analyze_count > 0 FROM pg_stat_user_tables WHERE relname = 'orders'"
-            ).fetchone()[0], 10, "the vacuum's statistics")
+            ).fetchone()[0], 30, "the vacuum's statistics")
             assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = 'orders_lower_name'::regclass").fetchone() == (True,)
             assert conn.execute("SELECT relfilenode FROM pg_class WHERE relname = 'orders_name_idx'").fetchone()[0] != old_node
             assert conn.execute("SELECT name FROM order_names WHERE id = 1").fetchone() == ("renamed",)
@@ -131,7 +131,7 @@ def test_a_runner_killed_in_the_middle_of_the_procedure_leaves_a_job_that_is_ret
             # the killed runner's backend notices its client is gone and stops (client_connection_check_interval)
             wait_until(lambda: not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s "
                                                 "AND query LIKE 'CALL%%' AND state = 'active'", (a.etl,)).fetchone()[0],
-                       10, "the orphaned CALL to end")
+                       30, "the orphaned CALL to end")
         second = start(extra=("--config", str(a.config)), user=a.runner, name="second")
         wait_until(lambda: outcome(db, job)[0] == 2, 90, "the retried job to complete", second)
         status, attempts, sqlstate, message = outcome(db, job)
@@ -206,7 +206,7 @@ def test_stopping_interrupts_a_running_autonomous_job_without_counting_its_attem
             wait_until(lambda: conn.execute("SELECT count(*) FROM chunks").fetchone()[0] >= 1, 60, "the procedure", runner)
         runner.signal(signal.SIGTERM)
         if signals == 2:
-            runner.wait_for(lambda r: "signal received" in r.log(), 10, "the first signal")
+            runner.wait_for(lambda r: "signal received" in r.log(), 30, "the first signal")
             runner.signal(signal.SIGTERM)
         assert runner.wait(40) == 0
         status, attempts, *_ = outcome(db, slow)

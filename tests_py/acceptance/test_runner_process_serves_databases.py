@@ -18,13 +18,13 @@ from runner_process import db_dsn
 
 
 def test_jobs_run_on_notify_and_also_when_every_notify_is_lost(db, start):
-    # a 60 s poll timer: only NOTIFY can make the first job run within the wait below
-    runner = start(db, extra=("--queue-timer-sec", "60"))
+    # an hour's poll timer: only NOTIFY can make the first job run within the wait below
+    runner = start(db, extra=("--queue-timer-sec", "3600"))
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     with connect(db) as conn:
         time.sleep(0.5)  # the workers have drained the empty queues and wait
         job = add_job(conn, "woken", "SELECT 1")
-    wait_until(lambda: finished(db, job), timeout=20, what="the job woken by NOTIFY")
+    wait_until(lambda: finished(db, job), timeout=60, what="the job woken by NOTIFY")
     runner.kill()
 
     # no NOTIFY at all (broker_add_job's own switch suppresses it): the poll timer finds the job
@@ -38,7 +38,7 @@ def test_jobs_run_on_notify_and_also_when_every_notify_is_lost(db, start):
             silent = conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str) "
                                   "VALUES ('silent', 'silent', 'SELECT 1') RETURNING job_id").fetchone()[0]
         assert [n for n in listener.notifies(timeout=0.3)] == []  # really nothing was sent
-    wait_until(lambda: finished(db, silent), timeout=20, what="the job found by polling")
+    wait_until(lambda: finished(db, silent), timeout=60, what="the job found by polling")
 
 
 def test_sigterm_lets_the_running_job_finish_and_exits_zero(db, start):
@@ -77,7 +77,7 @@ def test_one_runner_serves_two_databases_and_a_standby_takes_over(db, template_d
         assert "schedule 'nightly' '30 2 * * *' (Europe/Berlin): next " in status.stdout, status.stdout
 
         first.kill()  # SIGKILL: no clean shutdown, the session (and its lock) just goes away
-        second.wait_for(lambda r: r.role(db) == "active", timeout=15, what="the standby to take over")
+        second.wait_for(lambda r: r.role(db) == "active", timeout=60, what="the standby to take over")
         with connect(db) as a:
             jc = add_job(a, "after takeover", "SELECT 1")
         wait_until(lambda: finished(db, jc), what="a job run by the new active instance")

@@ -70,12 +70,15 @@ def test_the_runner_fires_a_schedule_when_due_and_sleeps_in_between(db, start):
         conn.execute("CREATE TABLE public.fired (at timestamptz)")
         # a schedule due in two seconds: add it (NOTIFY wakes the runner), then move its fire time
         conn.execute("SELECT broker.broker_add_schedule('soon', '0 0 1 1 *', 'INSERT INTO public.fired VALUES (now())')")
+        # the ticks counted from before the fire time is moved: however late the test reads them, the fire's is in
+        runner.wait_for(lambda r: r.state()["databases"][0]["next_schedule_fire"] is not None, what="planned")
+        ticks_before = _metric(runner, "broker_schedule_ticks_total")
         with conn.transaction():
             conn.execute("UPDATE broker.broker_schedule SET next_fire_at = now() + interval '2 seconds'")
             conn.execute("SELECT broker._schedule_notify()")
-        runner.wait_for(lambda r: r.state()["databases"][0]["next_schedule_fire"] is not None, what="planned")
-        ticks_before = _metric(runner, "broker_schedule_ticks_total")
-        deadline = time.monotonic() + 20
+        # a deadline, not a measurement: a runner that did not tick at the fire time would tick next at its
+        # longest sleep (schedules.MAX_SLEEP_SEC, 60 s)
+        deadline = time.monotonic() + 30
         while not conn.execute("SELECT count(*) FROM public.fired").fetchone()[0]:
             assert time.monotonic() < deadline, runner.log()
             time.sleep(0.1)
@@ -84,9 +87,11 @@ def test_the_runner_fires_a_schedule_when_due_and_sleeps_in_between(db, start):
         time.sleep(3)  # the next fire is next 1 January: the runner must just sleep now
         assert conn.execute("SELECT count(*) FROM public.fired").fetchone()[0] == 1
     ticks = _metric(runner, "broker_schedule_ticks_total") - ticks_before
-    assert 1 <= ticks <= 3, f"{ticks} ticks in ~5 s: the runner should sleep until the fire time, not poll"
+    # the fire's, the NOTIFY's (unless the fire time had passed when it came), the add's NOTIFY (if the runner
+    # had planned from its first tick)
+    assert 1 <= ticks <= 3, f"{ticks} ticks: the runner should sleep until the fire time, not poll"
     assert _metric(runner, "broker_schedule_jobs_total") == 1
-    assert 0 <= fired_late < 5, "the job ran soon after its fire time"
+    assert fired_late >= 0, "the job ran before its fire time"
 
 
 def test_a_locked_due_schedule_is_retried_in_a_second_and_job_inserts_do_not_block_the_tick(db):

@@ -169,10 +169,11 @@ def test_a_second_signal_interrupts_at_once_with_the_same_guarantee(db, start):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_an_idle_runner_exits_at_once(db, start, sig):
-    runner = start(db)
+    # (the workers' poll an hour: a runner that waited for it to stop would outlast any machine's delay below)
+    runner = start(db, extra=("--queue-timer-sec", "3600"))
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     runner.signal(sig)
-    assert runner.wait(5) == 0  # a test timeout, not a measurement: the workers' poll is 10 s
+    assert runner.wait(60) == 0  # a test timeout, not a measurement
 
 
 def _claim_and_run_in_thread(db: str, sql: str):
@@ -217,7 +218,7 @@ def test_a_terminated_run_is_recorded_as_interrupted_on_another_connection(db):
     job, token, pid, thread, outcome = _claim_and_run_in_thread(db, "INSERT INTO effects VALUES ('edge'); "
                                                                     "SELECT pg_sleep(30)")
     with connect(db) as stopper:
-        assert stopper.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,)).fetchone() == (True,)
+        assert stopper.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,)).fetchone() == (True,)  # (waits)
         assert stopper.execute("SELECT * FROM broker.broker_interrupt_jobs(ARRAY[%s], ARRAY[%s])",
                                (job, token)).fetchall() == [(job,)]
     thread.join(10)

@@ -9,18 +9,25 @@ import pytest
 
 from pgsql_broker.states import JobState
 from conftest import add_job, connect, job_status
+from job_checks import wait_until
+
+
+def lease_expired(conn, job: int) -> bool:
+    return conn.execute("SELECT lease_expires_at < clock_timestamp() FROM broker.broker_jobs WHERE job_id = %s",
+                        (job,)).fetchone()[0]
 
 
 def test_expired_lease_of_a_dead_worker_is_recovered(db):
     admin = connect(db)
     job = add_job(admin, "orphan", "SELECT 1", max_attempts=2)
     worker = connect(db)
-    claimed = worker.execute("SELECT job_id FROM broker.broker_get(1, NULL, 1)").fetchall()
+    # (a lease a slow machine does not outlive between the claim and the first recovery below)
+    claimed = worker.execute("SELECT job_id FROM broker.broker_get(1, NULL, 5)").fetchall()
     assert claimed == [(job,)]
     worker.close()  # the worker dies between claim and run
 
     assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == []  # lease still valid
-    time.sleep(1.3)
+    wait_until(lambda: lease_expired(admin, job), what="the lease to expire")
     assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == [(job, JobState.PENDING)]
     row = admin.execute("SELECT attempts, lease_token, last_error_message FROM broker.broker_jobs WHERE job_id = %s",
                         (job,)).fetchone()
@@ -29,9 +36,14 @@ def test_expired_lease_of_a_dead_worker_is_recovered(db):
 
 def test_a_job_still_executing_is_never_recovered(db):
     admin = connect(db)
-    job = add_job(admin, "long", "SELECT pg_sleep(3)", max_attempts=5)
+    admin.execute("CREATE TABLE public.gate ()")
+    admin.execute("GRANT SELECT ON public.gate TO PUBLIC")
+    # runs until the test opens the gate: it still executes however late the checks below come
+    job = add_job(admin, "long", "BEGIN LOOP EXIT WHEN EXISTS (SELECT FROM public.gate); PERFORM pg_sleep(0.05); "
+                                 "END LOOP; END", job_language="plpgsql", max_attempts=5)
     worker = connect(db)
-    worker.execute("SELECT broker.broker_get(1, NULL, 1)")  # 1-second lease, job runs 3 s
+    pid = worker.info.backend_pid
+    worker.execute("SELECT broker.broker_get(1, NULL, 1)")  # 1-second lease
     outcome = {}
 
     def run():
@@ -39,14 +51,14 @@ def test_a_job_still_executing_is_never_recovered(db):
 
     t = threading.Thread(target=run)
     t.start()
-    time.sleep(1.6)  # the lease has expired while the job executes
-    expired = admin.execute("SELECT lease_expires_at < clock_timestamp() FROM broker.broker_jobs WHERE job_id = %s",
-                            (job,)).fetchone()[0]
-    assert expired
+    wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
+                                     (pid,)).fetchone()[0] == 1, what="the job to execute")
+    wait_until(lambda: lease_expired(admin, job), what="the lease to expire while the job executes")
     assert admin.execute("SELECT * FROM broker.broker_recover_stale_jobs()").fetchall() == []
     other = connect(db)
     assert other.execute("SELECT * FROM broker.broker_get(1)").fetchall() == []
-    t.join(10)
+    admin.execute("INSERT INTO public.gate DEFAULT VALUES")
+    t.join(30)
     assert outcome["row"] == (JobState.COMPLETED,)
     assert admin.execute("SELECT complete_status, attempts FROM broker.broker_jobs WHERE job_id = %s",
                          (job,)).fetchone() == (JobState.COMPLETED, 1)

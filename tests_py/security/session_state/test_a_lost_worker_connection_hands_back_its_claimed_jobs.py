@@ -22,7 +22,10 @@ def test_a_terminated_worker_reconnects_alone_and_hands_back_what_it_had_not_run
     holder.execute("SELECT pg_advisory_lock(424242)")
     blocker = enqueue_as(db, logins["alice"], "acme", "blocked", "SELECT pg_advisory_lock_shared(424242)", priority=10)
     mates = [enqueue_as(db, logins["bob"], "globex", f"mate {i}", "SELECT 1") for i in range(4)]
-    runner = start(db, user=logins["runner"], extra=("--queue-count", "1"))
+    # a budget that outlasts the test: the blocked job stays in the transaction of its claim, its batch-mates claimed
+    # behind it (under the 200 ms default the budget ends its wait, it runs alone and the mates are handed back
+    # before a slow test sees the wait)
+    runner = start(db, user=logins["runner"], extra=("--queue-count", "1", "--batch-budget-ms", "60000"))
     owner = connect(db)
 
     def worker_waiting():
