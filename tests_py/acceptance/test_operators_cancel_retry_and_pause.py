@@ -94,7 +94,7 @@ def test_cancelling_a_job_that_waits_in_a_transaction_of_jobs_fails_none_of_the_
                                                "PERFORM pg_sleep(0.05); END LOOP; END", job_language="plpgsql")
             waiting = add_job(conn, "waiting behind it", "SELECT 1")
             after = add_job(conn, "after the first", "SELECT 1", depends_on_job_ids=[first])
-    runner = start(db, user=runtime_login, extra=("--batch-budget-ms", "60000"))
+    runner = start(db, user=runtime_login, extra=("--batch-budget-ms", "60000", "--lease-seconds", "300"))
     with connect(db) as conn:
         wait_until(lambda: statuses(db, first, waiting) == [R, R], 60, "both to be claimed")
         assert conn.execute("SELECT broker.broker_cancel_job(%s, 'not this one')", (waiting,)).fetchone()[0] == 1

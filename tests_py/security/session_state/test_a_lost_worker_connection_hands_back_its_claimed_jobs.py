@@ -25,7 +25,7 @@ def test_a_terminated_worker_reconnects_alone_and_hands_back_what_it_had_not_run
     # a budget that outlasts the test: the blocked job stays in the transaction of its claim, its batch-mates claimed
     # behind it (under the 200 ms default the budget ends its wait, it runs alone and the mates are handed back
     # before a slow test sees the wait)
-    runner = start(db, user=logins["runner"], extra=("--queue-count", "1", "--batch-budget-ms", "60000"))
+    runner = start(db, user=logins["runner"], extra=("--queue-count", "1", "--batch-budget-ms", "60000", "--lease-seconds", "300"))
     owner = connect(db)
 
     def worker_waiting():
