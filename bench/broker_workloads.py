@@ -97,7 +97,7 @@ class BrokerBaseline(Broker):
     so that the code before and after a change run side by side in one invocation: that tree's built
     script extension/pgsql_broker--<version>.sql run as a plain script into schema broker (not
     CREATE EXTENSION, which the cluster's extension directory holds once), without its pg_dump
-    registrations, which only an extension script may make."""
+    registrations, which only an extension script may make; its workers run that tree's runner."""
 
     name = "pgsql_broker-baseline"
     template = "bench_tpl_broker_baseline"
@@ -106,14 +106,26 @@ class BrokerBaseline(Broker):
         self.tree = Path(os.environ["BENCH_BASELINE"]).resolve()
         self.label = f"pgsql_broker, baseline ({os.environ.get('BENCH_BASELINE_LABEL') or self.tree.name})"
         self.version = os.environ.get("BENCH_BASELINE_LABEL") or str(self.tree)
-        self.config = "the same client calls, on the baseline tree's SQL (its script run into schema broker)"
+        self.config = ("the same client calls, on the baseline tree's SQL (its script run into schema broker), and "
+                       "that tree's runner for its workers")
         self.doc = "BENCH_BASELINE"
+
+    def worker_argv(self, db: str, outfile) -> list[str]:
+        # the baseline tree's runner too (its package first on the path), so that the column is that tree whole
+        return ["env", f"PYTHONPATH={self.tree / 'runner'}"] + super().worker_argv(db, outfile)
 
     def make_template(self) -> None:
         common.create_db(self.template, None, "CREATE SCHEMA broker")
         subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.template], input=baseline_script(self.tree),
                        text=True, check=True, stdout=subprocess.DEVNULL)
-        common.sql(self.template, "SELECT broker.broker_add_job('warm', 'SELECT 1')", "DELETE FROM broker.broker_jobs")
+        # (recorded as tracked migrations record it: the runner starts only on a schema of its version)
+        common.sql(self.template, f"INSERT INTO broker.broker_schema_migrations (version) VALUES ('{tree_version(self.tree)}')",
+                   "SELECT broker.broker_add_job('warm', 'SELECT 1')", "DELETE FROM broker.broker_jobs")
+
+
+def tree_version(tree: Path) -> str:
+    """The default_version of the source tree `tree` (its pgsql_broker.control)."""
+    return re.search(r"^default_version\s*=\s*'([^']+)'", (tree / "pgsql_broker.control").read_text(), re.M)[1]
 
 
 def baseline_script(tree: Path, schema: str = "broker") -> str:
@@ -121,8 +133,7 @@ def baseline_script(tree: Path, schema: str = "broker") -> str:
     plain script: without its pg_dump registrations, and with another schema than broker when asked
     (every object is named schema-qualified, and the schema by name where a guard looks it up), so that
     it can sit beside this tree's extension in one database."""
-    version = re.search(r"^default_version\s*=\s*'([^']+)'", (tree / "pgsql_broker.control").read_text(), re.M)[1]
-    text = "\n".join(line for line in (tree / "extension" / f"pgsql_broker--{version}.sql").read_text().splitlines()
+    text = "\n".join(line for line in (tree / "extension" / f"pgsql_broker--{tree_version(tree)}.sql").read_text().splitlines()
                      if "pg_extension_config_dump" not in line and not line.startswith("\\echo"))
     if schema != "broker":
         text = re.sub(r"\bbroker\.", schema + ".", text).replace("'broker'", f"'{schema}'")

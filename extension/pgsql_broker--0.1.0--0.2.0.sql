@@ -3728,7 +3728,9 @@ COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], int
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor(p_role)
 --   The executor of role p_role, or NULL when it has none that passes the
---   checks above.
+--   checks above. Generic plans (here and in _executor_jobs): a custom plan
+--   of the catalog join, made again at every call (every batch of jobs and
+--   every enqueue), cost several times more than running it.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -3736,6 +3738,7 @@ CREATE OR REPLACE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     RETURN (SELECT p.oid::regprocedure
@@ -3772,6 +3775,7 @@ CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     -- plpgsql, not sql: a SQL function with SET is planned again at every call
@@ -4268,7 +4272,9 @@ COMMENT ON FUNCTION broker._written_tables() IS
 --   primary key and exclusion constraints on plain columns are not listed;
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
 --   queue further events). Reads the triggers of those tables only (index
---   on tgrelid).
+--   on tgrelid). Generic plans: a custom plan of the catalog join, made
+--   again at every call (once per batch of jobs), cost more than running it;
+--   no table, no query (the usual case: no DEFERRABLE trigger anywhere).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -4276,8 +4282,12 @@ CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    IF pg_catalog.cardinality(p_tables) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT t.oid, t.tgrelid::regclass, t.tgname
       FROM pg_catalog.pg_trigger AS t
@@ -8248,17 +8258,21 @@ COMMENT ON FUNCTION broker.broker_resume_instance(bigint) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()
---   The id of the active instance, or NULL when none is active.
+--   The id of the active instance, or NULL when none is active. PL/pgSQL,
+--   not SQL: a SQL function with SET is planned again at every call (every
+--   claim calls it).
 --   Calls: none
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._active_instance()
 RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT i.instance_id FROM broker.broker_queueinstance AS i
-     WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1
+BEGIN
+    RETURN (SELECT i.instance_id FROM broker.broker_queueinstance AS i
+             WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1);
+END;
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';

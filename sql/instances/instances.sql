@@ -258,17 +258,21 @@ COMMENT ON FUNCTION broker.broker_resume_instance(bigint) IS
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._active_instance()
---   The id of the active instance, or NULL when none is active.
+--   The id of the active instance, or NULL when none is active. PL/pgSQL,
+--   not SQL: a SQL function with SET is planned again at every call (every
+--   claim calls it).
 --   Calls: none
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._active_instance()
 RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT i.instance_id FROM broker.broker_queueinstance AS i
-     WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1
+BEGIN
+    RETURN (SELECT i.instance_id FROM broker.broker_queueinstance AS i
+             WHERE i.status OPERATOR(pg_catalog.=) 'active' ORDER BY i.instance_id DESC LIMIT 1);
+END;
 $$;
 COMMENT ON FUNCTION broker._active_instance() IS
     'Internal: the id of the active runner instance, or NULL.';

@@ -30,7 +30,9 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._executor(p_role)
 --   The executor of role p_role, or NULL when it has none that passes the
---   checks above.
+--   checks above. Generic plans (here and in _executor_jobs): a custom plan
+--   of the catalog join, made again at every call (every batch of jobs and
+--   every enqueue), cost several times more than running it.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -38,6 +40,7 @@ CREATE FUNCTION broker._executor(p_role name)
 RETURNS regprocedure
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     RETURN (SELECT p.oid::regprocedure
@@ -74,6 +77,7 @@ CREATE FUNCTION broker._executor_jobs(p_exec regprocedure)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     -- plpgsql, not sql: a SQL function with SET is planned again at every call

@@ -246,7 +246,9 @@ COMMENT ON FUNCTION broker._written_tables() IS
 --   primary key and exclusion constraints on plain columns are not listed;
 --   a SECURITY DEFINER trigger function is (what it writes at COMMIT can
 --   queue further events). Reads the triggers of those tables only (index
---   on tgrelid).
+--   on tgrelid). Generic plans: a custom plan of the catalog join, made
+--   again at every call (once per batch of jobs), cost more than running it;
+--   no table, no query (the usual case: no DEFERRABLE trigger anywhere).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -254,8 +256,12 @@ CREATE FUNCTION broker._deferrable_code(p_tables oid[], OUT trigger_oid oid, OUT
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    IF pg_catalog.cardinality(p_tables) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     SELECT t.oid, t.tgrelid::regclass, t.tgname
       FROM pg_catalog.pg_trigger AS t

@@ -69,8 +69,10 @@ class Canceller:
 
     async def apply(self, conn: psycopg.AsyncConnection) -> None:
         """Cancel the executing jobs that have a cancel request (hinted ones now, all of them every POLL_SEC)."""
-        running = self._running()
         now = time.monotonic()
+        if not self._hints and now < self._next_poll:
+            return  # (the session calls this at every wake-up: nothing to look at)
+        running = self._running()
         wanted = self._hints & running.keys()
         if now >= self._next_poll:
             wanted, self._next_poll = set(running), now + POLL_SEC

@@ -55,15 +55,16 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
         view.metrics.set_depth(db.name, view.queue_stats)
         view.instances = await (await cur.execute(queries.INSTANCES)).fetchall()
         t["stats"] = now + settings.queue_depth_poll_sec
-    wall = time.time()  # (JobView.started is wall-clock time, for the dashboard)
-    if now >= t["activity"] and any(wall - v.started >= ACTIVITY_AFTER_SEC for v in view.running.values()
-                                    if v.activity == "waiting"):
-        # a transaction of several jobs that runs long: which of its jobs executes, which waits
-        cur = conn.cursor(row_factory=namedtuple_row)
-        executing = {r.job_id for r in await (await cur.execute(queries.JOB_ACTIVITY)).fetchall()
-                     if r.activity == "executing"}
-        for job in list(view.running.values()):
-            job.activity = "executing" if job.job_id in executing else "waiting"
+    if now >= t["activity"]:
+        wall = time.time()  # (JobView.started is wall-clock time, for the dashboard)
+        if any(wall - v.started >= ACTIVITY_AFTER_SEC for v in view.running.values() if v.activity == "waiting"):
+            # a transaction of several jobs that runs long: which of its jobs executes, which waits
+            cur = conn.cursor(row_factory=namedtuple_row)
+            executing = {r.job_id for r in await (await cur.execute(queries.JOB_ACTIVITY)).fetchall()
+                         if r.activity == "executing"}
+            for job in list(view.running.values()):
+                job.activity = "executing" if job.job_id in executing else "waiting"
+        # (due again either way: a timer left in the past would make the session's wait for NOTIFY zero)
         t["activity"] = now + ACTIVITY_AFTER_SEC
     if now >= t["purge"]:
         # a few batches per pass, so that wake-ups and the other timers wait little; soon again while more is due
