@@ -3990,8 +3990,8 @@ COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], int
 -- Function: broker._executor(p_role)
 --   The executor of role p_role, or NULL when it has none that passes the
 --   checks above. Generic plans (here and in _executor_jobs): a custom plan
---   of the catalog join, made again at every call (every batch of jobs and
---   every enqueue), cost several times more than running it.
+--   of the catalog join, made again at every call (every batch of jobs run,
+--   every batch enqueued), cost several times more than running it.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
