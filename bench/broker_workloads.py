@@ -38,11 +38,7 @@ class Broker(PgSystem):
                     "ORDER BY tenant_id, job_group LIMIT 1) AS x")
 
     def make_template(self) -> None:
-        # one broker_add_job creates the executor of the enqueuing role, which raw INSERTs
-        # (preload) do not do; the job is deleted again.
-        common.create_db(self.template, None, "CREATE EXTENSION pgsql_broker",
-                         "SELECT broker.broker_add_job('warm', 'SELECT 1')",
-                         "DELETE FROM broker.broker_jobs")
+        common.create_broker_db(self.template)  # (with the executor, which the preload's raw INSERTs do not make)
 
     async def enqueue_one(self) -> int:
         cur = await self.conn.execute("SELECT job_id FROM broker.broker_add_job('single', 'SELECT 1')")

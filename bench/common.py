@@ -13,6 +13,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -53,6 +54,21 @@ def create_db(dbname: str, template: str | None = None, *statements: str) -> Non
 
 def drop_db(dbname: str) -> None:
     sql("postgres", f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def create_broker_db(dbname: str) -> None:
+    """(Re)create a database with pgsql_broker and no job, its superuser's executor made (one broker_add_job
+    makes it, which raw INSERTs do not; the job is deleted again)."""
+    create_db(dbname, None, "CREATE EXTENSION pgsql_broker", "SELECT broker.broker_add_job('warm', 'SELECT 1')",
+              "DELETE FROM broker.broker_jobs")
+
+
+def start_runner(dbname: str, env: dict | None = None) -> subprocess.Popen:
+    """pgbroker-runner at its defaults on one database, as the throwaway cluster's superuser, logging warnings
+    only, without its metrics server (env: the process's environment, e.g. another tree's runner on PYTHONPATH)."""
+    return subprocess.Popen([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
+                             "--dsn", f"dbname={dbname}", "--allow-privileged-login", "--log-level", "warning",
+                             "--metrics-port", "0"], stdout=subprocess.DEVNULL, env=env)
 
 
 def machine_facts() -> dict:

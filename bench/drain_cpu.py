@@ -10,12 +10,12 @@ before and after in the same minutes. Figures in docs/benchmarks.md ("Where the 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psycopg
+
+from . import common
 
 JOBS = int(os.environ.get("BENCH_CPU_JOBS", "20000"))
 RUNS = int(os.environ.get("BENCH_CPU_RUNS", "3"))
@@ -49,20 +49,13 @@ def busy() -> float:
 
 
 def one_run(env: dict) -> dict:
-    with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB}")
+    common.create_broker_db(DB)
     try:
         with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pgsql_broker")
-            conn.execute("SELECT broker.broker_add_job('warm', 'SELECT 1')")  # makes the executor
-            conn.execute("DELETE FROM broker.broker_jobs")
             conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
                          "SELECT 'drain', 'drain', 'SELECT 1', 1 + g %% 4 FROM generate_series(1, %s) AS g", (JOBS,))
             conn.execute("ANALYZE broker.broker_jobs")
-            runner = subprocess.Popen([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
-                                       "--dsn", f"dbname={DB}", "--allow-privileged-login", "--log-level", "warning",
-                                       "--metrics-port", "0"], stdout=subprocess.DEVNULL, env=env)
+            runner = common.start_runner(DB, env)
             try:
                 left = JOBS
                 while left == JOBS:  # (start-up is not counted)
@@ -78,8 +71,7 @@ def one_run(env: dict) -> dict:
                 runner.terminate()
                 runner.wait(60)
     finally:
-        with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        common.drop_db(DB)
     n = left  # the jobs drained while measured
     server = sum(v - s0.get(p, 0.0) for p, v in s1.items())
     return {"jobs_per_s": n / (t1 - t0), "runner_us": (r1 - r0) / n * 1e6, "server_us": server / n * 1e6,

@@ -8,11 +8,11 @@ the rate with other runs. Figures in docs/benchmarks.md ("Where the drain spends
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import psycopg
+
+from . import common
 
 JOBS = int(os.environ.get("BENCH_PROFILE_JOBS", "20000"))
 DB = "bench_drain_profile"
@@ -21,23 +21,15 @@ TOP = """SELECT schemaname || '.' || funcname, calls, self_time, total_time FROM
 
 
 def main() -> None:
-    with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB}")
-        admin.execute("ALTER SYSTEM SET track_functions = 'all'")
-        admin.execute("SELECT pg_reload_conf()")
+    common.create_broker_db(DB)
+    common.sql("postgres", "ALTER SYSTEM SET track_functions = 'all'", "SELECT pg_reload_conf()")
     try:
         with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pgsql_broker")
-            conn.execute("SELECT broker.broker_add_job('warm', 'SELECT 1')")  # makes the executor
-            conn.execute("DELETE FROM broker.broker_jobs")
             conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
                          "SELECT 'drain', 'drain', 'SELECT 1', 1 + g %% 4 FROM generate_series(1, %s) AS g", (JOBS,))
             conn.execute("ANALYZE broker.broker_jobs")
             conn.execute("SELECT pg_stat_reset()")
-            runner = subprocess.Popen([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
-                                       "--dsn", f"dbname={DB}", "--allow-privileged-login", "--log-level", "warning",
-                                       "--metrics-port", "0"], stdout=subprocess.DEVNULL)
+            runner = common.start_runner(DB)
             try:
                 while conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status < 2").fetchone()[0]:
                     time.sleep(0.2)
@@ -53,10 +45,8 @@ def main() -> None:
             for name, calls, self_ms, total_ms in conn.execute(TOP):
                 print(f"{name:45s} {calls:8d} {self_ms:9.0f} {total_ms:9.0f} {self_ms * 1000 / JOBS:12.1f}")
     finally:
-        with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-            admin.execute("ALTER SYSTEM RESET track_functions")
-            admin.execute("SELECT pg_reload_conf()")
-            admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        common.sql("postgres", "ALTER SYSTEM RESET track_functions", "SELECT pg_reload_conf()")
+        common.drop_db(DB)
 
 
 if __name__ == "__main__":

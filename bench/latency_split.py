@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 
 import psycopg
+
+from . import common
 
 JOBS = int(os.environ.get("BENCH_SPLIT_JOBS", "300"))
 DB = "bench_latency_split"
@@ -39,17 +39,10 @@ async def enqueue_all() -> dict[int, tuple[float, float]]:
 
 
 def main() -> None:
-    with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB}")
+    common.create_broker_db(DB)
     try:
         with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pgsql_broker")
-            conn.execute("SELECT broker.broker_add_job('warm', 'SELECT 1')")  # makes the executor
-            conn.execute("DELETE FROM broker.broker_jobs")
-            runner = subprocess.Popen([sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()",
-                                       "--dsn", f"dbname={DB}", "--allow-privileged-login", "--log-level", "warning",
-                                       "--metrics-port", "0"], stdout=subprocess.DEVNULL)
+            runner = common.start_runner(DB)
             try:
                 while conn.execute("SELECT count(*) FROM broker.broker_queueinstance WHERE status = 'active'").fetchone()[0] == 0:
                     time.sleep(0.1)
@@ -62,8 +55,7 @@ def main() -> None:
             rows = conn.execute("SELECT job_id, extract(epoch FROM created_at)::float8, "
                                 "extract(epoch FROM started_at)::float8 FROM broker.broker_jobs").fetchall()
     finally:
-        with psycopg.connect("dbname=postgres", autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        common.drop_db(DB)
     parts: dict[str, list[float]] = {"call -> created_at": [], "created_at -> call returned": [],
                                      "call returned -> claim": [], "call -> claim (the latency)": []}
     for job_id, created, started in rows:
