@@ -71,6 +71,18 @@ def start_runner(dbname: str, env: dict | None = None) -> subprocess.Popen:
                              "--metrics-port", "0"], stdout=subprocess.DEVNULL, env=env)
 
 
+def drain_with_runner(conn: psycopg.Connection, dbname: str, poll: float = 0.2) -> None:
+    """Start the runner (start_runner) on dbname and stop it once no job there is pending or running (conn: an
+    autocommit connection to dbname)."""
+    runner = start_runner(dbname)
+    try:
+        while conn.execute("SELECT EXISTS (SELECT FROM broker.broker_jobs WHERE complete_status < 2)").fetchone()[0]:
+            time.sleep(poll)
+    finally:
+        runner.terminate()
+        runner.wait(60)
+
+
 def machine_facts() -> dict:
     with psycopg.connect(dbname="postgres") as conn:
         version = conn.execute("SHOW server_version").fetchone()[0]

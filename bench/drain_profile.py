@@ -29,13 +29,7 @@ def main() -> None:
                          "SELECT 'drain', 'drain', 'SELECT 1', 1 + g %% 4 FROM generate_series(1, %s) AS g", (JOBS,))
             conn.execute("ANALYZE broker.broker_jobs")
             conn.execute("SELECT pg_stat_reset()")
-            runner = common.start_runner(DB)
-            try:
-                while conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE complete_status < 2").fetchone()[0]:
-                    time.sleep(0.2)
-            finally:
-                runner.terminate()
-                runner.wait(60)
+            common.drain_with_runner(conn, DB)
             first, last = conn.execute("SELECT extract(epoch FROM min(finished_at))::float8, "
                                        "extract(epoch FROM max(finished_at))::float8 FROM broker.broker_jobs").fetchone()
             print(f"drain: {JOBS / (last - first):,.0f} jobs/s (first to last completion), load "
