@@ -7176,9 +7176,9 @@ $$;
 COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
     'First fire time of a cron expression strictly after p_after, matched on the wall clock of p_timezone (Vixie day rule, ISC daylight-saving rules).';
 -- source: sql/schedules/schedules.sql
--- sql/schedules/schedules.sql: schedules: add, alter, enable/disable, remove.
+-- sql/schedules/schedules.sql: adding schedules (broker_add_schedule) and the rules every schedule write checks.
 -- ---------------------------------------------------------------------------
--- Schedules: add, alter, enable/disable, remove.
+-- Schedules: add (here), alter, enable/disable, remove (sql/schedules/manage.sql).
 --   All SECURITY INVOKER: rows are written with the caller's rights, so the
 --   row-level security policies check tenant, owner (created_by) and run_as
 --   as the caller, exactly as for jobs. Each change sends NOTIFY
@@ -7375,6 +7375,13 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
     'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
+-- source: sql/schedules/manage.sql
+-- sql/schedules/manage.sql: changing schedules: alter, enable/disable, remove.
+-- ---------------------------------------------------------------------------
+-- Like broker_add_schedule (sql/schedules/schedules.sql), all SECURITY INVOKER:
+--   row-level security checks tenant, owner (created_by) and run_as as the
+--   caller, and each change notifies pgsql_broker_schedule (_schedule_notify).
+-- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_row(p_fn, p_schedule_name)
