@@ -10,13 +10,10 @@ Figures in docs/benchmarks.md ("Enqueue").
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import tempfile
 from pathlib import Path
 
 from . import common
-from .claim_backlog import PGBENCH
 from .enqueue_parts.__main__ import DB, ROLE, setup
 
 SECONDS = common.env_int("BENCH_BULK_SECONDS", 20)
@@ -37,16 +34,14 @@ def main() -> None:
     setup()  # (bench/enqueue_parts' database: its narrow table, the executor made before timing)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            argv = [PGBENCH, "-n", "-c", "1", "-T", str(SECONDS)]
+            paths = []
             for name, sql in SCRIPTS.items():
-                path = Path(tmp) / f"{name}.sql"
-                path.write_text(sql + "\n")
-                argv += ["-f", str(path)]
-            out = subprocess.run(argv + [DB], capture_output=True, text=True, check=True).stdout
+                paths.append(Path(tmp) / f"{name}.sql")
+                paths[-1].write_text(sql + "\n")
+            found = common.pgbench_latencies(DB, paths, SECONDS, prepared=False)
     finally:
         common.drop_db(DB)
         common.sql("postgres", f"DROP ROLE IF EXISTS {ROLE}")
-    found = dict(re.findall(r"SQL script \d+: \S*?([a-z_]+)\.sql\n(?:.*\n)*? - latency average = ([0-9.]+) ms", out))
     narrow = float(found["narrow_insert"])
     print(f"1,000 rows a transaction, one pgbench client, {SECONDS} s, load {os.getloadavg()[0]:.1f}: mean ms")
     for name in SCRIPTS:

@@ -27,7 +27,7 @@ from . import common
 READY = common.env_int("BENCH_READY", 5000)
 SCALE = common.env_float("BENCH_BACKLOG_SCALE", 1.0)
 FINISHED, BLOCKED, FUTURE = (int(n * SCALE) for n in (1_000_000, 100_000, 100_000))
-PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
+PGBENCH = common.PGBENCH
 
 
 def load_backlog(dbname: str) -> float:

@@ -9,6 +9,7 @@ import asyncio
 import datetime
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -81,6 +82,29 @@ def drain_with_runner(conn: psycopg.Connection, dbname: str, poll: float = 0.2) 
     finally:
         runner.terminate()
         runner.wait(60)
+
+
+PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
+
+
+def pgbench_latencies(dbname: str, scripts: list[Path], seconds: int, user: str | None = None,
+                      weights: dict | None = None, env: dict | None = None, prepared: bool = True) -> dict:
+    """Mean latency (ms) per script of one pgbench run on dbname: one client, prepared statements (unless
+    prepared is false), the scripts chosen at random (weights: {name prefix: weight}, else 1 each), so that
+    their means compare like with like on a noisy machine; env: added to the process's environment."""
+    argv = [PGBENCH, "-n"] + (["-M", "prepared"] if prepared else []) + ["-c", "1", "-T", str(seconds)]
+    for s in scripts:
+        w = next((v for k, v in (weights or {}).items() if s.stem.startswith(k)), 1)
+        argv += ["-f", f"{s}@{w}"]
+    if user:
+        argv += ["-U", user]
+    done = subprocess.run(argv + [dbname], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench exited with {done.returncode}: {done.stderr.strip()[-2000:]}")
+    found = re.findall(r"SQL script \d+: (\S+)\n(?:.*\n)*? - latency average = ([0-9.]+) ms", done.stdout)
+    if len(found) != len(scripts):
+        raise RuntimeError(f"pgbench printed {len(found)} latencies for {len(scripts)} scripts:\n{done.stdout}")
+    return {Path(name).stem: float(ms) for name, ms in found}
 
 
 def machine_facts() -> dict:

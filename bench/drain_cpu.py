@@ -5,7 +5,9 @@ completion to the last: the drain rate, the CPU time (utime + stime, /proc) of t
 server's processes, the machine's busy time (/proc/stat) and the WAL written, each per job. BENCH_CPU_RUNS (3)
 runs; with BENCH_BASELINE (a source tree, see bench/broker_workloads.py) each run is followed by one with that
 tree's runner (its package first on PYTHONPATH) on this tree's SQL, so that the runner's share is compared
-before and after in the same minutes. Figures in docs/benchmarks.md ("Where the drain's CPU goes").
+before and after in the same minutes. With BENCH_CPU_WHAT_IF (a file of SQL, e.g. bench/what_if/*.sql) each run is
+also followed by one whose database ran that file before the drain: what a change of the SQL would give, measured
+beside the code as it is. Figures in docs/benchmarks.md ("Where the drain's CPU goes").
 """
 from __future__ import annotations
 
@@ -48,12 +50,14 @@ def busy() -> float:
     return (sum(values) - values[3] - values[4]) / TICK
 
 
-def one_run(env: dict) -> dict:
+def one_run(env: dict, what_if: str | None = None) -> dict:
     common.create_broker_db(DB)
     try:
         with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
             conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
                          "SELECT 'drain', 'drain', 'SELECT 1', 1 + g %% 4 FROM generate_series(1, %s) AS g", (JOBS,))
+            if what_if:
+                conn.execute(what_if)
             conn.execute("ANALYZE broker.broker_jobs")
             runner = common.start_runner(DB, env)
             try:
@@ -79,15 +83,18 @@ def one_run(env: dict) -> dict:
 
 
 def main() -> None:
-    systems = {"this tree": dict(os.environ)}
+    systems = {"this tree": (dict(os.environ), None)}
     if os.environ.get("BENCH_BASELINE"):
         tree = Path(os.environ["BENCH_BASELINE"]).resolve()
-        systems[f"runner of {os.environ.get('BENCH_BASELINE_LABEL') or tree.name}"] = {
-            **os.environ, "PYTHONPATH": str(tree / "runner")}
+        systems[f"runner of {os.environ.get('BENCH_BASELINE_LABEL') or tree.name}"] = (
+            {**os.environ, "PYTHONPATH": str(tree / "runner")}, None)
+    if os.environ.get("BENCH_CPU_WHAT_IF"):
+        path = Path(os.environ["BENCH_CPU_WHAT_IF"])
+        systems[f"what if: {path.stem}"] = (dict(os.environ), path.read_text())
     results: dict[str, list[dict]] = {name: [] for name in systems}
     for r in range(RUNS):
-        for name, env in systems.items():
-            out = one_run(env)
+        for name, (env, what_if) in systems.items():
+            out = one_run(env, what_if)
             results[name].append(out)
             print(f"run {r + 1} {name:30s} " + ", ".join(f"{k} {v:,.0f}" for k, v in out.items()), flush=True)
     print(f"median of {RUNS}, per job drained (µs of CPU; busy: the whole machine), load {os.getloadavg()[0]:.1f}:")

@@ -19,13 +19,11 @@ and most of the noise on a shared disk) out of the ladder's figures (the JSON sa
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
 from .. import common
 from ..broker_workloads import baseline_script
-from ..claim_backlog import PGBENCH
 
 HERE = Path(__file__).resolve().parent
 SECONDS = common.env_int("BENCH_PARTS_SECONDS", 20)
@@ -57,23 +55,9 @@ def setup() -> None:
 
 
 def pgbench(scripts: list[Path], user: str | None = None, weights: dict | None = None) -> dict:
-    """Mean latency (ms) per script of one pgbench run, one client, the scripts chosen at random
-    (weights: {name prefix: weight}, else 1 each)."""
-    argv = [PGBENCH, "-n", "-M", "prepared", "-c", "1", "-T", str(SECONDS)]
-    for s in scripts:
-        w = next((v for k, v in (weights or {}).items() if s.stem.startswith(k)), 1)
-        argv += ["-f", f"{s}@{w}"]
-    if user:
-        argv += ["-U", user]
-    env = {**os.environ, "PGOPTIONS": f"-c synchronous_commit={SYNCHRONOUS_COMMIT}"}
-    done = subprocess.run(argv + [DB], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"pgbench exited with {done.returncode}: {done.stderr.strip()[-2000:]}")
-    out = done.stdout
-    found = re.findall(r"SQL script \d+: (\S+)\n(?:.*\n)*? - latency average = ([0-9.]+) ms", out)
-    if len(found) != len(scripts):
-        raise RuntimeError(f"pgbench printed {len(found)} latencies for {len(scripts)} scripts:\n{out}")
-    return {Path(name).stem: float(ms) for name, ms in found}
+    """Mean latency (ms) per script of one pgbench run (common.pgbench_latencies), with this run's commit setting."""
+    return common.pgbench_latencies(DB, scripts, SECONDS, user, weights,
+                                    {"PGOPTIONS": f"-c synchronous_commit={SYNCHRONOUS_COMMIT}"})
 
 
 def loop_scripts(tmp: Path) -> list[Path]:
