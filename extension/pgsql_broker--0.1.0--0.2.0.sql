@@ -5479,7 +5479,10 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 --     tenant or run_as right revoked since, see _authority_lost): failed at
 --     once (3, whatever attempts are left) with 42501 and the reason, and its
 --     dependents cancelled: losing a right is no passing fault, and a retry
---     would run it as soon as any role of that name had the right again.
+--     would run it as soon as any role of that name had the right again;
+--   * not run when a cancel request for it came before the call
+--     (broker_cancel_job on a claimed job that waited): cancelled (4) with
+--     the request's reason, 57014, its dependents cancelled.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -5487,7 +5490,7 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
---   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
+--   Calls: _run_begin, _authority_lost, _cancel_requested, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
@@ -5514,7 +5517,12 @@ BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
     v_exec := CASE WHEN v_denied IS NULL THEN broker._executor(v_job.run_as) END;
-    IF v_denied IS NOT NULL THEN
+    IF v_denied IS NULL AND broker._cancel_requested(p_job_id) IS NOT NULL THEN
+        -- not run: its cancel request came first; it ends cancelled below (_cancel_running)
+        SELECT '57014'::text AS error_sqlstate,
+               pg_catalog.format('broker_run: job %s was cancelled before it started', p_job_id) AS error_message,
+               interval '0' AS duration INTO v_run;
+    ELSIF v_denied IS NOT NULL THEN
         -- not run: its enqueuer may no longer have it run (it fails for good below)
         SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
     ELSIF v_exec IS NULL THEN
@@ -5623,8 +5631,10 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: it fails at once with 42501 and the reason, as in broker_run. A
---   job's own errors never abort the batch; an error in the bookkeeping
+--   run: it fails at once with 42501 and the reason, as in broker_run. Nor
+--   is a job with a cancel request made before the call (broker_cancel_job
+--   on a claimed job that waited): it ends cancelled, 57014, as a job whose
+--   run its request cancelled. A job's own errors never abort the batch; an error in the bookkeeping
 --   (e.g. a deadlock) aborts the caller's transaction as it does for
 --   broker_run, and lease recovery takes the jobs up again.
 --   p_budget (a batch budget, say 200 ms): the caller runs the call under
@@ -5664,7 +5674,7 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 --   BEGIN; SET LOCAL statement_timeout = '200ms';
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid], '200ms'); COMMIT;
---   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
+--   Calls: _cancel_requests, _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
 --   Tables: writes broker_jobs (run_alone)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL,
@@ -5708,6 +5718,7 @@ DECLARE
     v_keep    integer; -- rows returned: those before the first job not started
     v_try     integer;
     v_status  smallint; -- the outcome being recorded for a failed job (o changes once it is)
+    v_cancelled bigint[]; -- the jobs with a cancel request made before this call: not run
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -5737,6 +5748,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    v_cancelled := ARRAY(SELECT r.job_id FROM broker._cancel_requests(p_job_ids) AS r);
     -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
@@ -5748,6 +5760,13 @@ BEGIN
                 THEN pg_catalog.format('broker_run: job %s does not exist', COALESCE(v_job.id::text, 'NULL'))
                 ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END
                 )::broker._batch_row;
+            CONTINUE;
+        END IF;
+        IF v_job.id OPERATOR(pg_catalog.=) ANY (v_cancelled) THEN
+            -- not run: its cancel request came first; it ends cancelled below (_cancel_running)
+            o := o OPERATOR(pg_catalog.||) ROW(v_job.id, broker._state('completed')::smallint, v_job.attempts, '57014',
+                pg_catalog.format('broker_run_batch: job %s was cancelled before it started', v_job.id))::broker._batch_row;
+            v_failed := true;
             CONTINUE;
         END IF;
         IF p_budget IS NOT NULL AND (v_job.run_alone OR v_job.job_timeout OPERATOR(pg_catalog.<) p_budget) THEN
@@ -6247,12 +6266,39 @@ COMMENT ON FUNCTION broker.broker_autonomous_end(bigint, uuid, text, text, inter
 -- sql/run/cancel.sql: cancelling jobs: pending ones at once (broker_cancel_job, the cancel_reason trigger), running ones
 -- by a cancel request the runner acts on (broker_cancel_requests) and the run path's rule (_cancel_running).
 -- ---------------------------------------------------------------------------
+-- Function: broker._cancel_requests(p_job_ids)
+--   The rule of a cancel request, for many jobs at once: the jobs of
+--   p_job_ids with a cancel request made for their current attempt (a
+--   broker_job_actions row 'cancel' made since the job was claimed), each
+--   with the reason of its latest one. Inlined into the caller's query, so
+--   it reads with that query's snapshot: callers read it in a statement of
+--   its own, as a request is committed by another session while the job
+--   waits or runs.
+--   Calls: none
+--   Tables: reads broker_job_actions, broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint, reason text)
+LANGUAGE sql STABLE
+AS $$
+    SELECT DISTINCT ON (a.job_id) a.job_id, COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
+      FROM broker.broker_job_actions AS a
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+     WHERE a.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+       AND a.action OPERATOR(pg_catalog.=) 'cancel'
+       AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
+     ORDER BY a.job_id, a.action_id DESC
+$$;
+COMMENT ON FUNCTION broker._cancel_requests(bigint[]) IS
+    'Internal: the jobs with a cancel request for their current attempt, each with its latest reason (the rule of a cancel request).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._cancel_requested(p_job_id)
 --   The reason of the cancel request made for the current attempt of job
---   p_job_id (a broker_job_actions row 'cancel' made since it was claimed),
---   or NULL when there is none. Read with a fresh snapshot: the request is
---   committed by another session while the job runs.
---   Calls: none
+--   p_job_id (_cancel_requests), or NULL when there is none. Read with a
+--   fresh snapshot: the request is committed by another session while the
+--   job runs.
+--   Calls: _cancel_requests
 --   Tables: reads broker_job_actions, broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cancel_requested(p_job_id bigint)
@@ -6261,14 +6307,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
-              FROM broker.broker_job_actions AS a
-              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
-             WHERE a.job_id OPERATOR(pg_catalog.=) p_job_id
-               AND a.action OPERATOR(pg_catalog.=) 'cancel'
-               AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
-             ORDER BY a.action_id DESC
-             LIMIT 1);
+    RETURN (SELECT r.reason FROM broker._cancel_requests(ARRAY[p_job_id]) AS r);
 END;
 $$;
 COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
@@ -6352,8 +6391,8 @@ COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
 -- Errors: 22023 more than 1000 ids.
 -- Example:
 --   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
---   Calls: _cancel_requested
---   Tables: reads broker_jobs
+--   Calls: _cancel_requests
+--   Tables: reads broker_jobs, broker_job_actions
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
 RETURNS TABLE (job_id bigint)
@@ -6369,7 +6408,7 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
          WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
            AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND broker._cancel_requested(j.job_id) IS NOT NULL
+           AND j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT r.job_id FROM broker._cancel_requests(p_job_ids) AS r))
          ORDER BY j.job_id;
 END;
 $$;

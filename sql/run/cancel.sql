@@ -1,12 +1,39 @@
 -- sql/run/cancel.sql: cancelling jobs: pending ones at once (broker_cancel_job, the cancel_reason trigger), running ones
 -- by a cancel request the runner acts on (broker_cancel_requests) and the run path's rule (_cancel_running).
 -- ---------------------------------------------------------------------------
+-- Function: broker._cancel_requests(p_job_ids)
+--   The rule of a cancel request, for many jobs at once: the jobs of
+--   p_job_ids with a cancel request made for their current attempt (a
+--   broker_job_actions row 'cancel' made since the job was claimed), each
+--   with the reason of its latest one. Inlined into the caller's query, so
+--   it reads with that query's snapshot: callers read it in a statement of
+--   its own, as a request is committed by another session while the job
+--   waits or runs.
+--   Calls: none
+--   Tables: reads broker_job_actions, broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_requests(p_job_ids bigint[])
+RETURNS TABLE (job_id bigint, reason text)
+LANGUAGE sql STABLE
+AS $$
+    SELECT DISTINCT ON (a.job_id) a.job_id, COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
+      FROM broker.broker_job_actions AS a
+      JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
+     WHERE a.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+       AND a.action OPERATOR(pg_catalog.=) 'cancel'
+       AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
+     ORDER BY a.job_id, a.action_id DESC
+$$;
+COMMENT ON FUNCTION broker._cancel_requests(bigint[]) IS
+    'Internal: the jobs with a cancel request for their current attempt, each with its latest reason (the rule of a cancel request).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._cancel_requested(p_job_id)
 --   The reason of the cancel request made for the current attempt of job
---   p_job_id (a broker_job_actions row 'cancel' made since it was claimed),
---   or NULL when there is none. Read with a fresh snapshot: the request is
---   committed by another session while the job runs.
---   Calls: none
+--   p_job_id (_cancel_requests), or NULL when there is none. Read with a
+--   fresh snapshot: the request is committed by another session while the
+--   job runs.
+--   Calls: _cancel_requests
 --   Tables: reads broker_job_actions, broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._cancel_requested(p_job_id bigint)
@@ -15,14 +42,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT COALESCE(a.reason, 'cancelled by ' OPERATOR(pg_catalog.||) a.requested_by)
-              FROM broker.broker_job_actions AS a
-              JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) a.job_id
-             WHERE a.job_id OPERATOR(pg_catalog.=) p_job_id
-               AND a.action OPERATOR(pg_catalog.=) 'cancel'
-               AND a.requested_at OPERATOR(pg_catalog.>=) j.started_at
-             ORDER BY a.action_id DESC
-             LIMIT 1);
+    RETURN (SELECT r.reason FROM broker._cancel_requests(ARRAY[p_job_id]) AS r);
 END;
 $$;
 COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
@@ -106,8 +126,8 @@ COMMENT ON FUNCTION broker._cancel_running(bigint, text, text) IS
 -- Errors: 22023 more than 1000 ids.
 -- Example:
 --   SELECT * FROM broker.broker_cancel_requests(ARRAY[41, 42]);
---   Calls: _cancel_requested
---   Tables: reads broker_jobs
+--   Calls: _cancel_requests
+--   Tables: reads broker_jobs, broker_job_actions
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_cancel_requests(p_job_ids bigint[])
 RETURNS TABLE (job_id bigint)
@@ -123,7 +143,7 @@ BEGIN
         SELECT j.job_id FROM broker.broker_jobs AS j
          WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
            AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND broker._cancel_requested(j.job_id) IS NOT NULL
+           AND j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT r.job_id FROM broker._cancel_requests(p_job_ids) AS r))
          ORDER BY j.job_id;
 END;
 $$;

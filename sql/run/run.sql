@@ -152,7 +152,10 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 --     tenant or run_as right revoked since, see _authority_lost): failed at
 --     once (3, whatever attempts are left) with 42501 and the reason, and its
 --     dependents cancelled: losing a right is no passing fault, and a retry
---     would run it as soon as any role of that name had the right again.
+--     would run it as soon as any role of that name had the right again;
+--   * not run when a cancel request for it came before the call
+--     (broker_cancel_job on a claimed job that waited): cancelled (4) with
+--     the request's reason, 57014, its dependents cancelled.
 --   Returns the outcome. Without p_lease_token any running job may be run.
 --   Per-job timeout: SET LOCAL statement_timeout to job_timeout before the
 --   call (the runner does this); a timeout inside the job fails the attempt.
@@ -160,7 +163,7 @@ COMMENT ON FUNCTION broker._job_error(name, regprocedure, text, text) IS
 -- Example:
 --   SELECT r.* FROM broker.broker_get(1, p_instance_id => 7) AS g,
 --                 LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;   -- then COMMIT
---   Calls: _run_begin, _authority_lost, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
+--   Calls: _run_begin, _authority_lost, _cancel_requested, _executor, _run_guarded, _run_jobs_compat, _executor_call, _refusal, _record_attempts, _complete_job, _fail_job, _job_error, _cancel_running, _fail_attempt
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run(p_job_id bigint, p_lease_token uuid DEFAULT NULL)
@@ -187,7 +190,12 @@ BEGIN
     v_job := broker._run_begin(p_job_id, p_lease_token);
     v_denied := broker._authority_lost(v_job.enqueued_by, v_job.tenant_id, v_job.run_as, 'enqueuer');
     v_exec := CASE WHEN v_denied IS NULL THEN broker._executor(v_job.run_as) END;
-    IF v_denied IS NOT NULL THEN
+    IF v_denied IS NULL AND broker._cancel_requested(p_job_id) IS NOT NULL THEN
+        -- not run: its cancel request came first; it ends cancelled below (_cancel_running)
+        SELECT '57014'::text AS error_sqlstate,
+               pg_catalog.format('broker_run: job %s was cancelled before it started', p_job_id) AS error_message,
+               interval '0' AS duration INTO v_run;
+    ELSIF v_denied IS NOT NULL THEN
         -- not run: its enqueuer may no longer have it run (it fails for good below)
         SELECT '42501'::text AS error_sqlstate, v_denied AS error_message, interval '0' AS duration INTO v_run;
     ELSIF v_exec IS NULL THEN

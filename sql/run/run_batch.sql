@@ -68,8 +68,10 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   complete_status NULL with that SQLSTATE and message. Jobs after the stop
 --   get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
---   run: it fails at once with 42501 and the reason, as in broker_run. A
---   job's own errors never abort the batch; an error in the bookkeeping
+--   run: it fails at once with 42501 and the reason, as in broker_run. Nor
+--   is a job with a cancel request made before the call (broker_cancel_job
+--   on a claimed job that waited): it ends cancelled, 57014, as a job whose
+--   run its request cancelled. A job's own errors never abort the batch; an error in the bookkeeping
 --   (e.g. a deadlock) aborts the caller's transaction as it does for
 --   broker_run, and lease recovery takes the jobs up again.
 --   p_budget (a batch budget, say 200 ms): the caller runs the call under
@@ -109,7 +111,7 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid]);
 --   BEGIN; SET LOCAL statement_timeout = '200ms';
 --   SELECT * FROM broker.broker_run_batch(ARRAY[41, 42], ARRAY['6f1c...'::uuid, '9a0b...'::uuid], '200ms'); COMMIT;
---   Calls: _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
+--   Calls: _cancel_requests, _lock_batch, _authority_lost, _executor, _executor_jobs, _run_jobs_compat, _executor_call, _run_guarded, _refusal, broker_create_executor, _job_error, _fail_job, _fail_attempt, _complete_jobs, _record_attempts, _cancel_requested, _cancel_running
 --   Tables: writes broker_jobs (run_alone)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_batch(p_job_ids bigint[], p_lease_tokens uuid[] DEFAULT NULL,
@@ -153,6 +155,7 @@ DECLARE
     v_keep    integer; -- rows returned: those before the first job not started
     v_try     integer;
     v_status  smallint; -- the outcome being recorded for a failed job (o changes once it is)
+    v_cancelled bigint[]; -- the jobs with a cancel request made before this call: not run
 BEGIN
     IF p_job_ids IS NULL THEN
         RAISE EXCEPTION 'broker_run_batch: p_job_ids must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -182,6 +185,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    v_cancelled := ARRAY(SELECT r.job_id FROM broker._cancel_requests(p_job_ids) AS r);
     -- which jobs run: in order, up to the first of another role or tenant, or with a timeout
     FOR v_job IN SELECT * FROM broker._lock_batch(p_job_ids, p_lease_tokens) AS b
     LOOP
@@ -193,6 +197,13 @@ BEGIN
                 THEN pg_catalog.format('broker_run: job %s does not exist', COALESCE(v_job.id::text, 'NULL'))
                 ELSE pg_catalog.format('broker_run: job %s is no longer running under this lease', v_job.id) END
                 )::broker._batch_row;
+            CONTINUE;
+        END IF;
+        IF v_job.id OPERATOR(pg_catalog.=) ANY (v_cancelled) THEN
+            -- not run: its cancel request came first; it ends cancelled below (_cancel_running)
+            o := o OPERATOR(pg_catalog.||) ROW(v_job.id, broker._state('completed')::smallint, v_job.attempts, '57014',
+                pg_catalog.format('broker_run_batch: job %s was cancelled before it started', v_job.id))::broker._batch_row;
+            v_failed := true;
             CONTINUE;
         END IF;
         IF p_budget IS NOT NULL AND (v_job.run_alone OR v_job.job_timeout OPERATOR(pg_catalog.<) p_budget) THEN

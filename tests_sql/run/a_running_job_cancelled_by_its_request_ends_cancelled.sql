@@ -50,10 +50,11 @@ CREATE TEMP TABLE t AS SELECT job_id, lease_token FROM broker.broker_get(4);
 SELECT results_eq($$SELECT complete_status FROM broker.broker_run_batch((SELECT array_agg(job_id) FROM t), NULL)$$,
                   $$VALUES (0::smallint)$$, 'no request: 57014 is a failed attempt, retried');
 
--- a run that finishes before the cancel lands keeps its result
-SELECT broker.broker_add_job('quick', 'SELECT 1', 5);
+-- a run that finishes before the cancel lands keeps its result (the request is made while it runs;
+-- one made before the run starts cancels it unrun: a_job_cancelled_before_it_starts_never_runs.sql)
+SELECT broker.broker_add_job('quick', $$SELECT broker.broker_cancel_job(j.job_id, 'too late') FROM broker.broker_jobs AS j
+                                         WHERE j.job_name = 'quick'$$, 5);
 CREATE TEMP TABLE q AS SELECT job_id, lease_token FROM broker.broker_get(5);
-SELECT broker.broker_cancel_job((SELECT job_id FROM q), 'too late');
 SELECT results_eq($$SELECT complete_status FROM broker.broker_run_batch((SELECT array_agg(job_id) FROM q), NULL)$$,
                   $$VALUES (2::smallint)$$, 'a run that completes keeps its result');
 SELECT throws_ok(format('SELECT broker.broker_cancel_job(%s)', (SELECT job_id FROM q)), '55000', NULL,
