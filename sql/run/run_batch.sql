@@ -71,9 +71,10 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   run: it fails at once with 42501 and the reason, as in broker_run. Nor
 --   is a job with a cancel request made before the call (broker_cancel_job
 --   on a claimed job that waited): it ends cancelled, 57014, as a job whose
---   run its request cancelled. A job's own errors never abort the batch; an error in the bookkeeping
---   (e.g. a deadlock) aborts the caller's transaction as it does for
---   broker_run, and lease recovery takes the jobs up again.
+--   run its request cancelled. A job's own errors never abort the batch;
+--   an error in the bookkeeping (e.g. a deadlock) aborts the caller's
+--   transaction as it does for broker_run, and lease recovery takes the
+--   jobs up again.
 --   p_budget (a batch budget, say 200 ms): the caller runs the call under
 --   statement_timeout = p_budget, set before this statement (a timeout set
 --   inside a running statement is not armed), so that no job waits for the
