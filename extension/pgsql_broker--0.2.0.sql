@@ -6250,14 +6250,16 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   to the database was lost before it ran them): each job that is still
 --   running under the lease token given with it, and that no session is
 --   executing (row-locked by broker_run), returns to pending at once with
---   the attempt of its claim not counted. Only the claimer knows the token,
+--   the attempt of its claim not counted, unless a cancel request was made
+--   for it while it was claimed: then it ends cancelled, its dependents
+--   too (_cancel_handed_back). Only the claimer knows the token,
 --   so no one else can release a job. Jobs under another lease, executing,
 --   finished or unknown are left as they are. Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
 -- Example:
 --   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
---   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Calls: _check_lease_args, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
@@ -6289,6 +6291,8 @@ BEGIN
     )
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM released AS r;
+    -- one with a cancel request made while it waited claimed is not run: cancelled
+    PERFORM broker._cancel_handed_back(p_job_ids);
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;
@@ -6318,7 +6322,7 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
 --   executing one of them.
 -- Example:
 --   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
---   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Calls: _check_lease_args, _record_attempts, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
@@ -6357,9 +6361,7 @@ BEGIN
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM interrupted AS r;
     -- a run ended while a cancel request for it was on its way is not run again: cancelled
-    -- (the cancel trigger of a pending job, dependents and all)
-    UPDATE broker.broker_jobs AS j SET cancel_reason = broker._cancel_requested(j.job_id)
-     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids) AND broker._cancel_requested(j.job_id) IS NOT NULL;
+    PERFORM broker._cancel_handed_back(p_job_ids);
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;
@@ -6574,6 +6576,32 @@ END;
 $$;
 COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
     'Internal: the reason of a cancel request for the current attempt of a running job, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._cancel_handed_back(p_job_ids)
+--   For jobs just handed back to pending unrun or interrupted
+--   (broker_release_jobs, broker_interrupt_jobs): those with a cancel request
+--   made while they were claimed are not run again but cancelled, by the
+--   cancel of a pending job (cancel_reason, trigger
+--   broker_jobs_cancel_request_trg: dependents and all). Claimed anew, the
+--   request would no longer be for the job's current attempt.
+--   Calls: _cancel_requests
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_handed_back(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE broker.broker_jobs AS j SET cancel_reason = r.reason
+      FROM broker._cancel_requests(p_job_ids) AS r
+     WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_handed_back(bigint[]) IS
+    'Internal: jobs handed back to pending with a cancel request made while they were claimed end cancelled instead.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._end_cancelled(p_job_id, p_reason)

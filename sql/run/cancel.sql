@@ -49,6 +49,32 @@ COMMENT ON FUNCTION broker._cancel_requested(bigint) IS
     'Internal: the reason of a cancel request for the current attempt of a running job, or NULL.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._cancel_handed_back(p_job_ids)
+--   For jobs just handed back to pending unrun or interrupted
+--   (broker_release_jobs, broker_interrupt_jobs): those with a cancel request
+--   made while they were claimed are not run again but cancelled, by the
+--   cancel of a pending job (cancel_reason, trigger
+--   broker_jobs_cancel_request_trg: dependents and all). Claimed anew, the
+--   request would no longer be for the job's current attempt.
+--   Calls: _cancel_requests
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._cancel_handed_back(p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    UPDATE broker.broker_jobs AS j SET cancel_reason = r.reason
+      FROM broker._cancel_requests(p_job_ids) AS r
+     WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id
+       AND j.complete_status OPERATOR(pg_catalog.=) broker._state('pending');
+END;
+$$;
+COMMENT ON FUNCTION broker._cancel_handed_back(bigint[]) IS
+    'Internal: jobs handed back to pending with a cancel request made while they were claimed end cancelled instead.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._end_cancelled(p_job_id, p_reason)
 --   Ends running job p_job_id cancelled (4) with p_reason, and cancels its
 --   dependents as a pending job's cancel does. Returns 4 (NULL: the job is

@@ -20,7 +20,7 @@
 --   executing one of them.
 -- Example:
 --   SELECT broker.broker_interrupt_jobs(ARRAY[45], ARRAY['7c3d...'::uuid]);   -- after pg_terminate_backend(pid, 5000)
---   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Calls: _check_lease_args, _record_attempts, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_interrupt_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
@@ -59,9 +59,7 @@ BEGIN
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM interrupted AS r;
     -- a run ended while a cancel request for it was on its way is not run again: cancelled
-    -- (the cancel trigger of a pending job, dependents and all)
-    UPDATE broker.broker_jobs AS j SET cancel_reason = broker._cancel_requested(j.job_id)
-     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids) AND broker._cancel_requested(j.job_id) IS NOT NULL;
+    PERFORM broker._cancel_handed_back(p_job_ids);
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;

@@ -37,14 +37,16 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   to the database was lost before it ran them): each job that is still
 --   running under the lease token given with it, and that no session is
 --   executing (row-locked by broker_run), returns to pending at once with
---   the attempt of its claim not counted. Only the claimer knows the token,
+--   the attempt of its claim not counted, unless a cancel request was made
+--   for it while it was claimed: then it ends cancelled, its dependents
+--   too (_cancel_handed_back). Only the claimer knows the token,
 --   so no one else can release a job. Jobs under another lease, executing,
 --   finished or unknown are left as they are. Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
 -- Example:
 --   SELECT broker.broker_release_jobs(ARRAY[43, 44], ARRAY['1d2e...'::uuid, '5f6a...'::uuid]);   -- claimed, not started
---   Calls: _check_lease_args, _count_pending_deps, _notify_queues
+--   Calls: _check_lease_args, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
@@ -76,6 +78,8 @@ BEGIN
     )
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM released AS r;
+    -- one with a cancel request made while it waited claimed is not run: cancelled
+    PERFORM broker._cancel_handed_back(p_job_ids);
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;

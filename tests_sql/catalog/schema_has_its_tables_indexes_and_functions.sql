@@ -71,7 +71,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_ready_queues', 'broker_job_activity',
 
     -- operating jobs: cancel running ones, retry, pause queues, attempt history and output
-    '_cancel_requests', '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
+    '_cancel_requests', '_cancel_handed_back', '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
     '_job_action', 'broker_pause_queue', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
     'broker_set_output', 'broker_cancel_requests',
 

@@ -1,10 +1,10 @@
 -- A cancel request made for a claimed job before the run that would take it up starts (the job
 -- waits in its runner for a worker, or behind the transaction of jobs before it): the run never
--- starts it; it ends cancelled with the request's reason, its attempt recorded cancelled and its
+-- starts it, nor does a later claim when its runner hands it back unrun; it ends cancelled with the request's reason, its attempt recorded cancelled and its
 -- dependents cancelled, and the jobs around it run as usual. (A request that lands while the job
 -- runs, which the job outlives, leaves it its result: a_running_job_cancelled_by_its_request_ends_cancelled.sql.)
 BEGIN;
-SELECT plan(8);
+SELECT plan(10);
 
 CREATE TABLE public.broker_test_effects (job text);
 SELECT broker.broker_add_job('first', $$INSERT INTO public.broker_test_effects VALUES ('first')$$, 1);
@@ -38,6 +38,21 @@ SELECT broker.broker_cancel_job((SELECT job_id FROM one), 'not this one either')
 SELECT results_eq($$SELECT complete_status, error_sqlstate FROM broker.broker_run((SELECT job_id FROM one), (SELECT lease_token FROM one))$$,
                   $$VALUES (4::smallint, '57014'::text)$$, 'broker_run: cancelled, not run');
 SELECT is((SELECT count(*) FROM public.broker_test_effects WHERE job = 'alone'), 0::bigint, 'no effect');
+
+-- handed back unrun by its runner (broker_release_jobs: the claim's budget spent, a stop): cancelled, not
+-- pending again (claimed anew, its request would no longer be for its current attempt)
+SELECT broker.broker_add_job('handed back', $$INSERT INTO public.broker_test_effects VALUES ('handed back')$$, 5,
+                             p_job_group => 'handed back');
+SELECT broker.broker_add_job('after handed back', 'SELECT 1', 6, p_depends_on_groups => ARRAY['handed back']);
+CREATE TEMP TABLE h AS SELECT job_id, lease_token FROM broker.broker_get(5);
+SELECT broker.broker_cancel_job((SELECT job_id FROM h), 'not after all');
+SELECT is((SELECT count(*) FROM broker.broker_release_jobs((SELECT array_agg(job_id) FROM h), (SELECT array_agg(lease_token) FROM h))),
+          1::bigint, 'released by its runner');
+SELECT results_eq($$SELECT job_name, complete_status, cancel_reason FROM broker.broker_jobs
+                     WHERE job_name IN ('handed back', 'after handed back') ORDER BY job_id$$,
+                  $$VALUES ('handed back'::text, 4::smallint, 'not after all'::text),
+                           ('after handed back', 4::smallint, 'dependency job ' || (SELECT job_id FROM h) || ' (handed back) was cancelled')$$,
+                  'it ends cancelled with its request''s reason, its dependents too');
 
 SELECT * FROM finish();
 ROLLBACK;
