@@ -6291,7 +6291,7 @@ BEGIN
     )
     SELECT pg_catalog.array_agg(r.job_id ORDER BY r.job_id), pg_catalog.array_agg(r.job_queue)
       INTO p_job_ids, v_queues FROM released AS r;
-    -- one with a cancel request made while it waited claimed is not run: cancelled
+    -- a job with a cancel request made while it was claimed is not run again: cancelled
     PERFORM broker._cancel_handed_back(p_job_ids);
     PERFORM broker._notify_queues(v_queues);
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);

@@ -1,8 +1,9 @@
 -- A cancel request made for a claimed job before the run that would take it up starts (the job
 -- waits in its runner for a worker, or behind the transaction of jobs before it): the run never
--- starts it, nor does a later claim when its runner hands it back unrun; it ends cancelled with the request's reason, its attempt recorded cancelled and its
--- dependents cancelled, and the jobs around it run as usual. (A request that lands while the job
--- runs, which the job outlives, leaves it its result: a_running_job_cancelled_by_its_request_ends_cancelled.sql.)
+-- starts it, nor does a later claim when its runner hands it back unrun. It ends cancelled with
+-- the request's reason, its attempt recorded cancelled and its dependents cancelled, and the jobs
+-- around it run as usual. (A request that lands while the job runs, which the job outlives, leaves
+-- it its result: a_running_job_cancelled_by_its_request_ends_cancelled.sql.)
 BEGIN;
 SELECT plan(10);
 
