@@ -23,6 +23,10 @@ ADD_JOBS_ARRAYS = ("broker.broker_add_jobs_arrays(text[], text[], integer[], int
                    "interval[], text[], text, text)")
 ARRAYS = "batch 1000: broker_add_jobs_arrays"
 FALLBACK = "batch 1000: SELECT broker_add_job(...) FROM generate_series(1,1000)"
+# What an enqueue into broker_jobs costs at least, whatever broker_add_job checks: the same client's plain INSERT
+# (the table's defaults, CHECKs, indexes and triggers; none of the rules). No API: a floor beside the calls.
+FLOOR_SINGLE = "floor, single: INSERT INTO broker_jobs"
+FLOOR_BATCH = "floor, batch 1000: INSERT INTO broker_jobs SELECT FROM unnest"
 
 
 class Broker(PgSystem):
@@ -43,6 +47,23 @@ class Broker(PgSystem):
     async def enqueue_one(self) -> int:
         cur = await self.conn.execute("SELECT job_id FROM broker.broker_add_job('single', 'SELECT 1')")
         return (await cur.fetchone())[0]
+
+    async def enqueue_runs(self, n_single: int, n_batches: int, batch: int) -> dict:
+        out = await super().enqueue_runs(n_single, n_batches, batch)
+        out[FLOOR_SINGLE] = await common.timed_loop(self.insert_one, n_single)
+        out[FLOOR_BATCH] = await common.timed_loop(lambda: self.insert_rows(batch), n_batches, batch)
+        return out
+
+    async def insert_one(self) -> int:
+        cur = await self.conn.execute("INSERT INTO broker.broker_jobs (job_name, job_group, execute_str) "
+                                      "VALUES ('single', 'single', 'SELECT 1') RETURNING job_id")
+        return (await cur.fetchone())[0]
+
+    async def insert_rows(self, size: int) -> None:
+        await self.conn.execute(
+            "INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
+            "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[])",
+            (["bulk"] * size, ["bulk"] * size, ["SELECT 1"] * size, [1 + i % QUEUES for i in range(size)]))
 
     def batch_variants(self) -> list:
         return [("batch 1000: broker_add_jobs", self.add_jobs if self.has(ADD_JOBS) else MISSING),

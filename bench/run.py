@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
                                "batches": workloads.N_BATCHES, "batch_size": workloads.BATCH,
                                "latency_jobs": workloads.N_LATENCY},
                      "systems": {s.name: {"info": s.info(), "runs": {}, "median": {}} for s in chosen}}
-    ceilings: list[float] = []
+    ceilings: list[dict] = []  # (the ceiling and the floors of each round)
     try:
         for r in range(args.runs):
             for w in (w for w in ("drain", "enqueue", "latency") if w in only):

@@ -34,6 +34,8 @@ def test_bench_harness_smoke(tmp_path, template_db):
     bulk = enqueue["batch 1000: broker_add_jobs"]
     assert bulk == "n/a (broker_add_jobs missing)" or bulk["jobs"] == 1000
     assert any("generate_series" in k and v["jobs"] == 1000 for k, v in enqueue.items())
+    from bench.broker_workloads import FLOOR_BATCH, FLOOR_SINGLE
+    assert enqueue[FLOOR_SINGLE]["jobs"] == 5 and enqueue[FLOOR_BATCH]["jobs"] == 1000
     assert broker["median"]["latency"]["jobs"] == 5 and "p99_ms" in broker["median"]["latency"]
     assert broker["backlog"]["runs"]["backlog"] and "ratio" in broker["backlog"]
     held = broker["held"]
@@ -48,6 +50,11 @@ def test_bench_harness_smoke(tmp_path, template_db):
     # each ceiling run follows its round's drains, and the ratio is taken per run
     assert proc.stdout.index("run 1 ceiling") < proc.stdout.index("run 1 enqueue")
     assert len(results["ceiling"]["drain_ratio_runs"]) == 1 and results["ceiling"]["drain_ratio"] > 0
+    # the floors beside it, each round: the jobs each completed, and both ratios
+    floors = results["ceiling"]["floors"]
+    assert list(floors) == ["broker_jobs", "broker_jobs+run", "sql", "bare"]
+    assert all(f["jobs_per_s"] > 0 and f["ceiling_ratio"] > 0 and f["drain_ratio"] > 0 for f in floors.values())
+    assert "floor: the claim and the completion of pgsql_broker's rows alone" in proc.stdout
     assert {"stats_ms", "old_query_ms", "finish_us_with_counters", "finish_us_without"} <= set(broker["stats"]["median"])
     scale = broker["scale"]["median"]
     assert (scale["databases"], scale["registered"], scale["jobs_done"]) == (2, 2, 4)
@@ -67,7 +74,8 @@ def _fixture(runs: int = 3, drain_jobs: int = 20_000) -> dict:
     broker_enq = {"single": {"jobs": 2000, "jobs_per_s": 1200.0},
                   "batch 1000: broker_add_jobs": {"jobs": 10_000, "jobs_per_s": 30_000.0},
                   "batch 1000: SELECT broker_add_job(...) FROM generate_series(1,1000)": {"jobs": 10_000,
-                                                                                          "jobs_per_s": 5000.0}}
+                                                                                          "jobs_per_s": 5000.0},
+                  "floor, single: INSERT INTO broker_jobs": {"jobs": 2000, "jobs_per_s": 1600.0}}
     skip = "not run: 1 job every 2 s at its defaults"
     medians = {
         "pgsql_broker": {"drain": {"jobs": drain_jobs, "jobs_per_s": 4400.0}, "enqueue": broker_enq,
@@ -94,6 +102,9 @@ def test_peers_page_comes_from_the_results_json():
     assert rows["drain, jobs/s"] == "| drain, jobs/s | 4,400 | 2,200 | not run: 1 job every 2 s at its defaults | pgqueuer | 2.00 |"
     assert rows["enqueue single (1 job/transaction), jobs/s"].endswith("| 1,200 | 1,450 | 665 | pgqueuer | 0.83 |")
     assert rows["enqueue batch 1000 (set-based call), jobs/s"].endswith("| 30,000 | 32,000 | 29,000 | pgqueuer | 0.94 |")
+    # the floor under broker_add_job, against the same peer row; never one of the targets
+    floor = next(v for k, v in rows.items() if k.startswith("enqueue floor, single"))
+    assert floor.endswith("| 1,600 | 1,450 | 665 | pgqueuer | 1.10 |")
     assert rows["latency p50, ms"].endswith("| 4.90 | 3.30 | not run: 1 job every 2 s at its defaults | pgqueuer | 1.48 |")
     assert "| pg-boss | pg-boss label | 1 | cfg \\| pipe | doc |" in page  # a pipe cannot break the table
     assert "Smoke run" not in page
@@ -103,6 +114,7 @@ def test_peers_page_comes_from_the_results_json():
              if line.startswith("| ")}
     assert goals["drain >= 3x the fastest peer at its defaults"].endswith("| 2.00 | not met |")
     assert goals["latency p99 <= 10 ms"].endswith("| 20.00 ms | not met |")
+    assert goals["single enqueue >= 1.2x the fastest peer"].endswith("| 0.83 | not met |")  # (not the floor's 1.10)
 
 
 def test_a_peer_row_not_at_its_defaults_is_never_the_headline():
