@@ -1,4 +1,4 @@
-"""The claim+complete ceiling of issue 7, measured in the same run as the drain, and three floors beside it.
+"""The claim+complete ceiling of issue 7, measured in the same run as the drain, and floors beside it.
 
 The ceiling: pgbench with 4 clients (the runner's 4 queues) for BENCH_CEILING_SECONDS (8) on a bare
 queue table of BENCH_CEILING_ROWS (600,000) jobs (id, status, payload; a partial index on the pending
@@ -14,9 +14,10 @@ jobs (the runner's default claim) in a transaction of its own, then their comple
 times), on broker_jobs with all its indexes, CHECKs and triggers, no job run, nothing recorded;
 "broker_jobs+run": the same, the jobs run in the completion's transaction through their role's
 executor (run_jobs: a subtransaction each), still nothing else (no attempt row, no lock of the run,
-no checks); "bare": the two commits on the ceiling's bare table. Their rates count the jobs
-completed in the run. So the drain's distance to the ceiling splits into the table's writes, the
-job runs and the rest of pgsql_broker's bookkeeping.
+no checks); "bare": the two commits on the ceiling's bare table. Beside them, "sql": pgsql_broker's
+own statements as its runner sends them, from pgbench. Their rates count the jobs completed in the
+run. So the drain's distance to the ceiling splits into the table's writes, the job runs, the rest
+of pgsql_broker's bookkeeping and the runner.
 """
 from __future__ import annotations
 

@@ -312,11 +312,11 @@ def markdown(results: dict, src: str = "docs/benchmarks-peers.json", dst: str = 
                 + (f"; pgsql_broker's drain was {c['drain_ratio']:.2f} of it (median of the runs' ratios)."
                    if "drain_ratio" in c else ".")]
         if c.get("floors"):
-            out += ["", "Beside it in each round, the floors: what a queue that commits its claim before the jobs "
-                    "run (so that a job that kills its backend has used an attempt) reaches at best with nothing else "
-                    "done, the same pgbench clients, the jobs completed over the run's seconds, medians of the "
-                    "rounds' ratios:", "", "| floor | jobs/s | ÷ the ceiling | pgsql_broker's drain ÷ it |",
-                    "|---|---|---|---|"]
+            out += ["", "Beside it in each round, the floors (bench/ceiling.py): what a queue that commits its claim "
+                    "before the jobs run (so that a job that kills its backend has used an attempt) reaches at best, "
+                    "with nothing done but what the row names; and pgsql_broker's own statements without its runner. "
+                    "The same pgbench clients, the jobs completed over the run's seconds, medians of the rounds' "
+                    "ratios:", "", "| floor | jobs/s | ÷ the ceiling | pgsql_broker's drain ÷ it |", "|---|---|---|---|"]
             for f in c["floors"].values():
                 out.append(f"| {_cell(f['label'])}" + (" (a run ran out of jobs: a lower bound)" if f.get("ran_out") else "")
                            + f" | {f['jobs_per_s']:,.0f} | {f['ceiling_ratio']:.2f} | "
