@@ -49,14 +49,14 @@ FLOOR_SCRIPTS = {
 SELECT quote_literal(coalesce(array_agg(id), '{{}}')::text) AS ids FROM c \\gset
 UPDATE q SET status = 2 WHERE id = ANY (:ids::bigint[]);
 """,
-    "broker_jobs": f"""\\set queue random(1, {CLIENTS})
+    "broker_jobs": f"""\\set queue :client_id % {CLIENTS} + 1
 WITH c AS (UPDATE broker.broker_jobs AS j
               SET complete_status = 1, attempts = j.attempts + 1, started_at = now(), lease_token = gen_random_uuid(),
-                  lease_expires_at = now() + interval '5 minutes', lease_instance_id = 1
+                  lease_expires_at = now() + interval '60 seconds', lease_instance_id = 1
             WHERE j.job_id IN (SELECT r.job_id FROM broker.broker_jobs AS r
                                 WHERE r.job_queue = :queue AND r.complete_status = 0 AND r.pending_deps = 0
                                 ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                                LIMIT {FLOOR_PER_CLAIM} FOR UPDATE SKIP LOCKED)
+                                LIMIT {FLOOR_PER_CLAIM} FOR NO KEY UPDATE SKIP LOCKED)
            RETURNING j.job_id)
 SELECT quote_literal(coalesce(array_agg(job_id), '{{}}')::text) AS ids FROM c \\gset
 UPDATE broker.broker_jobs SET complete_status = 2, finished_at = clock_timestamp(), lease_token = NULL,
@@ -74,15 +74,14 @@ SELECT count(*) FROM (SELECT array_agg(execute_str ORDER BY job_id) AS s, array_
 UPDATE broker.broker_jobs SET complete_status = 2""") + "COMMIT;\n"
 # pgsql_broker's own statements as its runner sends them for a claim of the defaults (the session reset, the claim,
 # the transaction of the jobs; runner/pgsql_broker/run/queries.py), from pgbench instead of the runner
-FLOOR_SCRIPTS["sql"] = f"""\\set queue random(1, {CLIENTS})
-BEGIN; {queries.RESET_SESSION}; COMMIT;
-SELECT quote_literal(coalesce(array_agg(job_id), '{{}}')::text) AS ids
+# (one message each, as the runner sends them: \\; joins the statements of one message, \\gset keeps the last result)
+_RESET_MESSAGE = queries.RESET_TRANSACTION.replace(";", " \\;")
+FLOOR_SCRIPTS["sql"] = f"""\\set queue :client_id % {CLIENTS} + 1
+{_RESET_MESSAGE}SELECT quote_literal(coalesce(array_agg(job_id), '{{}}')::text) AS ids
   FROM broker.broker_claim_batches(:queue, INSTANCE, 60, {FLOOR_PER_CLAIM}, '200 milliseconds'::interval, false) \\gset
-BEGIN;
-SELECT set_config('statement_timeout', '200', true);
-SELECT count(*) FROM broker.broker_run_batch(:ids::bigint[], NULL, '200 milliseconds'::interval);
-{queries.READ_ONLY};
-COMMIT;
+BEGIN \\; SELECT set_config('statement_timeout', '200', true) \\;
+SELECT count(*) FROM broker.broker_run_batch(:ids::bigint[], NULL, '200 milliseconds'::interval) \\;
+{queries.READ_ONLY} \\; COMMIT;
 """
 FLOOR_SCRIPTS = {k: FLOOR_SCRIPTS[k] for k in ("broker_jobs", "broker_jobs+run", "sql", "bare")}  # (the report's order)
 FLOOR_LABELS = {
@@ -114,7 +113,7 @@ def one_run() -> float:
     db = f"bench_ceiling_{uuid.uuid4().hex[:6]}"
     common.create_db(db, None, BARE, "CREATE INDEX q_pending ON q (id) WHERE status = 0",
                      f"INSERT INTO q (payload) SELECT 'SELECT 1' FROM generate_series(1, {ROWS})",
-                     "VACUUM ANALYZE q")
+                     "VACUUM ANALYZE q", "CHECKPOINT")  # (as before every floor: no run pays another's page images)
     try:
         tps = float(re.search(r"tps = ([0-9.]+)", _pgbench(db, SCRIPT)).group(1))
         return tps * PER_CLAIM

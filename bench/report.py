@@ -163,7 +163,7 @@ def floor_lines(c: dict) -> list[tuple[str, str]]:
         if "drain_ratio" in f:
             figures += f"; pgsql_broker's drain {f['drain_ratio']:.2f} of it"
         if f.get("ran_out"):
-            figures += " (a run ran out of jobs: a lower bound)"
+            figures += " (a run ran out of jobs: its rate understates the floor)"
         out.append((f"floor: {f['label']}", figures))
     return out
 
@@ -318,7 +318,7 @@ def markdown(results: dict, src: str = "docs/benchmarks-peers.json", dst: str = 
                     "The same pgbench clients, the jobs completed over the run's seconds, medians of the rounds' "
                     "ratios:", "", "| floor | jobs/s | ÷ the ceiling | pgsql_broker's drain ÷ it |", "|---|---|---|---|"]
             for f in c["floors"].values():
-                out.append(f"| {_cell(f['label'])}" + (" (a run ran out of jobs: a lower bound)" if f.get("ran_out") else "")
+                out.append(f"| {_cell(f['label'])}" + (" (a run ran out of jobs: its rate understates the floor)" if f.get("ran_out") else "")
                            + f" | {f['jobs_per_s']:,.0f} | {f['ceiling_ratio']:.2f} | "
                            + (f"{f['drain_ratio']:.2f}" if "drain_ratio" in f else "-") + " |")
     return "\n".join(out) + "\n"
