@@ -74,7 +74,7 @@ SELECT count(*) FROM (SELECT array_agg(execute_str ORDER BY job_id) AS s, array_
 UPDATE broker.broker_jobs SET complete_status = 2""") + "COMMIT;\n"
 # pgsql_broker's own statements as its runner sends them for a claim of the defaults (the session reset, the claim,
 # the transaction of the jobs; runner/pgsql_broker/run/queries.py), from pgbench instead of the runner
-# (one message each, as the runner sends them: \\; joins the statements of one message, \\gset keeps the last result)
+# (one message each, as the runner sends them: \; joins the statements of one message, \gset keeps the last result)
 _RESET_MESSAGE = queries.RESET_TRANSACTION.replace(";", " \\;")
 FLOOR_SCRIPTS["sql"] = f"""\\set queue :client_id % {CLIENTS} + 1
 {_RESET_MESSAGE}SELECT quote_literal(coalesce(array_agg(job_id), '{{}}')::text) AS ids
