@@ -109,11 +109,15 @@ def _pgbench(db: str, script: str, *options: str) -> str:
                                "-f", f.name, db], capture_output=True, text=True, check=True).stdout
 
 
+def _bare_db(db: str, *after: str) -> None:
+    """A database with the bare queue table q of ROWS pending jobs, then the statements after."""
+    common.create_db(db, None, BARE, "CREATE INDEX q_pending ON q (id) WHERE status = 0",
+                     f"INSERT INTO q (payload) SELECT 'SELECT 1' FROM generate_series(1, {ROWS})", *after)
+
+
 def one_run() -> float:
     db = f"bench_ceiling_{uuid.uuid4().hex[:6]}"
-    common.create_db(db, None, BARE, "CREATE INDEX q_pending ON q (id) WHERE status = 0",
-                     f"INSERT INTO q (payload) SELECT 'SELECT 1' FROM generate_series(1, {ROWS})",
-                     "VACUUM ANALYZE q", "CHECKPOINT")  # (as before every floor: no run pays another's page images)
+    _bare_db(db, "VACUUM ANALYZE q", "CHECKPOINT")  # (as before every floor: no run pays another's page images)
     try:
         tps = float(re.search(r"tps = ([0-9.]+)", _pgbench(db, SCRIPT)).group(1))
         return tps * PER_CLAIM
@@ -126,8 +130,7 @@ def floor_run(kind: str) -> tuple[float, bool]:
     out of jobs before the end (then the rate is a lower bound: raise BENCH_FLOOR_ROWS)."""
     db = f"bench_floor_{uuid.uuid4().hex[:6]}"
     if kind == "bare":
-        common.create_db(db, None, BARE, "CREATE INDEX q_pending ON q (id) WHERE status = 0",
-                         f"INSERT INTO q (payload) SELECT 'SELECT 1' FROM generate_series(1, {ROWS})")
+        _bare_db(db)
     else:
         common.create_broker_db(db)
         common.sql(db, "INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, job_queue) "
