@@ -2,12 +2,14 @@
 against the cluster named by PG* (`.ci/with-cluster`; pgsql_broker installed into it).
 
 A ladder of tables, each with one part of broker_jobs more than the one before, each filled with BENCH_TABLE_ROWS
-(150,000) pending jobs of queue 1, all with broker_jobs' autovacuum settings:
-  narrow        only the columns the claim and the completion read or write, its primary key and the claim index
+(150,000) pending jobs of queue 1, vacuumed, then with autovacuum off (a vacuum of one table during the timed run
+would slow whichever scripts ran at the time):
+  narrow        only the columns the claim and the completion read or write and those the fill gives (names, SQL),
+                its primary key and the claim index
   columns       broker_jobs' 33 columns and defaults, the same two indexes
   indexes       and all of broker_jobs' indexes
   checks        and its CHECK constraints
-  broker_jobs   broker_jobs itself: and its foreign key to broker_schedule, its triggers, row-level security (the
+  broker_jobs   broker_jobs itself: and its foreign keys, its triggers, row-level security (not applied: the
                 superuser bypasses its policies)
 and beside them, each the `checks` rung and one part more or different: run_as and enqueued_by as text instead of
 the 64-byte name (`name_as_text`), broker_jobs' finished-count trigger (`count_trigger`), its ready_xid trigger
@@ -38,7 +40,7 @@ LIKE = "CREATE TABLE {t} (LIKE broker.broker_jobs INCLUDING DEFAULTS INCLUDING I
 CHECKS = LIKE.format(t="{t}", more=" INCLUDING INDEXES INCLUDING CONSTRAINTS")
 # (name, label, statements that make it; {t} is the table)
 RUNGS = [
-    ("narrow", "the columns the claim and the completion use, primary key and claim index",
+    ("narrow", "the columns the claim, the completion and the fill use, primary key and claim index",
      ["CREATE TABLE {t} (job_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job_queue integer NOT NULL, "
       "job_priority integer NOT NULL DEFAULT 0, run_after timestamptz NOT NULL DEFAULT now(), "
       "complete_status smallint NOT NULL DEFAULT 0, pending_deps integer NOT NULL DEFAULT 0, "
@@ -49,7 +51,7 @@ RUNGS = [
      [LIKE.format(t="{t}", more=""), "ALTER TABLE {t} ADD PRIMARY KEY (job_id)", CLAIM_INDEX]),
     ("indexes", "and all of broker_jobs' indexes", [LIKE.format(t="{t}", more=" INCLUDING INDEXES")]),
     ("checks", "and its CHECK constraints", [CHECKS]),
-    ("broker_jobs", "broker_jobs itself: and its foreign key, triggers and row-level security", []),
+    ("broker_jobs", "broker_jobs itself: and its foreign keys and triggers (RLS not applied: superuser)", []),
     # beside the chain: the checks rung and one part more (or different)
     ("name_as_text", "the checks rung, run_as and enqueued_by as text (not name)",
      [CHECKS, "ALTER TABLE {t} ALTER run_as TYPE text, ALTER enqueued_by TYPE text"]),
@@ -68,8 +70,6 @@ def setup() -> None:
     common.create_broker_db(DB)
     with psycopg.connect(dbname=DB, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA x")
-        options = conn.execute("SELECT array_to_string(reloptions, ', ') FROM pg_class "
-                               "WHERE oid = 'broker.broker_jobs'::regclass").fetchone()[0]
         for name, _label, statements in RUNGS:
             t = table(name)
             for statement in statements:
@@ -78,10 +78,11 @@ def setup() -> None:
                         "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'broker.broker_jobs'::regclass "
                         "AND tgname = %s", (statement.split()[1],)).fetchone()[0].replace(" ON broker.broker_jobs ", " ON {t} ")
                 conn.execute(statement.format(t=t))
-            conn.execute(f"ALTER TABLE {t} SET ({options})")
             conn.execute(f"INSERT INTO {t} (job_name, job_group, execute_str, job_queue) "
                          f"SELECT 'drain', 'drain', 'SELECT 1', 1 FROM generate_series(1, {ROWS})")
         conn.execute("VACUUM ANALYZE")
+        for name, _label, _statements in RUNGS:
+            conn.execute(f"ALTER TABLE {table(name)} SET (autovacuum_enabled = off)")
         conn.execute("CHECKPOINT")
 
 
