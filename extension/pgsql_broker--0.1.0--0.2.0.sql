@@ -170,7 +170,7 @@ COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the 
 ALTER TABLE broker.broker_jobs
     ADD COLUMN interruptions integer NOT NULL DEFAULT 0,
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
-COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
 
 -- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
 ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
@@ -6737,19 +6737,44 @@ $$;
 COMMENT ON FUNCTION broker.broker_retry_job(bigint, timestamptz, boolean) IS
     'Returns a failed or cancelled job (and, by default, the jobs cancelled because of it) to pending with fresh attempts; returns how many.';
 -- source: sql/run/recovery.sql
--- sql/run/recovery.sql: recovering jobs whose lease expired (broker_recover_stale_jobs).
+-- sql/run/recovery.sql: recovering jobs whose lease expired or whose server restarted (broker_recover_stale_jobs).
+-- ---------------------------------------------------------------------------
+-- Function: broker._restart_interruptions_max()
+--   How many times a server restart may interrupt a job before a restart
+--   counts its attempt after all. Without superuser a job cannot restart the
+--   server, but a job that crashes it under restart_after_crash = off (an HA
+--   manager then starts it again) would otherwise be retried for ever.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._restart_interruptions_max()
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 5 $$;
+COMMENT ON FUNCTION broker._restart_interruptions_max() IS
+    'Internal: interruptions after which a server restart counts a job''s attempt (a job that brings the server down is not retried for ever).';
+
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_recover_stale_jobs(p_limit)
---   Recovers running jobs whose lease has expired AND that nobody is
---   executing: a job under execution is row-locked by broker_run until its
---   transaction ends, and locked rows are skipped, however long they run.
---   A recovered job counts the lost attempt: it returns to pending (after the
---   retry backoff) while attempts < max_attempts, else it fails and its
---   dependents are cancelled. Returns (job_id, complete_status) per job.
+--   Recovers running jobs that nobody is executing (a job under execution
+--   is row-locked by its run until its transaction ends, and locked rows are
+--   skipped, however long they run) and that either
+--   - were claimed before the server last started: every session of that
+--     server ended with it, so the claim is dead whatever its lease says. A
+--     restart is not the job's doing (a job cannot restart the server), so
+--     the job returns to pending at once as broker_interrupt_jobs returns
+--     it: attempt not counted, interruptions + 1, dependents kept. After
+--     _restart_interruptions_max() interruptions a restart counts the
+--     attempt like an expired lease. A crash restart of the server (a
+--     backend killed, say by the kernel's OOM killer) keeps the server's
+--     start time: it may be the job's doing and counts as below;
+--   - or whose lease expired: the lost attempt counts (the session may have
+--     ended by the job's own doing): pending again (after the retry
+--     backoff) while attempts < max_attempts, else failed with its
+--     dependents cancelled.
+--   Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
---   Calls: _fail_attempt
+--   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
@@ -6758,30 +6783,47 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r record;
+    r          record;
+    v_started  timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_ids      bigint[] := '{}';
+    v_tokens   uuid[] := '{}';
 BEGIN
     IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     FOR r IN
-        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token,
+               j.started_at OPERATOR(pg_catalog.<) v_started
+               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+           AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
+                OR j.started_at OPERATOR(pg_catalog.<) v_started)
          ORDER BY j.lease_expires_at
          LIMIT p_limit
            FOR NO KEY UPDATE SKIP LOCKED
     LOOP
+        IF r.restarted THEN
+            v_ids := v_ids OPERATOR(pg_catalog.||) r.job_id;
+            v_tokens := v_tokens OPERATOR(pg_catalog.||) r.lease_token;
+            CONTINUE;
+        END IF;
         job_id := r.job_id;
         complete_status := broker._fail_attempt(r.job_id, NULL,
             pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
                               r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
         RETURN NEXT;
     END LOOP;
+    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
+        -- (a statement of its own: a join in the interrupting statement would read the rows before it)
+        SELECT pg_catalog.array_agg(i.job_id) INTO v_ids FROM broker.broker_interrupt_jobs(v_ids, v_tokens) AS i;
+        RETURN QUERY SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
+                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
-    'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
+    'Returns to pending running jobs that no session is executing: at once and without counting the attempt when they were claimed before the server last started; when their lease expired, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which

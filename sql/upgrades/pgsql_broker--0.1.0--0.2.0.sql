@@ -84,7 +84,7 @@ COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the 
 ALTER TABLE broker.broker_jobs
     ADD COLUMN interruptions integer NOT NULL DEFAULT 0,
     ADD CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0);
-COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
 
 -- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
 ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
