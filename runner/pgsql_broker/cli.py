@@ -156,6 +156,16 @@ _FLAG_HELP = {
     "batch_budget_ms": "A job waits at most this long for the commit of its transaction of jobs (default 200).",
     "max_open_conns_total": "Connections of the whole runner at most (default 0: only each database's max_open_conns); "
                             "a quarter stays for workers, and databases beyond the rest take turns.",
+    "tcp_keepalives_idle_sec": "libpq keepalives_idle of every connection whose DSN sets none (default 10).",
+    "tcp_keepalives_interval_sec": "libpq keepalives_interval of every connection whose DSN sets none (default 5).",
+    "tcp_keepalives_count": "libpq keepalives_count of every connection whose DSN sets none (default 3).",
+    "tcp_user_timeout_ms": "libpq tcp_user_timeout of every connection whose DSN sets none (default 30000).",
+    "connect_timeout_sec": "libpq connect_timeout of every connection whose DSN (or PGCONNECT_TIMEOUT) sets none "
+                           "(default 10).",
+    "statement_deadline_sec": "A connection whose server does not answer the runner's own statements within this "
+                              "is closed and opened again (default 30; jobs have their own timeouts).",
+    "refusal_retry_sec": "How long a database that served before is retried while it refuses the runner (a login "
+                         "refused, broker_runtime revoked, a pg_hba.conf reject); default 0: for ever.",
     "parked_visit_sec": "Databases taking turns (more of them than session connections): visit each about this often.",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
                               "REPLICATION role, or a member of pg_execute_server_program and the like "

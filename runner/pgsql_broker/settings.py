@@ -63,6 +63,15 @@ class BrokerSettings:
     retention_cancelled_after: str = "30d"
     retention_batch_size: int = 1000
     retention_interval_sec: float = 300
+    # faults (run/connections.py, run/database.py): what notices a dead or stalled connection, each libpq
+    # parameter unless a database's DSN sets its own; and how long a refusal is waited out
+    tcp_keepalives_idle_sec: int = 10
+    tcp_keepalives_interval_sec: int = 5
+    tcp_keepalives_count: int = 3
+    tcp_user_timeout_ms: int = 30000
+    connect_timeout_sec: int = 10
+    statement_deadline_sec: float = 30
+    refusal_retry_sec: float = 0
 
 
 @dataclass
@@ -82,7 +91,9 @@ _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_si
             "notify_retry_seconds": 0.1, "lease_seconds": 1, "stale_job_recovery_sec": 0.1, "metrics_port": 0,
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "workers_per_queue": 1, "batch_budget_ms": 10,
             "max_open_conns_total": 0, "parked_visit_sec": 0.5, "retention_batch_size": 1,
-            "retention_interval_sec": 1}
+            "retention_interval_sec": 1, "tcp_keepalives_idle_sec": 1, "tcp_keepalives_interval_sec": 1,
+            "tcp_keepalives_count": 1, "tcp_user_timeout_ms": 0, "connect_timeout_sec": 2, "statement_deadline_sec": 1,
+            "refusal_retry_sec": 0}
 _MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
             "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}
 MIN_TOKEN_CHARS = 16  # the console token (broker.console_token)

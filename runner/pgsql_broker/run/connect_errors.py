@@ -5,12 +5,16 @@ the text of the server's FATAL message, without a SQLSTATE: those are told apart
 server's messages in English, lc_messages C or en). Once connected, a missing privilege is SQLSTATE
 42501. Everything else (refused or dropped connections, a server starting or shutting down, too many
 connections, a host name that does not resolve yet, as in a container network) may heal: the runner
-keeps retrying those with backoff, and stops on a permanent one after PERMANENT_TRIES in a row.
+keeps retrying those with backoff. A refusal ends the runner after PERMANENT_TRIES in a row only while the
+database never served it: that is a misconfiguration at start. Once it served, a refusal is what an operator
+did for a while (a REVOKE, a pg_hba.conf reload, a database closed to connections) and may heal by itself: it
+is waited out for refusal_retry_sec (0: for ever), logged at every try with what to do.
 """
 from __future__ import annotations
 
 import logging
 import re
+import time
 
 import psycopg
 
@@ -39,6 +43,20 @@ def is_permanent(exc: BaseException) -> bool:
     return exc.sqlstate is None and bool(_PERMANENT_TEXT.search(str(exc)))
 
 
+def what_to_do(exc: BaseException) -> str:
+    """The step that ends a refusal, for the log line."""
+    text = str(exc)
+    if getattr(exc, "sqlstate", None) == "42501" or "permission denied" in text:
+        return "grant broker_runtime to the runner's login"
+    if "pg_hba.conf" in text:
+        return "allow the runner's login in pg_hba.conf and reload the server"
+    if "not currently accepting connections" in text:
+        return "ALTER DATABASE ... WITH ALLOW_CONNECTIONS true"
+    if "does not exist" in text:
+        return "create the database or the role, or correct the DSN"
+    return "check the login's password and its LOGIN attribute"
+
+
 def connect_message(exc: BaseException) -> str:
     """A database error as one line: the server's message, SQLSTATE and hint (not its context); a
     connection error with the address it tried and what to check."""
@@ -54,22 +72,35 @@ def connect_message(exc: BaseException) -> str:
 
 
 class PermanentCounter:
-    """Consecutive permanent errors of one database: the PERMANENT_TRIES-th in a row raises PermanentError."""
+    """Consecutive refusals of one database: at start-up the PERMANENT_TRIES-th in a row raises PermanentError;
+    once the database served, refusals raise it only after `retry_sec` of them (0: never)."""
 
-    def __init__(self, database: str):
-        self.database, self.count = database, 0
+    def __init__(self, database: str, retry_sec: float = 0):
+        self.database, self.count, self.retry_sec = database, 0, retry_sec
+        self.since: float | None = None  # the first refusal of this run of them (time.monotonic())
 
-    def check(self, exc: BaseException, role: str = "starting") -> bool:
+    def check(self, exc: BaseException, role: str = "starting", served: bool = False) -> bool:
         """Whether exc is permanent (then logged here, one line); raises PermanentError at the last try.
         role: how far the session got before exc; one that served (active, standby or parked) was not refused,
-        so the tries before it were no refusals in a row."""
+        so the tries before it were no refusals in a row. served: the database served this runner before."""
         if role in ("active", "standby", "parked"):
-            self.count = 0
+            self.reset()
         if not is_permanent(exc):
-            self.count = 0
+            self.reset()
             return False
         self.count += 1
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
         message = connect_message(exc)
+        if served:
+            waited = now - self.since
+            if self.retry_sec and waited >= self.retry_sec:
+                raise PermanentError(f"database {self.database}: {message}; gave up after {waited:.0f} s of "
+                                     f"refusals (refusal_retry_sec)") from None
+            log.warning("database refuses this runner, waiting it out: %s", what_to_do(exc), extra={
+                "database": self.database, "error": message, "try": self.count,
+                "refused_for_seconds": round(waited, 1)})
+            return True
         if self.count >= PERMANENT_TRIES:
             raise PermanentError(f"database {self.database}: {message}; gave up after {self.count} "
                                  "tries (this does not heal by waiting)") from None
@@ -78,4 +109,4 @@ class PermanentCounter:
         return True
 
     def reset(self) -> None:
-        self.count = 0
+        self.count, self.since = 0, None

@@ -9,6 +9,7 @@ what runs, broker_run_batch runs it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -26,7 +27,7 @@ from ..settings import BrokerSettings, parse_queue_list, parse_queue_workers
 from . import queries, stopping
 from .cancelling import Canceller
 from .connect_errors import PermanentCounter
-from .connections import connect
+from .connections import connect, deadline, with_tcp_defaults
 from .login import LoginRefused, check_login
 from .maintenance import PING_SEC, TIMERS, run_timers
 from .pool import RunnerBudget, WorkerPool
@@ -46,6 +47,9 @@ STANDBY_RETRY_SEC = 2.0
 STALE_HOLDER_SEC = 5 * PING_SEC
 # At the stop, how long a parked database waits for a session slot to mark its instance stopped.
 STOP_PARKED_SEC = 10.0
+# The first reconnect waits this long, each next one twice as long up to notify_retry_seconds; a session that
+# worked starts the next outage afresh.
+FIRST_RETRY_SEC = 0.5
 
 
 class SchemaError(Exception):
@@ -103,6 +107,12 @@ class DatabaseRunner(Workers):
         self._park_now = False
         self._probed = False
         self._busy_workers, self._idle_since = 0, time.monotonic()
+        # claimed jobs a worker had not started when its connection was lost: handed back (attempt not counted)
+        # on the next connection that works, across outages and session restarts (run/worker.py)
+        self._orphans: list[Claimed] = []
+        self._outage_since: float | None = None  # when the current outage began (time.monotonic())
+        self._served = False  # a session of this database connected and listened once
+        self._backoff = FIRST_RETRY_SEC
 
     def idle_since(self) -> float | None:
         """When the workers last had work (time.monotonic()); None while they have some (run/rota.py)."""
@@ -118,33 +128,41 @@ class DatabaseRunner(Workers):
         return self.view.snapshot()
 
     async def _connect(self, purpose: str) -> psycopg.AsyncConnection:
-        conn = await connect(self.db.dsn(), f"{self.settings.name}:{purpose}", worker=purpose == "worker")
+        conn = await connect(with_tcp_defaults(self.db.dsn(), self.settings), f"{self.settings.name}:{purpose}",
+                             worker=purpose == "worker")
         conn.broker_dirty = False  # type: ignore[attr-defined]  (jobs ran on it since its last reset)
         return conn
 
+    def _deadline(self, conn: psycopg.AsyncConnection, what: str):
+        """The runner's own statements on `conn` must be answered within statement_deadline_sec."""
+        return deadline(conn, self.settings.statement_deadline_sec, f"{self.db.name}: {what}")
+
     # -- supervision ---------------------------------------------------------
     async def run(self) -> None:
-        """Keep a session to the database until shutdown; reconnect with backoff, log each outage once."""
-        delay, logged = 1.0, False
-        permanent = PermanentCounter(self.db.name)  # authentication, missing database, no privilege: exit
+        """Keep a session to the database until shutdown; reconnect with backoff (afresh after a session that
+        worked), log each outage when it begins and when it ends."""
+        # authentication, a missing database, no privilege: at start-up the process exits after a few tries;
+        # once the database served, a refusal is waited out (refusal_retry_sec), since it may heal by itself
+        permanent = PermanentCounter(self.db.name, self.settings.refusal_retry_sec)
         while not self.stopping.is_set():
             if not await self._rota.enter(self, self.stopping):  # (at once unless the databases take turns)
                 break
             try:
                 await self._session()
-                delay, logged = 1.0, False
+                self._backoff = FIRST_RETRY_SEC
                 permanent.reset()
             except LoginRefused:
                 raise  # the process exits: no retry makes the login safe
             except (psycopg.OperationalError, SchemaError) as exc:
-                permanent.check(exc, self.view.role)
+                if self.view.role in ("active", "standby", "parked"):
+                    self._backoff = FIRST_RETRY_SEC  # (this session worked: a new outage begins)
+                permanent.check(exc, self.view.role, self._served)
                 self.view.error = cap_text((str(exc).strip().splitlines() or [""])[0])
-                if not logged:
-                    log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
-                                                                                      "error": self.view.error})
-                    logged = True
+                self._outage_begins()
             except Exception as exc:  # never let one database stop the others
-                if not permanent.check(exc, self.view.role):  # (a permanent error is logged by check, without a traceback)
+                if self.view.role in ("active", "standby", "parked"):
+                    self._backoff = FIRST_RETRY_SEC
+                if not permanent.check(exc, self.view.role, self._served):  # (a permanent error is logged by check, without a traceback)
                     self.view.error = cap_text(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
                     log.exception("unexpected error, restarting this database's session",
                                   extra={"database": self.db.name})
@@ -159,12 +177,39 @@ class DatabaseRunner(Workers):
                 continue
             if not self.stopping.is_set():
                 try:
-                    await asyncio.wait_for(self.stopping.wait(), delay)
+                    await asyncio.wait_for(self.stopping.wait(), self._backoff)
                 except asyncio.TimeoutError:
                     pass
-                delay = min(delay * 2, self.settings.notify_retry_seconds)
+                self._backoff = min(self._backoff * 2, self.settings.notify_retry_seconds)
         if self._parked is not None:
             await self._stop_parked()
+
+    def _outage_begins(self) -> None:
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            log.warning("database unavailable, retrying with backoff", extra={"database": self.db.name,
+                                                                              "error": self.view.error})
+
+    def _session_works(self) -> None:
+        """The session connected and listens: an outage ends here."""
+        self._served = True
+        if self._outage_since is not None:
+            seconds = time.monotonic() - self._outage_since
+            self._outage_since = None
+            log.info("database available again after %.1f s", seconds,
+                     extra={"database": self.db.name, "outage_seconds": round(seconds, 1)})
+
+    async def _hand_back_orphans(self, conn: psycopg.AsyncConnection) -> None:
+        """Hand back the claims that workers lost with their connection and could not hand back then (kept for
+        the next connection that works; those whose lease recovery took meanwhile are not released)."""
+        while self._orphans:
+            rows = self._orphans[:1000]  # (broker_release_jobs takes at most 1000)
+            with self._deadline(conn, "handing back claims"):
+                released = await stopping.release(conn, rows)
+            del self._orphans[:len(rows)]
+            for queue in sorted({r.job_queue for r in rows}):
+                stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
+                                      "its worker's connection was lost")
 
     async def _stop_parked(self) -> None:
         """The runner stops while this database is parked: mark its instance stopped (any session may), so
@@ -183,23 +228,12 @@ class DatabaseRunner(Workers):
 
     async def _session(self) -> None:
         async with await self._connect("listen") as conn:
-            has_schema, self._database = await (await conn.execute(queries.HAS_SCHEMA_IN)).fetchone()
-            version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
-            if version not in SUPPORTED_SCHEMA:
-                raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
-                                  f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
-            await check_login(conn, self.db.name, self.settings.allow_privileged_login, warn=self._parked is None)
-            if not self._probed:  # (once: the next visits of a database that takes turns go to the same place)
-                # the probe is a second connection for a moment: it counts against the runner-wide budget
-                await self.pool.budget.acquire()
-                try:
-                    await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
-                finally:
-                    await self.pool.budget.release()
-                self._probed = True
-            await conn.execute(queries.LISTEN)
-            await conn.execute(queries.LISTEN_SCHEDULES)
+            with self._deadline(conn, "starting the session"):
+                await self._start_session(conn)
             self.view.listening, self.view.error = True, None
+            self._session_works()
+            if self._orphans:  # (before standing by too: a standby that took over would count their attempt)
+                await self._hand_back_orphans(conn)
             if not await self._become_active(conn):
                 return
             if not self._rota.takes_turns:
@@ -215,6 +249,9 @@ class DatabaseRunner(Workers):
             finally:
                 for lane in self._lanes.values():
                     lane.wake_all()  # (idle workers return; the stop waits for the busy ones)
+                if not conn.broken:  # (the stop may wait for running jobs longer than the server waits for us)
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute(queries.NO_IDLE_SESSION_TIMEOUT)
                 await stopping.drain(self, conn, tasks)
                 await self.pool.close()
                 if not conn.closed and self.instance_id is not None:
@@ -227,17 +264,40 @@ class DatabaseRunner(Workers):
                     except psycopg.Error:
                         self._park_now = False
 
+    async def _start_session(self, conn: psycopg.AsyncConnection) -> None:
+        """Check the schema and the login, refuse transaction pooling, LISTEN; and have the server end this
+        session when the runner goes silent (a runner cut off by a stalled network holds the instance lock:
+        the server ends its session after idle_session_timeout, and a standby takes over)."""
+        has_schema, self._database = await (await conn.execute(queries.HAS_SCHEMA_IN)).fetchone()
+        version = (await (await conn.execute(queries.SCHEMA_VERSION)).fetchone())[0] if has_schema else None
+        if version not in SUPPORTED_SCHEMA:
+            raise SchemaError(f"database {self.db.name} has pgsql_broker schema {version or 'none'}; this runner "
+                              f"needs {', '.join(SUPPORTED_SCHEMA)}: run `pgsql-broker install`")
+        await check_login(conn, self.db.name, self.settings.allow_privileged_login, warn=self._parked is None)
+        if not self._probed:  # (once: the next visits of a database that takes turns go to the same place)
+            # the probe is a second connection for a moment: it counts against the runner-wide budget
+            await self.pool.budget.acquire()
+            try:
+                await refuse_transaction_pooling(conn, lambda: self._connect("probe"), self.db.name)
+            finally:
+                await self.pool.budget.release()
+            self._probed = True
+        await conn.execute(queries.IDLE_SESSION_TIMEOUT, {"ms": int(self.settings.statement_deadline_sec * 1000)})
+        await conn.execute(queries.LISTEN)
+        await conn.execute(queries.LISTEN_SCHEDULES)
+
     async def _become_active(self, conn: psycopg.AsyncConnection) -> bool:
         while not self.stopping.is_set():
             try:
                 parked, self._parked = self._parked, None
-                if parked is not None and (await (await conn.execute(queries.RESUME, {"instance": parked})).fetchone())[0]:
-                    self.view.instance_id = parked
-                else:
-                    cur = await conn.execute(queries.REGISTER, {"name": self.settings.name, "host": socket.gethostname(),
-                                                                "pid": os.getpid(), "queues": self.db.queue_count,
-                                                                "version": __version__})
-                    self.view.instance_id = (await cur.fetchone())[0]
+                with self._deadline(conn, "registering the instance"):
+                    if parked is not None and (await (await conn.execute(queries.RESUME, {"instance": parked})).fetchone())[0]:
+                        self.view.instance_id = parked
+                    else:
+                        cur = await conn.execute(queries.REGISTER, {
+                            "name": self.settings.name, "host": socket.gethostname(), "pid": os.getpid(),
+                            "queues": self.db.queue_count, "version": __version__})
+                        self.view.instance_id = (await cur.fetchone())[0]
                     if self._rota.takes_turns:
                         log.info("active instance, served in turns", extra={"database": self.db.name,
                                                                             "instance": self.instance_id})
@@ -248,7 +308,8 @@ class DatabaseRunner(Workers):
                     log.info("another instance is active: standing by", extra={"database": self.db.name})
                     self._evict_refused = False
                 self.view.set_role("standby", listening=True)
-                await self._evict_stale_holder(conn)
+                with self._deadline(conn, "looking for a stale instance lock"):
+                    await self._evict_stale_holder(conn)
                 if self._rota.takes_turns:
                     return False  # (the slot goes to the next database; this one tries again at its next turn)
                 async for _ in conn.notifies(timeout=STANDBY_RETRY_SEC):  # keep the socket serviced
@@ -293,7 +354,8 @@ class DatabaseRunner(Workers):
                 if self.stopping.is_set():
                     break
             if not self.stopping.is_set():
-                await self._cancels.apply(conn)
+                with self._deadline(conn, "cancel requests"):
+                    await self._cancels.apply(conn)
 
     def _wake_queue(self, channel: str, queue: str) -> None:
         """Wake the worker of the queue a NOTIFY names. Any login may NOTIFY, so the payload is only a hint:

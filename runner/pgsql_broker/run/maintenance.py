@@ -26,27 +26,40 @@ SESSION_BATCHES = 5  # purge batches per state and pass on the session connectio
 
 
 async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
-    """Whatever is due now (runner._next holds when each timer is due next)."""
-    db, settings, view, t = runner.db, runner.settings, runner.view, runner._next
-    await _release_overdue(runner, conn, now)
-    if now >= runner._ticker.due_at:
-        await runner._ticker.tick(conn)
-    if now >= t["poll"]:
-        await _poll(runner, conn)
-        t["poll"] = now + settings.queue_timer_sec
+    """Whatever is due now (runner._next holds when each timer is due next); each step under the deadline of
+    the runner's own statements (statement_deadline_sec), which a stalled connection does not meet."""
+    db, settings, t = runner.db, runner.settings, runner._next
+    with runner._deadline(conn, "maintenance"):
+        await _release_overdue(runner, conn, now)
+        if now >= runner._ticker.due_at:
+            await runner._ticker.tick(conn)
+        if now >= t["poll"]:
+            await _poll(runner, conn)
+            t["poll"] = now + settings.queue_timer_sec
     if now >= t["release"]:
         # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
         # a call never waits on a lock; again while it applies something
         while not runner._draining.is_set():
-            if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
-                break
+            with runner._deadline(conn, "dependency releases"):
+                if not (await (await conn.execute(queries.APPLY_RELEASES)).fetchone())[0]:
+                    break
         t["release"] = now + min(RELEASE_POLL_SEC, settings.queue_timer_sec)
     if now >= t["recover"]:
         cur = conn.cursor(row_factory=queries.RECOVERED_ROW)
-        for row in await (await cur.execute(queries.RECOVER)).fetchall():
-            log.warning("recovered a job whose lease expired", extra={"database": db.name,
-                                                                      "job_id": row.job_id, "status": row.status})
+        with runner._deadline(conn, "lease recovery"):
+            recovered = await (await cur.execute(queries.RECOVER)).fetchall()
+        for row in recovered:
+            log.warning("recovered a job whose lease expired or whose server restarted",
+                        extra={"database": db.name, "job_id": row.job_id, "status": row.status})
         t["recover"] = now + settings.stale_job_recovery_sec
+    with runner._deadline(conn, "maintenance"):
+        await _stats_and_rest(runner, conn, now)
+    runner.pool.reap()
+
+
+async def _stats_and_rest(runner, conn: psycopg.AsyncConnection, now: float) -> None:
+    """The timers after recovery: queue depths, job activity, retention, the ping."""
+    db, settings, view, t = runner.db, runner.settings, runner.view, runner._next
     if now >= t["stats"]:
         cur = conn.cursor(row_factory=dict_row)
         stats = await (await cur.execute(queries.QUEUE_STATS)).fetchall()
@@ -73,7 +86,6 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
     if now >= t["ping"]:
         await conn.execute(queries.PING, {"instance": runner.instance_id})
         t["ping"] = now + PING_SEC
-    runner.pool.reap()
 
 
 def _report_paused(runner, stats: list[dict]) -> None:

@@ -66,6 +66,11 @@ CLAIMED_ROW, OUTCOME_ROW, RECOVERED_ROW, TICK_ROW = rows_of(Claimed), rows_of(Ou
 
 CHANNEL, SCHEDULE_CHANNEL = "pgsql_broker", "pgsql_broker_schedule"  # the extension's NOTIFY channels
 LISTEN = "LISTEN " + CHANNEL
+MAY_RUN_JOBS = ("SELECT pg_catalog.has_function_privilege("
+                "'broker.broker_run_batch(bigint[], uuid[], interval)', 'EXECUTE')")
+# the server ends the session connection when the runner falls silent this long (its timers speak every second)
+IDLE_SESSION_TIMEOUT = "SELECT pg_catalog.set_config('idle_session_timeout', %(ms)s::text, false)"
+NO_IDLE_SESSION_TIMEOUT = "SET idle_session_timeout = 0"
 LISTEN_SCHEDULES = "LISTEN " + SCHEDULE_CHANNEL
 REGISTER = "SELECT broker.broker_register_instance(%(name)s, %(host)s, %(pid)s, %(queues)s, %(version)s)"
 PING = "SELECT broker.broker_ping_instance(%(instance)s)"

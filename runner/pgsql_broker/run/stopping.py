@@ -8,8 +8,10 @@ records the interruption in a new transaction on a connection that works (broker
 again, attempt not counted, dependents untouched, broker_jobs.interruptions counted. A cancel would not do:
 the executor catches query_canceled (it records a failed attempt) and so can a job's own code. A run that
 committed in the very moment of the deadline keeps its outcome (a finished job has no lease to interrupt).
-Whatever the runner could not hand back (the database gone, the process killed) is left to lease recovery,
-where the lost attempt counts: a lost session may be the job's own doing.
+What the runner could not hand back because the database was gone or refused it is kept (runner._orphans) and
+handed back by the next session that works, unless the process itself is stopping; what a runner that is gone
+had claimed is left to lease recovery, where the lost attempt counts (a lost session may be the job's own
+doing), except for claims made before the server last started, which recovery returns without counting.
 """
 from __future__ import annotations
 
@@ -102,10 +104,15 @@ async def _hand_back(runner, control: _Control, interrupted: frozenset[int] = fr
             continue
         try:
             released = await release(await control.get(), rows)
-        except psycopg.Error as exc:
+        except (psycopg.Error, OSError) as exc:
+            error = cap_text(str(exc).strip().splitlines()[0] if str(exc) else "")
+            if not runner.stopping.is_set():  # (a session that ends on a fault: the next one hands them back)
+                runner._orphans.extend(rows)
+                log.warning("could not hand back %d claimed job(s) now: kept for the next connection that works",
+                            len(rows), extra={"database": runner.db.name, "queue": queue, "error": error})
+                continue
             log.warning("could not hand back %d claimed job(s): their leases will recover them (the attempt counts)",
-                        len(rows), extra={"database": runner.db.name, "queue": queue,
-                                          "error": cap_text(str(exc).strip().splitlines()[0] if str(exc) else "")})
+                        len(rows), extra={"database": runner.db.name, "queue": queue, "error": error})
             continue
         log_released(runner.db.name, queue, rows, released, "stopping")
 

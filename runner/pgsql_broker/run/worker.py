@@ -40,7 +40,8 @@ class WorkerInterrupted(Exception):
 
 
 class WorkerLost(Exception):
-    """A worker's connection was lost; `unrun` are the claimed rows it had not started."""
+    """A worker's connection was lost, or the server refused the runner's own call to run jobs (a privilege
+    revoked: nothing of it ran); `unrun` are the claimed rows it had not started."""
 
     def __init__(self, cause: psycopg.OperationalError, unrun: list[Claimed]):
         super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
@@ -125,7 +126,11 @@ class Workers:
                     await conn.close()
                     await self.pool.put(conn)
                     conn = None
-                    conn = await self.pool.get()  # fails when the database is gone: session restart
+                    try:
+                        conn = await self.pool.get()  # fails when the database is gone: session restart
+                    except BaseException:
+                        self._orphans.extend(lost.unrun)  # (handed back by the next session that works)
+                        raise
                     await self._hand_back_lost(conn, queue, lost)
                     continue
                 if getattr(conn, "broker_big_notice", False):
@@ -143,7 +148,14 @@ class Workers:
         return False
 
     async def _hand_back_lost(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
-        released = await stopping.release(conn, lost.unrun)
+        """Hand back what a lost connection had claimed and not started; when that fails too (the server went
+        away again, the login is refused), keep it for the next session that works and end this one."""
+        try:
+            with self._deadline(conn, "handing back claims"):
+                released = await stopping.release(conn, lost.unrun)
+        except psycopg.Error:
+            self._orphans.extend(lost.unrun)
+            raise
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
 
@@ -152,7 +164,8 @@ class Workers:
         """Hand back claimed rows, already taken out of the buffer, on this worker's session (the session reset
         first when it is dirty)."""
         try:
-            released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if conn.broker_dirty else "")
+            with self._deadline(conn, "handing back claims"):
+                released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if conn.broker_dirty else "")
         except psycopg.errors.LockNotAvailable as exc:  # the reset sent first waited too long
             raise WorkerLost(exc, unrun) from exc
         except psycopg.OperationalError as exc:
@@ -178,11 +191,13 @@ class Workers:
                   "alone": queue in self._alone_queues}
         dirty = conn.broker_dirty
         try:
-            if dirty:
-                got = await job_id_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params, queries.CLAIMED_ROW)
-            else:
-                cur = conn.cursor(row_factory=queries.CLAIMED_ROW)
-                got = await (await cur.execute(queries.CLAIM, params)).fetchall()
+            with self._deadline(conn, "claiming"):
+                if dirty:
+                    got = await job_id_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params,
+                                              queries.CLAIMED_ROW)
+                else:
+                    cur = conn.cursor(row_factory=queries.CLAIMED_ROW)
+                    got = await (await cur.execute(queries.CLAIM, params)).fetchall()
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
         except psycopg.errors.QueryCanceled:  # a job's cancel that came late (cancelling.py): transient
@@ -293,6 +308,13 @@ class Workers:
             unrun = batch + self._buffers[key]            # the batch did not run, every claimed job goes back
             self._buffers[key].clear()
             raise WorkerLost(exc, unrun) from exc
+        except psycopg.errors.InsufficientPrivilege as exc:
+            if await self._may_run_jobs(conn):
+                self._failed_as_a_whole(queue, batch, exc)
+                return None
+            unrun = batch + self._buffers[key]  # the runner's login lost broker_runtime: nothing of it ran
+            self._buffers[key].clear()
+            raise WorkerLost(exc, unrun) from exc
         except psycopg.OperationalError as exc:
             if conn.broken:
                 if key in self._interrupting:  # the stop ended this session and records the batch
@@ -316,6 +338,15 @@ class Workers:
             self._executing_since.pop(key, None)
             self.view.ended(batch)
             await rollback_failed(conn)
+
+    @staticmethod
+    async def _may_run_jobs(conn: psycopg.AsyncConnection) -> bool:
+        """Whether the login may still call broker_run_batch (a 42501 from the run may be a job's own)."""
+        await rollback_failed(conn)
+        try:
+            return (await (await conn.execute(queries.MAY_RUN_JOBS)).fetchone())[0]
+        except psycopg.errors.InsufficientPrivilege:
+            return False
 
     def _failed_as_a_whole(self, queue: int, batch: list[Claimed], exc: psycopg.Error) -> None:
         log.warning("a transaction of %d job(s) failed: %s", len(batch),
