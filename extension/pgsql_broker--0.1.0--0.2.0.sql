@@ -4927,13 +4927,17 @@ COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, times
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
 --   unfinished dependency (pending_deps = 0), run_after reached. Highest
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle;
+--   claimer are skipped. Every job of the claim gets p_lease_token as its
+--   lease token when one is given (a random one each otherwise): a claimer
+--   that may lose the claim's answer (its connection dies while the claim
+--   commits) chooses it, so that it can hand back the claim it never saw
+--   (broker_release_claim); it must be as hard to guess as a random uuid. Returns one row per claimed job, none when idle;
 --   an autonomous job (autonomous = true) is run with
 --   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
@@ -4989,7 +4993,8 @@ CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
     p_instance_id   bigint  DEFAULT NULL,
     p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1)
+    p_batch_size    integer DEFAULT 1,
+    p_lease_token   uuid    DEFAULT NULL)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -5192,7 +5197,7 @@ BEGIN
                    SET complete_status = broker._state('running'),
                        attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                        started_at = v_now,
-                       lease_token = pg_catalog.gen_random_uuid(),
+                       lease_token = COALESCE(p_lease_token, pg_catalog.gen_random_uuid()),
                        lease_instance_id = p_instance_id,
                        lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
                  WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
@@ -5225,13 +5230,14 @@ BEGIN
     END IF;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (p_lease_token for all of them when given). Skips blocked, future and locked jobs.';
 -- source: sql/run/claim_batches.sql
 -- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction)
---   Claims as broker_get does (same arguments, same order, same errors) and
+-- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction, p_lease_token)
+--   Claims as broker_get does (same arguments, same order, same errors;
+--   p_lease_token, the claim's token, last) and
 --   says which of the claimed jobs may share a transaction: the rule of
 --   batching in one place. Consecutive jobs share a batch (batch_no) while
 --   they have the tenant and the run_as role of the batch's first job, none
@@ -5259,7 +5265,8 @@ CREATE FUNCTION broker.broker_claim_batches(
     p_batch_size      integer  DEFAULT 1,
     p_budget          interval DEFAULT NULL,
     p_alone           boolean  DEFAULT false,
-    p_per_transaction integer  DEFAULT 50)
+    p_per_transaction integer  DEFAULT 50,
+    p_lease_token     uuid     DEFAULT NULL)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -5298,7 +5305,8 @@ BEGIN
     END IF;
     -- (the claimed versions are read by a statement of their own: a join in the claim's statement
     -- would read that statement's snapshot, which misses a job made ready after it began)
-    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size) LOOP
+    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size,
+                                                     p_lease_token) LOOP
         SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
           FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
         job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
@@ -5322,7 +5330,7 @@ BEGIN
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer) IS
+COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer, uuid) IS
     'Claims as broker_get does and numbers the claimed jobs by the transaction they may share (batch_no; alone: a transaction of its own).';
 -- source: sql/run/run.sql
 -- sql/run/run.sql: running one claimed job (broker_run).
@@ -5950,7 +5958,7 @@ $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[], interval) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout; under a budget (p_budget = statement_timeout) no job waits for the commit much beyond it: a job still running when it ends is rolled back, marked run_alone and returned claimed (PB002).';
 -- source: sql/run/release.sql
--- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs, broker_release_claim) and the argument checks.
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
@@ -6038,6 +6046,49 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
     'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_claim(p_lease_token)
+--   Hands back a whole claim whose answer its claimer never received (its
+--   connection died while broker_get or broker_claim_batches committed),
+--   named by the lease token the claimer chose for it (p_lease_token of the
+--   claim): every job still running under that token that no session is
+--   executing returns to pending as broker_release_jobs returns it (attempt
+--   not counted). The claimer never saw those jobs, so none of them started.
+--   Returns the ids released (at most 1000 a call: call again while it
+--   returns some).
+-- Errors: 22004 p_lease_token is NULL.
+-- Example:
+--   SELECT broker.broker_release_claim('9b2c...'::uuid);   -- the claim's answer was lost
+--   Calls: broker_release_jobs
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_claim(p_lease_token uuid)
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    IF p_lease_token IS NULL THEN
+        RAISE EXCEPTION 'broker_release_claim: p_lease_token must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT pg_catalog.array_agg(j.job_id) INTO v_ids
+      FROM (SELECT j.job_id FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+               AND j.lease_token OPERATOR(pg_catalog.=) p_lease_token
+             LIMIT 1000) AS j;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(
+        v_ids, pg_catalog.array_fill(p_lease_token, ARRAY[pg_catalog.cardinality(v_ids)])) AS r;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_claim(uuid) IS
+    'Hands back, without counting the attempt, every job still running under a claim''s lease token that no session executes (a claim whose answer its claimer lost); returns the ids released.';
 -- source: sql/run/interrupt.sql
 -- sql/run/interrupt.sql: ending runs at runner shutdown (broker_interrupt_jobs).
 -- ---------------------------------------------------------------------------

@@ -310,12 +310,13 @@ GRANT EXECUTE ON FUNCTION
 
 -- broker_runtime: the runtime functions; reads are tenant-scoped by RLS.
 GRANT EXECUTE ON FUNCTION
-    broker.broker_get(integer, bigint, integer, integer),
-    broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer),
+    broker.broker_get(integer, bigint, integer, integer, uuid),
+    broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer, uuid),
     broker.broker_run(bigint, uuid),
     broker.broker_run_batch(bigint[], uuid[], interval),
     broker.broker_recover_stale_jobs(integer),
     broker.broker_release_jobs(bigint[], uuid[]),
+    broker.broker_release_claim(uuid),
     broker.broker_interrupt_jobs(bigint[], uuid[]),
     broker.broker_cancel_requests(bigint[]),
     broker.broker_apply_deferred_releases(integer),

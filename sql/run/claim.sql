@@ -1,12 +1,16 @@
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
 --   unfinished dependency (pending_deps = 0), run_after reached. Highest
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Returns one row per claimed job, none when idle;
+--   claimer are skipped. Every job of the claim gets p_lease_token as its
+--   lease token when one is given (a random one each otherwise): a claimer
+--   that may lose the claim's answer (its connection dies while the claim
+--   commits) chooses it, so that it can hand back the claim it never saw
+--   (broker_release_claim); it must be as hard to guess as a random uuid. Returns one row per claimed job, none when idle;
 --   an autonomous job (autonomous = true) is run with
 --   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
@@ -62,7 +66,8 @@ CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
     p_instance_id   bigint  DEFAULT NULL,
     p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1)
+    p_batch_size    integer DEFAULT 1,
+    p_lease_token   uuid    DEFAULT NULL)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -265,7 +270,7 @@ BEGIN
                    SET complete_status = broker._state('running'),
                        attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                        started_at = v_now,
-                       lease_token = pg_catalog.gen_random_uuid(),
+                       lease_token = COALESCE(p_lease_token, pg_catalog.gen_random_uuid()),
                        lease_instance_id = p_instance_id,
                        lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
                  WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
@@ -298,5 +303,5 @@ BEGIN
     END IF;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (p_lease_token for all of them when given). Skips blocked, future and locked jobs.';

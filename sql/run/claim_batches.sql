@@ -1,7 +1,8 @@
 -- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction)
---   Claims as broker_get does (same arguments, same order, same errors) and
+-- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction, p_lease_token)
+--   Claims as broker_get does (same arguments, same order, same errors;
+--   p_lease_token, the claim's token, last) and
 --   says which of the claimed jobs may share a transaction: the rule of
 --   batching in one place. Consecutive jobs share a batch (batch_no) while
 --   they have the tenant and the run_as role of the batch's first job, none
@@ -29,7 +30,8 @@ CREATE FUNCTION broker.broker_claim_batches(
     p_batch_size      integer  DEFAULT 1,
     p_budget          interval DEFAULT NULL,
     p_alone           boolean  DEFAULT false,
-    p_per_transaction integer  DEFAULT 50)
+    p_per_transaction integer  DEFAULT 50,
+    p_lease_token     uuid     DEFAULT NULL)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -68,7 +70,8 @@ BEGIN
     END IF;
     -- (the claimed versions are read by a statement of their own: a join in the claim's statement
     -- would read that statement's snapshot, which misses a job made ready after it began)
-    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size) LOOP
+    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size,
+                                                     p_lease_token) LOOP
         SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
           FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
         job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
@@ -92,5 +95,5 @@ BEGIN
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer) IS
+COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer, uuid) IS
     'Claims as broker_get does and numbers the claimed jobs by the transaction they may share (batch_no; alone: a transaction of its own).';

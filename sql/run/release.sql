@@ -1,4 +1,4 @@
--- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs, broker_release_claim) and the argument checks.
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
@@ -86,3 +86,46 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
     'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_claim(p_lease_token)
+--   Hands back a whole claim whose answer its claimer never received (its
+--   connection died while broker_get or broker_claim_batches committed),
+--   named by the lease token the claimer chose for it (p_lease_token of the
+--   claim): every job still running under that token that no session is
+--   executing returns to pending as broker_release_jobs returns it (attempt
+--   not counted). The claimer never saw those jobs, so none of them started.
+--   Returns the ids released (at most 1000 a call: call again while it
+--   returns some).
+-- Errors: 22004 p_lease_token is NULL.
+-- Example:
+--   SELECT broker.broker_release_claim('9b2c...'::uuid);   -- the claim's answer was lost
+--   Calls: broker_release_jobs
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_claim(p_lease_token uuid)
+RETURNS TABLE (job_id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    IF p_lease_token IS NULL THEN
+        RAISE EXCEPTION 'broker_release_claim: p_lease_token must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT pg_catalog.array_agg(j.job_id) INTO v_ids
+      FROM (SELECT j.job_id FROM broker.broker_jobs AS j
+             WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+               AND j.lease_token OPERATOR(pg_catalog.=) p_lease_token
+             LIMIT 1000) AS j;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(
+        v_ids, pg_catalog.array_fill(p_lease_token, ARRAY[pg_catalog.cardinality(v_ids)])) AS r;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_claim(uuid) IS
+    'Hands back, without counting the attempt, every job still running under a claim''s lease token that no session executes (a claim whose answer its claimer lost); returns the ids released.';

@@ -110,6 +110,7 @@ class DatabaseRunner(Workers):
         # claimed jobs a worker had not started when its connection was lost: handed back (attempt not counted)
         # on the next connection that works, across outages and session restarts (run/worker.py)
         self._orphans: list[Claimed] = []
+        self._orphan_claims: list[str] = []  # lease tokens of claims whose answer was lost with the connection
         self._outage_since: float | None = None  # when the current outage began (time.monotonic())
         self._served = False  # a session of this database connected and listened once
         self._backoff = FIRST_RETRY_SEC
@@ -210,6 +211,13 @@ class DatabaseRunner(Workers):
             for queue in sorted({r.job_queue for r in rows}):
                 stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
                                       "its worker's connection was lost")
+        while self._orphan_claims:
+            with self._deadline(conn, "handing back claims"):
+                released = await stopping.release_claim(conn, self._orphan_claims[0])
+            self._orphan_claims.pop(0)
+            if released:
+                log.info("a claim whose answer was lost handed back: %d job(s) back to pending, attempt not counted",
+                         len(released), extra={"database": self.db.name, "job_ids": sorted(released)})
 
     async def _stop_parked(self) -> None:
         """The runner stops while this database is parked: mark its instance stopped (any session may), so
@@ -232,7 +240,8 @@ class DatabaseRunner(Workers):
                 await self._start_session(conn)
             self.view.listening, self.view.error = True, None
             self._session_works()
-            if self._orphans:  # (before standing by too: a standby that took over would count their attempt)
+            if self._orphans or self._orphan_claims:  # (before standing by too: a standby that took over would
+                                                      # count their attempt)
                 await self._hand_back_orphans(conn)
             if not await self._become_active(conn):
                 return

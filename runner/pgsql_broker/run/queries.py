@@ -84,7 +84,9 @@ CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous,
                   alone, batch_no
              FROM broker.broker_claim_batches(%(queue)s, %(instance)s, %(lease)s, %(batch)s, %(budget)s::interval,
-                                              %(alone)s)"""
+                                              %(alone)s, p_lease_token => %(token)s::uuid)"""
+# a claim whose answer was lost, by the lease token the runner chose for it
+RELEASE_CLAIM = "SELECT job_id FROM broker.broker_release_claim(%(token)s::uuid)"
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
                       extract(epoch FROM duration)::float8 AS seconds

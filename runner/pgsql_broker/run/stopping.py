@@ -58,6 +58,14 @@ async def release(conn: psycopg.AsyncConnection, rows: list[Claimed], prefix: st
     return await _job_ids(conn, prefix + queries.RELEASE, arrays(rows)) if rows else set()
 
 
+async def release_claim(conn: psycopg.AsyncConnection, token: str) -> set[int]:
+    """broker_release_claim: a claim whose answer was lost, whole (its jobs never started)."""
+    released: set[int] = set()
+    while got := await _job_ids(conn, queries.RELEASE_CLAIM, {"token": token}):
+        released |= got
+    return released
+
+
 class _Control:
     """The connection the stop works on: the listen connection while it works, else a new one."""
 

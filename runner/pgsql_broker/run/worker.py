@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 
 import psycopg
 
@@ -41,11 +42,12 @@ class WorkerInterrupted(Exception):
 
 class WorkerLost(Exception):
     """A worker's connection was lost, or the server refused the runner's own call to run jobs (a privilege
-    revoked: nothing of it ran); `unrun` are the claimed rows it had not started."""
+    revoked: nothing of it ran); `unrun` are the claimed rows it had not started, `claim` the lease token of a
+    claim whose answer was lost with the connection (it may have committed: none of its jobs started)."""
 
-    def __init__(self, cause: psycopg.OperationalError, unrun: list[Claimed]):
+    def __init__(self, cause: psycopg.Error, unrun: list[Claimed], claim: str | None = None):
         super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
-        self.unrun = unrun
+        self.unrun, self.claim = unrun, claim
 
 
 class Lane:
@@ -129,7 +131,7 @@ class Workers:
                     try:
                         conn = await self.pool.get()  # fails when the database is gone: session restart
                     except BaseException:
-                        self._orphans.extend(lost.unrun)  # (handed back by the next session that works)
+                        self._keep_orphans(lost)  # (handed back by the next session that works)
                         raise
                     await self._hand_back_lost(conn, queue, lost)
                     continue
@@ -153,11 +155,18 @@ class Workers:
         try:
             with self._deadline(conn, "handing back claims"):
                 released = await stopping.release(conn, lost.unrun)
+                if lost.claim is not None:
+                    released |= await stopping.release_claim(conn, lost.claim)
         except psycopg.Error:
-            self._orphans.extend(lost.unrun)
+            self._keep_orphans(lost)
             raise
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
+
+    def _keep_orphans(self, lost: WorkerLost) -> None:
+        self._orphans.extend(lost.unrun)
+        if lost.claim is not None:
+            self._orphan_claims.append(lost.claim)
 
     async def _release_claimed(self, conn: psycopg.AsyncConnection, key: tuple[int, int], unrun: list[Claimed],
                                why: str) -> None:
@@ -186,9 +195,10 @@ class Workers:
         Returns whether it claimed anything."""
         queue = key[0]
         started = time.perf_counter()
+        token = str(uuid.uuid4())  # (the claim's lease token: the runner can hand back a claim it never saw)
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch, "budget": f"{self.settings.batch_budget_ms} milliseconds",
-                  "alone": queue in self._alone_queues}
+                  "alone": queue in self._alone_queues, "token": token}
         dirty = conn.broker_dirty
         try:
             with self._deadline(conn, "claiming"):
@@ -208,7 +218,7 @@ class Workers:
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise
-            raise WorkerLost(exc, []) from exc  # lost while idle: nothing claimed (or the claim's leases recover)
+            raise WorkerLost(exc, [], token) from exc  # the claim may have committed: handed back by its token
         claimed_at = time.monotonic()
         conn.broker_dirty = False
         self.view.claim_seconds[queue].observe(time.perf_counter() - started)

@@ -57,7 +57,7 @@ SELECT is(pg_temp.owner_of_broker(), current_user::text, 'schema broker is the i
 DROP EXTENSION pgsql_broker;
 DROP SCHEMA broker;
 SELECT lives_ok('CREATE EXTENSION pgsql_broker', 'a new schema broker is created and used');
-SELECT ok(to_regprocedure('broker.broker_get(integer, bigint, integer, integer)') IS NOT NULL, 'the broker is installed');
+SELECT ok(to_regprocedure('broker.broker_get(integer, bigint, integer, integer, uuid)') IS NOT NULL, 'the broker is installed');
 
 SELECT * FROM finish();
 ROLLBACK;

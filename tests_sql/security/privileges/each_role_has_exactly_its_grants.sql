@@ -68,13 +68,13 @@ SELECT function_privs_are('broker', 'broker_autonomous_begin', ARRAY['bigint', '
 SELECT function_privs_are('broker', 'broker_autonomous_end', ARRAY['bigint', 'uuid', 'text', 'text', 'interval', 'boolean'],
                           'broker_enqueue', '{}'::text[], 'enqueue cannot record an outcome');
 SELECT table_privs_are('broker', 'broker_autonomous_role', 'broker_enqueue', ARRAY['SELECT'], 'enqueue reads its arrangements only');
-SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_runtime',
+SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer', 'uuid'], 'broker_runtime',
                           ARRAY['EXECUTE'], 'runtime claims');
-SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer'], 'broker_enqueue',
+SELECT function_privs_are('broker', 'broker_get', ARRAY['integer', 'bigint', 'integer', 'integer', 'uuid'], 'broker_enqueue',
                           '{}'::text[], 'enqueue cannot claim');
-SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer'],
+SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer', 'uuid'],
                           'broker_runtime', ARRAY['EXECUTE'], 'runtime claims in batches');
-SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer'],
+SELECT function_privs_are('broker', 'broker_claim_batches', ARRAY['integer', 'bigint', 'integer', 'integer', 'interval', 'boolean', 'integer', 'uuid'],
                           'broker_enqueue', '{}'::text[], 'enqueue cannot claim in batches');
 SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_runtime', ARRAY['EXECUTE'], 'runtime runs jobs');
 SELECT function_privs_are('broker', 'broker_run', ARRAY['bigint', 'uuid'], 'broker_enqueue', '{}'::text[], 'enqueue cannot run jobs');

@@ -1,0 +1,33 @@
+-- A claimer that chose its claim's lease token (broker_claim_batches / broker_get p_lease_token) can hand
+-- back a claim whose answer it never received: every job of it, attempt not counted; nobody else's
+-- claim, no job under another token, and no job a session is executing.
+BEGIN;
+SELECT plan(9);
+
+SELECT broker.broker_add_job('j' || g, 'SELECT 1', p_job_queue => 3) FROM generate_series(1, 4) AS g;
+SELECT broker.broker_add_job('other claim', 'SELECT 1', p_job_queue => 4);
+CREATE TEMP TABLE inst AS SELECT broker.broker_register_instance('claimer') AS id;
+CREATE TEMP TABLE lost AS
+SELECT * FROM broker.broker_claim_batches(3, (SELECT id FROM inst), 60, 3, NULL, false, 50,
+                                          'a1b2c3d4-0000-4000-8000-000000000001'::uuid);
+CREATE TEMP TABLE kept AS SELECT * FROM broker.broker_get(4, (SELECT id FROM inst), 60, 1);
+
+SELECT is((SELECT count(DISTINCT lease_token) FROM lost), 1::bigint, 'every job of the claim carries the token chosen');
+SELECT is((SELECT min(lease_token::text) FROM lost), 'a1b2c3d4-0000-4000-8000-000000000001', 'the token given');
+SELECT isnt((SELECT lease_token FROM kept), 'a1b2c3d4-0000-4000-8000-000000000001'::uuid,
+            'a claim without a token gets a random one');
+
+CREATE TEMP TABLE released AS SELECT * FROM broker.broker_release_claim('a1b2c3d4-0000-4000-8000-000000000001'::uuid);
+SELECT is((SELECT count(*) FROM released), 3::bigint, 'the three jobs of the lost claim are handed back');
+SELECT ok((SELECT bool_and(complete_status = 0 AND attempts = 0 AND lease_token IS NULL)
+             FROM broker.broker_jobs WHERE job_id IN (SELECT job_id FROM lost)),
+          'pending again, attempt not counted');
+SELECT is((SELECT complete_status FROM broker.broker_jobs WHERE job_id = (SELECT job_id FROM kept)), 1::smallint,
+          'another claim is left alone');
+SELECT is((SELECT count(*) FROM broker.broker_release_claim('a1b2c3d4-0000-4000-8000-000000000001'::uuid)), 0::bigint,
+          'nothing more under that token');
+SELECT is((SELECT count(*) FROM broker.broker_release_claim(gen_random_uuid())), 0::bigint, 'an unknown token releases nothing');
+SELECT throws_ok($$SELECT * FROM broker.broker_release_claim(NULL)$$, '22004', NULL, 'a NULL token: 22004');
+
+SELECT * FROM finish();
+ROLLBACK;
