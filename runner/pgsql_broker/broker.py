@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 
 import psycopg
 from psycopg import sql
@@ -126,16 +127,36 @@ class Broker:
         return self._http.server_address[1] if self._http else None
 
     def _on_signal(self, sig: signal.Signals) -> None:
+        running = sum(len(r.view.running) for r in self._runners)
         if self._stopping.is_set():
             if not self._hurry.is_set():
-                log.warning("second signal: interrupting the running jobs now (back to pending, attempt not counted)",
-                            extra={"signal": sig.name})
+                self._say(logging.WARNING, f"second signal: interrupting {_jobs(running)} now (back to pending, "
+                          "attempt not counted)", {"signal": sig.name, "running_jobs": running})
             self._hurry.set()
             return
-        log.info("signal received: claimed jobs not started go back to pending, running jobs may finish for "
-                 "shutdown_timeout_sec, then they are interrupted", extra={"signal": sig.name,
-                 "shutdown_timeout_sec": self.settings.broker.shutdown_timeout_sec})
+        timeout = self.settings.broker.shutdown_timeout_sec
+        if running:
+            they, are, them = ("it", "is", "it") if running == 1 else ("they", "are", "them")
+            text = (f"stopping: {_jobs(running)} running may finish for {timeout:g} s from now, then {they} {are} "
+                    f"interrupted (back to pending, attempt not counted); a second Ctrl-C or SIGTERM interrupts "
+                    f"{them} now")
+        else:
+            text = "stopping: no job running"
+        self._say(logging.WARNING if running else logging.INFO, "signal received, " + text + "; claimed jobs not "
+                  "started go back to pending now", {"signal": sig.name, "running_jobs": running,
+                                                     "shutdown_timeout_sec": timeout})
         self._stopping.set()
+
+    @staticmethod
+    def _say(level: int, text: str, fields: dict) -> None:
+        """Log a stop's line, and print it plainly too when a person watches stderr (the log may be JSON)."""
+        log.log(level, text, extra=fields)
+        if sys.stderr.isatty():
+            print(f"pgsql_broker: {text}", file=sys.stderr, flush=True)
+
+
+def _jobs(count: int) -> str:
+    return "1 job" if count == 1 else f"{count} jobs"
 
 
 def enqueue(conn: psycopg.Connection, name: str, sql_text: str, **params) -> int:
