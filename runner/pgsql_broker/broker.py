@@ -7,11 +7,13 @@ import logging
 import os
 import signal
 import socket
+import sys
 
 import psycopg
 from psycopg import sql
 
 from . import __version__
+from .config import DatabaseConfig
 from .observe.console import ConsoleDatabase
 from .observe.console_api import ConsoleAPI
 from .observe.metrics import Metrics
@@ -20,6 +22,7 @@ from .run import queries
 from .run.database import DatabaseRunner
 from .run.pool import RunnerBudget
 from .run.rota import SessionRota, session_slots
+from .run.server_share import connection_cap, group_by_server, read_limits
 from .settings import Settings
 
 log = logging.getLogger("pgsql_broker")
@@ -37,6 +40,7 @@ class Broker:
         self.metrics = Metrics()
         self._stopping: asyncio.Event | None = None
         self._runners: list[DatabaseRunner] = []
+        self._servers: dict[tuple[str, str], str] = {}  # a server's identity -> the name it was first read under
         self._http = None
 
     def state(self) -> dict:
@@ -55,16 +59,11 @@ class Broker:
         self._stopping = asyncio.Event()
         broker = self.settings.broker
         self._hurry = asyncio.Event()
-        total, databases = broker.max_open_conns_total, len(self.settings.databases)
-        sessions = session_slots(total, databases)
-        budget = RunnerBudget(total - sessions if total else None)
-        rota = SessionRota(sessions if sessions < databases else None, broker.parked_visit_sec)
-        if rota.takes_turns:
-            log.warning("more databases than session connections: they take turns (a parked database runs its jobs "
-                        "at its next visit, not at its NOTIFY)", extra={
-                            "databases": databases, "sessions": sessions, "worker_connections": total - sessions,
-                            "visit_every_sec": broker.parked_visit_sec})
-        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, budget, rota)
+        # a budget and a rota per server, sized from the server before its databases' runners start
+        servers = {server: (dbs, RunnerBudget(None), SessionRota(None, broker.parked_visit_sec))
+                   for server, dbs in group_by_server(self.settings.databases).items()}
+        shares = {db.name: (budget, rota) for dbs, budget, rota in servers.values() for db in dbs}
+        self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, *shares[db.name])
                          for db in self.settings.databases]
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,28 +87,77 @@ class Broker:
                             "without authentication on every address of the HTTP port (and the console token "
                             "travels unencrypted: put a TLS proxy in front)", extra={"address": address})
         try:
-            await asyncio.gather(*(r.run() for r in self._runners))
+            await asyncio.gather(*(self._serve_server(server, *share) for server, share in servers.items()))
         finally:
             if self._http is not None:
                 self._http.shutdown()
                 self._http.server_close()
             log.info("stopped")
 
+    async def _serve_server(self, server: str, databases: list[DatabaseConfig], budget: RunnerBudget,
+                            rota: SessionRota) -> None:
+        """Size the runner's share of one server's connections (run/server_share.py), then serve its databases."""
+        broker = self.settings.broker
+        limits = await read_limits(databases[0], broker, f"{broker.name}:limits", self._stopping,
+                                   broker.notify_retry_seconds)
+        if limits is None:
+            return
+        other = self._servers.setdefault(limits.identity, server)
+        if other != server:
+            log.warning("two names of one server: each has a connection budget of its own, together more than the "
+                        "share of one server; name the server the same way in every database's settings",
+                        extra={"server": server, "also_named": other})
+        total = connection_cap(server, limits, broker.max_open_conns_total)
+        sessions = session_slots(total, len(databases))
+        budget.cap = total - sessions
+        rota.slots = sessions if sessions < len(databases) else None
+        log.info("connection budget", extra={
+            "server": server, "databases": len(databases), "connections": total, "sessions": sessions,
+            "usable_on_server": limits.usable,
+            "share": "max_open_conns_total" if broker.max_open_conns_total else "half of the usable"})
+        if rota.takes_turns:
+            log.warning("more databases than session connections: they take turns (a parked database runs its jobs "
+                        "at its next visit, not at its NOTIFY)", extra={
+                            "server": server, "databases": len(databases), "sessions": sessions,
+                            "worker_connections": total - sessions, "visit_every_sec": broker.parked_visit_sec})
+        names = {db.name for db in databases}
+        await asyncio.gather(*(r.run() for r in self._runners if r.db.name in names))
+
     @property
     def http_port(self) -> int | None:
         return self._http.server_address[1] if self._http else None
 
     def _on_signal(self, sig: signal.Signals) -> None:
+        running = sum(len(r.view.running) for r in self._runners)
         if self._stopping.is_set():
             if not self._hurry.is_set():
-                log.warning("second signal: interrupting the running jobs now (back to pending, attempt not counted)",
-                            extra={"signal": sig.name})
+                self._say(logging.WARNING, f"second signal: interrupting {_jobs(running)} now (back to pending, "
+                          "attempt not counted)", {"signal": sig.name, "running_jobs": running})
             self._hurry.set()
             return
-        log.info("signal received: claimed jobs not started go back to pending, running jobs may finish for "
-                 "shutdown_timeout_sec, then they are interrupted", extra={"signal": sig.name,
-                 "shutdown_timeout_sec": self.settings.broker.shutdown_timeout_sec})
+        timeout = self.settings.broker.shutdown_timeout_sec
+        if running:
+            they, are, them = ("it", "is", "it") if running == 1 else ("they", "are", "them")
+            text = (f"stopping: {_jobs(running)} running may finish for {timeout:g} s from now, then {they} {are} "
+                    f"interrupted (back to pending, attempt not counted); a second Ctrl-C or SIGTERM interrupts "
+                    f"{them} now")
+        else:
+            text = "stopping: no job running"
+        self._say(logging.WARNING if running else logging.INFO, "signal received, " + text + "; claimed jobs not "
+                  "started go back to pending now", {"signal": sig.name, "running_jobs": running,
+                                                     "shutdown_timeout_sec": timeout})
         self._stopping.set()
+
+    @staticmethod
+    def _say(level: int, text: str, fields: dict) -> None:
+        """Log a stop's line, and print it plainly too when a person watches stderr (the log may be JSON)."""
+        log.log(level, text, extra=fields)
+        if sys.stderr.isatty():
+            print(f"pgsql_broker: {text}", file=sys.stderr, flush=True)
+
+
+def _jobs(count: int) -> str:
+    return "1 job" if count == 1 else f"{count} jobs"
 
 
 def enqueue(conn: psycopg.Connection, name: str, sql_text: str, **params) -> int:

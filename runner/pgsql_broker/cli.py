@@ -21,6 +21,7 @@ from .observe.logs import safe_text
 from .run import queries
 from .run.connect_errors import PermanentError, connect_message
 from .run.login import LoginRefused
+from .run.server_share import ShareRefused
 from .settings import BrokerSettings
 from .settings import load as load_settings
 
@@ -154,8 +155,9 @@ _FLAG_HELP = {
     "queue_workers": "Per-queue overrides of --workers-per-queue, like '3=4,7=1'.",
     "one_job_per_transaction_queues": "Queues whose jobs each run in a transaction of their own, like '5,6'.",
     "batch_budget_ms": "A job waits at most this long for the commit of its transaction of jobs (default 200).",
-    "max_open_conns_total": "Connections of the whole runner at most (default 0: only each database's max_open_conns); "
-                            "a quarter stays for workers, and databases beyond the rest take turns.",
+    "max_open_conns_total": "Connections of the runner to one server, all its databases, at most (default 0: half of "
+                            "what the server gives non-superusers; more than it gives is refused at start); a "
+                            "quarter stays for workers, and databases beyond the rest take turns.",
     "tcp_keepalives_idle_sec": "libpq keepalives_idle of every connection whose DSN sets none (default 10).",
     "tcp_keepalives_interval_sec": "libpq keepalives_interval of every connection whose DSN sets none (default 5).",
     "tcp_keepalives_count": "libpq keepalives_count of every connection whose DSN sets none (default 3).",
@@ -217,7 +219,8 @@ def _run(dsns, config_path, no_metrics, enable_debug, log_level, log_format, **o
     logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
     try:
         asyncio.run(Broker(settings).run(handle_signals=True))
-    except (OSError, LoginRefused, PermanentError) as exc:  # the metrics port is taken, a privileged login, ...
+    except (OSError, LoginRefused, PermanentError, ShareRefused) as exc:  # the metrics port is taken, a privileged
+        # login, a connection cap the server cannot give, ...
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(1)
     sys.exit(0)

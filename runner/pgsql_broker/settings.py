@@ -51,7 +51,8 @@ class BrokerSettings:
     one_job_per_transaction_queues: str = ""
     # a transaction of several jobs: no job waits for its commit much longer (broker_run_batch p_budget)
     batch_budget_ms: int = 200
-    # worker and session connections of the whole runner at most (0: only each database's max_open_conns)
+    # worker and session connections of the runner to one server at most (0: half of what the server gives
+    # logins without superuser; run/server_share.py)
     max_open_conns_total: int = 0
     # when the databases outnumber the session connections that cap allows, they take turns (run/rota.py):
     # a waiting database gets a visit about this often
@@ -261,6 +262,6 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
                           "lease recovery would fail them")
     total = settings.broker.max_open_conns_total
     if total == 1:
-        raise ConfigError("broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session connection and a "
+        raise ConfigError("broker.max_open_conns_total must be 0 (half of the server's) or at least 2 (a session connection and a "
                           "worker connection), got 1")
     return settings

@@ -221,3 +221,17 @@ def test_refusals_count_in_a_row_only_until_a_session_serves():
         counter.check(missing)
     with pytest.raises(PermanentError, match="gave up after 3 tries"):
         counter.check(missing)
+
+
+def test_a_connection_cap_above_what_the_server_gives_is_refused_at_start(db):
+    with connect("postgres") as conn:
+        usable = conn.execute("SELECT current_setting('max_connections')::int "
+                              "- current_setting('superuser_reserved_connections')::int "
+                              "- coalesce(current_setting('reserved_connections', true), '0')::int").fetchone()[0]
+    result = run([*RUNNER, "--dsn", db_dsn(db), "--allow-privileged-login", "--no-metrics", "--log-format", "text",
+                  "--max-open-conns-total", str(usable + 1)])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, (result.returncode, result.stderr)
+    line = result.stderr.strip().splitlines()[-1]  # (above it, its log)
+    assert line.startswith(f"error: broker.max_open_conns_total (--max-open-conns-total, "
+                           f"PGBROKER_MAX_OPEN_CONNS_TOTAL) is {usable + 1}"), result.stderr
+    assert f"gives {usable} connections to logins without superuser" in line and f"give at most {usable}" in line

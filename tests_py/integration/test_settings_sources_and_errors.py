@@ -143,8 +143,8 @@ def test_workers_budget_and_connection_caps_are_validated_with_one_line_errors()
            # a claimed job may wait in a worker for up to twice the budget: its lease must outlast that
            ({"batch_budget_ms": 30_000, "lease_seconds": 60}, "broker.batch_budget_ms must be below half of "
                                                               "broker.lease_seconds (60 s), got 30000"),
-           ({"max_open_conns_total": 1}, "broker.max_open_conns_total must be 0 (no cap) or at least 2 (a session "
-                                         "connection and a worker connection), got 1"),
+           ({"max_open_conns_total": 1}, "broker.max_open_conns_total must be 0 (half of the server's) or at least "
+                                         "2 (a session connection and a worker connection), got 1"),
            ({"parked_visit_sec": 0.1}, "broker.parked_visit_sec must be >= 0.5, got 0.1")]
     for flags, message in bad:
         with pytest.raises(ConfigError) as err:

@@ -1,4 +1,4 @@
-"""Worker connections: borrowed from a pool per database, under a cap per database and one per runner.
+"""Worker connections: borrowed from a pool per database, under a cap per database and one per server.
 
 A database's session connection (LISTEN, the instance lock, maintenance, schedules, the poll) is its own and
 always open; worker connections are opened when a queue has work, kept warm for conn_max_idle_time after it
@@ -16,7 +16,7 @@ import psycopg
 
 
 class RunnerBudget:
-    """The runner-wide count of open worker connections (cap None: no runner-wide cap)."""
+    """The count of open worker connections to one server, of all its databases (cap None: no cap)."""
 
     def __init__(self, cap: int | None):
         self.cap, self.open = cap, 0

@@ -1,13 +1,14 @@
 """Session connections when the databases outnumber them: the databases take turns.
 
-max_open_conns_total bounds every connection of the runner. At least a quarter of it stays for workers; while
-the rest allows one session connection per database, every database keeps its own (LISTEN, the instance lock,
-the timers) and nothing here applies. Beyond that, the databases share `slots` session connections in turns:
-a database waits for a slot (first come, first served), connects, resumes its parked instance (or registers),
-runs its timers (the poll, schedules, recovery) and whatever is ready; while others wait, the database that
-has been idle the longest parks its instance and closes its session for the next one. Turns are paced so that
-each waiting database gets one about every `visit_every` seconds (parked_visit_sec), and a database with work
-keeps its slot until it is idle. A NOTIFY cannot reach a parked database: its jobs wait for its next visit.
+The runner's share of a server (run/server_share.py) bounds its connections to the databases there: a rota
+and a budget per server. At least a quarter of the share stays for workers; while the rest allows one session
+connection per database, every database keeps its own (LISTEN, the instance lock, the timers) and nothing here
+applies. Beyond that, the databases share `slots` session connections in turns: a database waits for a slot
+(first come, first served), connects, resumes its parked instance (or registers), runs its timers (the poll,
+schedules, recovery) and whatever is ready; while others wait, the database that has been idle the longest
+parks its instance and closes its session for the next one. Turns are paced so that each waiting database gets
+one about every `visit_every` seconds (parked_visit_sec), and a database with work keeps its slot until it is
+idle. A NOTIFY cannot reach a parked database: its jobs wait for its next visit.
 """
 from __future__ import annotations
 
