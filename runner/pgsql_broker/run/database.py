@@ -2,9 +2,10 @@
 session connection: LISTEN, and, serialised on it, the poll, maintenance, schedules and stats
 (run/maintenance.py, run/schedules.py). Per active session: workers_per_queue workers per queue (run/worker.py)
 that borrow connections from the database's pool while their queue has work (run/pool.py); when the databases
-outnumber the session connections max_open_conns_total allows, they take turns (run/rota.py: a database parks
-its instance between two visits); the stop is run/stopping.py. It decides nothing about jobs: broker_get says
-what runs, broker_run_batch runs it.
+of a server outnumber the session connections of the runner's share of it (run/server_share.py), they take turns
+(run/rota.py: a database parks its instance between two visits); the stop is run/stopping.py. Faults (outages,
+refusals, lost claims) are supervised here too: see docs/runner.md, "Faults". It decides nothing about jobs:
+broker_get says what runs, broker_run_batch runs it.
 """
 from __future__ import annotations
 
