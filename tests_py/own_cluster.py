@@ -28,7 +28,8 @@ class OwnCluster:
         self._as_owner([self.bin / "initdb", "-D", self.dir / "data", "--auth=trust", "-U", "postgres", "-E", "UTF8",
                         "--locale=C.UTF-8"])
         with open(self.dir / "data" / "postgresql.conf", "a") as conf:
-            conf.write(f"listen_addresses = '{'127.0.0.1' if tcp else ''}'\nunix_socket_directories = '{self.dir}'\nport = {port}\n"
+            conf.write(f"listen_addresses = '{'127.0.0.1' if tcp else ''}'\n"
+                       f"unix_socket_directories = '{self.dir}'\nport = {port}\n"
                        f"max_connections = {max_connections}\nfsync = off\nlog_min_messages = warning\n")
         self._hba = (self.dir / "data" / "pg_hba.conf").read_text()
         self._start()

@@ -44,15 +44,16 @@ def runner_login(tcp_cluster) -> str:
     return name
 
 
-def enqueue_drain(cluster: OwnCluster, count: int, sleep: float = 0.02) -> list[int]:
-    """`count` jobs (max_attempts 1), job n inserting n into effects and sleeping `sleep` seconds, so that a
-    drain lasts while faults hit it; every fourth one depends on the one before. One transaction."""
+def enqueue_drain(cluster: OwnCluster, count: int, sleep: float = 0.02, first: int = 0) -> list[int]:
+    """`count` jobs (max_attempts 1), job n (from `first`) inserting n into effects and sleeping `sleep`
+    seconds, so that a drain lasts while faults hit it; every fourth one depends on the one before. One
+    transaction."""
     with cluster.connect(DB) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS public.effects (n integer NOT NULL UNIQUE)")
         ids: list[int] = []
         with conn.transaction():
-            for n in range(count):
-                after = [ids[-1]] if n % 4 == 3 else None
+            for n in range(first, first + count):
+                after = [ids[-1]] if n % 4 == 3 and ids else None
                 ids.append(add_job(conn, f"job {n}", f"INSERT INTO public.effects VALUES ({n}); "
                                                      f"SELECT pg_sleep({sleep})", depends_on_job_ids=after))
     return ids
@@ -79,11 +80,15 @@ def statuses(cluster: OwnCluster) -> Counter:
 
 
 def wait(predicate, timeout: float, what: str, *runners) -> None:
-    """Poll predicate until true; on timeout fail with `what` and the runners' last log lines."""
+    """Poll predicate until true; on timeout, or when one of `runners` exits, fail with `what` and the runners'
+    last log lines."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        try:
+            if predicate():
+                return
+        except OSError:  # a runner's HTTP not up yet
+            pass
         for runner in runners:
             if runner.proc.poll() is not None:
                 raise AssertionError(f"runner exited ({runner.proc.returncode}) waiting for {what}:\n"
@@ -132,6 +137,22 @@ def failures(cluster: OwnCluster, limit: int = 5) -> list[tuple]:
 def log_lines(runner) -> list[dict]:
     """The runner's JSON log lines."""
     return [json.loads(line) for line in runner.log().splitlines() if line.startswith("{")]
+
+
+def warnings_saying(runner, text: str) -> list[dict]:
+    """The runner's warnings whose message or fields contain `text`."""
+    return [e for e in log_lines(runner) if e.get("level") == "warning" and text in json.dumps(e)]
+
+
+def hold(seconds: float, *runners) -> None:
+    """Let a fault last `seconds`; fail at once if a runner exits meanwhile (no runner should)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for runner in runners:
+            if runner.proc.poll() is not None:
+                raise AssertionError(f"runner exited ({runner.proc.returncode}) during the fault:\n"
+                                     f"{runner.log()[-4000:]}")
+        time.sleep(0.2)
 
 
 def runner_flags(lease_seconds: int = 20, *more: str) -> tuple[str, ...]:
