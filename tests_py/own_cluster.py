@@ -1,11 +1,14 @@
-"""A PostgreSQL cluster of a test's own (socket only, like .ci/with-cluster's), for settings the shared one does not
-have (say max_connections = 40). PGBIN names the server's binaries (.ci/with-cluster exports it)."""
+"""A PostgreSQL cluster of a test's own (socket only, like .ci/with-cluster's, or also TCP on 127.0.0.1 for a
+proxy to front), for settings the shared one does not have (say max_connections = 40), and for faults the
+shared one must not suffer (restarts, pg_hba.conf rejects). PGBIN names the server's binaries (.ci/with-cluster
+exports it)."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import psycopg
@@ -14,7 +17,8 @@ ROLES_SQL = (Path(__file__).resolve().parent.parent / "sql" / "roles.sql").read_
 
 
 class OwnCluster:
-    def __init__(self, max_connections: int, port: int):
+    def __init__(self, max_connections: int, port: int, tcp: bool = False):
+        """tcp: also listen on 127.0.0.1:port (loopback only, never beyond), so a proxy can front it."""
         self.bin = Path(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"))
         self.dir = Path(tempfile.mkdtemp(prefix="pgsql_broker_own_cluster."))
         self.dir.chmod(0o755)
@@ -24,9 +28,15 @@ class OwnCluster:
         self._as_owner([self.bin / "initdb", "-D", self.dir / "data", "--auth=trust", "-U", "postgres", "-E", "UTF8",
                         "--locale=C.UTF-8"])
         with open(self.dir / "data" / "postgresql.conf", "a") as conf:
-            conf.write(f"listen_addresses = ''\nunix_socket_directories = '{self.dir}'\nport = {port}\n"
+            conf.write(f"listen_addresses = '{'127.0.0.1' if tcp else ''}'\n"
+                       f"unix_socket_directories = '{self.dir}'\nport = {port}\n"
                        f"max_connections = {max_connections}\nfsync = off\nlog_min_messages = warning\n")
-        self._as_owner([self.bin / "pg_ctl", "-D", self.dir / "data", "-l", self.dir / "server.log", "-w", "start"])
+        self._hba = (self.dir / "data" / "pg_hba.conf").read_text()
+        self._start()
+
+    def _start(self) -> None:
+        self._as_owner([self.bin / "pg_ctl", "-D", self.dir / "data", "-l", self.dir / "server.log", "-w", "-t", "60",
+                        "start"])
 
     def _as_owner(self, args: list) -> None:
         args = [str(a) for a in args]
@@ -39,6 +49,33 @@ class OwnCluster:
 
     def connect(self, db: str = "postgres") -> psycopg.Connection:
         return psycopg.connect(self.dsn(db), autocommit=True)
+
+    def tcp_dsn(self, db: str, user: str = "postgres", port: int | None = None, **options: str) -> str:
+        """A DSN over TCP to 127.0.0.1 (port: another one in front of the server, a proxy's); options are more
+        libpq settings (keepalives_idle=2, ...)."""
+        extra = "".join(f" {key}={value}" for key, value in options.items())
+        return f"dbname={db} host=127.0.0.1 port={port or self.port} user={user}{extra}"
+
+    def restart(self, mode: str = "immediate", down_seconds: float = 2) -> None:
+        """Stop the server (pg_ctl -m immediate: every backend dies at once, as in a crash; -m fast: sessions
+        are ended cleanly), keep it down down_seconds, and start it again (returns once it accepts logins)."""
+        assert mode in ("immediate", "fast"), mode
+        self._as_owner([self.bin / "pg_ctl", "-D", self.dir / "data", "-m", mode, "-w", "-t", "60", "stop"])
+        time.sleep(down_seconds)
+        self._start()
+
+    def hba_reject(self, user: str) -> None:
+        """pg_hba.conf rejects new logins of `user` (over TCP and the socket); its sessions stay. pg_ctl reload."""
+        (self.dir / "data" / "pg_hba.conf").write_text(
+            f'host all "{user}" 127.0.0.1/32 reject\nlocal all "{user}" reject\n' + self._hba)
+        self._reload()
+
+    def hba_restore(self) -> None:
+        (self.dir / "data" / "pg_hba.conf").write_text(self._hba)
+        self._reload()
+
+    def _reload(self) -> None:
+        self._as_owner([self.bin / "pg_ctl", "-D", self.dir / "data", "reload"])
 
     def databases_with_broker(self, count: int) -> list[str]:
         """`count` databases with the extension and the broker roles, named d00, d01, ..."""
