@@ -174,7 +174,7 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 
 -- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
 ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
-COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
 -- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
 ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
@@ -5992,7 +5992,7 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
     'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens)
+-- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens, p_run_alone)
 --   Hands claimed jobs back that their claimer will not run (say its session
 --   to the database was lost before it ran them): each job that is still
 --   running under the lease token given with it, and that no session is
@@ -6001,7 +6001,12 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   for it while it was claimed: then it ends cancelled, its dependents
 --   too (_cancel_handed_back). Only the claimer knows the token,
 --   so no one else can release a job. Jobs under another lease, executing,
---   finished or unknown are left as they are. Returns the ids released.
+--   finished or unknown are left as they are. p_run_alone marks the jobs
+--   released to run in a transaction of their own from now on (run_alone):
+--   they shared a transaction whose session died, and whichever of them
+--   ended it (or nothing: a network reset) must not take the others down
+--   again; run alone, such a job counts its attempt when it does it again
+--   (lease recovery). Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
 -- Example:
@@ -6009,7 +6014,8 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
 --   Calls: _check_lease_args, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
+CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[],
+                                           p_run_alone boolean DEFAULT false)
 RETURNS TABLE (job_id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -6031,7 +6037,8 @@ BEGIN
            SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
-               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
+               run_alone = j.run_alone OR COALESCE(p_run_alone, false)
           FROM mine
          WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
         RETURNING j.job_id, j.job_queue
@@ -6044,8 +6051,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
-    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
+COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[], boolean) IS
+    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing; p_run_alone: each runs in a transaction of its own from now on); returns the ids released.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_release_claim(p_lease_token)

@@ -315,7 +315,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_run(bigint, uuid),
     broker.broker_run_batch(bigint[], uuid[], interval),
     broker.broker_recover_stale_jobs(integer),
-    broker.broker_release_jobs(bigint[], uuid[]),
+    broker.broker_release_jobs(bigint[], uuid[], boolean),
     broker.broker_release_claim(uuid),
     broker.broker_interrupt_jobs(bigint[], uuid[]),
     broker.broker_cancel_requests(bigint[]),

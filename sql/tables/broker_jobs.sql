@@ -5,8 +5,9 @@
 --   lease), 2 completed, 3 failed, 4 cancelled. A run that its runner ended
 --   (shutdown deadline) returns the job to pending without counting the
 --   attempt; interruptions counts those, apart from attempts. run_alone is
---   what the broker learned of a job that ran past a batch's budget: it is
---   never batched with other jobs again (broker_run_batch).
+--   what the broker learned of a job that ran past a batch's budget, or that
+--   shared a transaction whose session died: it is never batched with other
+--   jobs again (broker_run_batch, broker_release_jobs).
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
 --   group it depends on, plus the releases of finished ones still listed in
@@ -145,7 +146,7 @@ COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the lat
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
-COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';

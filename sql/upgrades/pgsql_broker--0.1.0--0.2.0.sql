@@ -88,7 +88,7 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 
 -- A job that ran past a batch's budget runs alone from then on (broker_run_batch).
 ALTER TABLE broker.broker_jobs ADD COLUMN run_alone boolean NOT NULL DEFAULT false;
-COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
 -- Autonomous jobs and schedules (outside a transaction block) and the roles allowed them.
 ALTER TABLE broker.broker_jobs ADD COLUMN autonomous boolean NOT NULL DEFAULT false;
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';

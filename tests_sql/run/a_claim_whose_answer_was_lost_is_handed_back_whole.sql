@@ -1,8 +1,9 @@
 -- A claimer that chose its claim's lease token (broker_claim_batches / broker_get p_lease_token) can hand
 -- back a claim whose answer it never received: every job of it, attempt not counted; nobody else's
--- claim, no job under another token, and no job a session is executing.
+-- claim, no job under another token, and no job a session is executing. Jobs that shared a transaction whose
+-- session died go back the same way, each to run alone from then on (p_run_alone).
 BEGIN;
-SELECT plan(9);
+SELECT plan(12);
 
 SELECT broker.broker_add_job('j' || g, 'SELECT 1', p_job_queue => 3) FROM generate_series(1, 4) AS g;
 SELECT broker.broker_add_job('other claim', 'SELECT 1', p_job_queue => 4);
@@ -28,6 +29,17 @@ SELECT is((SELECT count(*) FROM broker.broker_release_claim('a1b2c3d4-0000-4000-
           'nothing more under that token');
 SELECT is((SELECT count(*) FROM broker.broker_release_claim(gen_random_uuid())), 0::bigint, 'an unknown token releases nothing');
 SELECT throws_ok($$SELECT * FROM broker.broker_release_claim(NULL)$$, '22004', NULL, 'a NULL token: 22004');
+
+-- a transaction of several jobs whose session died: handed back, each to run alone
+CREATE TEMP TABLE mates AS
+SELECT * FROM broker.broker_claim_batches(3, (SELECT id FROM inst), 60, 3, NULL, false, 50);
+SELECT is((SELECT count(DISTINCT batch_no) FROM mates), 1::bigint, 'the three jobs share one transaction');
+SELECT is((SELECT count(*) FROM broker.broker_release_jobs((SELECT array_agg(job_id) FROM mates),
+                                                          (SELECT array_agg(lease_token) FROM mates), true)),
+          3::bigint, 'handed back');
+SELECT ok((SELECT bool_and(complete_status = 0 AND attempts = 0 AND run_alone)
+             FROM broker.broker_jobs WHERE job_id IN (SELECT job_id FROM mates)),
+          'pending, attempt not counted, each to run in a transaction of its own');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -111,6 +111,7 @@ class DatabaseRunner(Workers):
         # claimed jobs a worker had not started when its connection was lost: handed back (attempt not counted)
         # on the next connection that works, across outages and session restarts (run/worker.py)
         self._orphans: list[Claimed] = []
+        self._orphans_alone: list[Claimed] = []  # of a transaction of several whose session died: each runs alone
         self._orphan_claims: list[str] = []  # lease tokens of claims whose answer was lost with the connection
         self._outage_since: float | None = None  # when the current outage began (time.monotonic())
         self._served = False  # a session of this database connected and listened once
@@ -212,6 +213,14 @@ class DatabaseRunner(Workers):
             for queue in sorted({r.job_queue for r in rows}):
                 stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
                                       "its worker's connection was lost")
+        while self._orphans_alone:
+            rows = self._orphans_alone[:1000]
+            with self._deadline(conn, "handing back claims"):
+                released = await stopping.release(conn, rows, alone=True)
+            del self._orphans_alone[:len(rows)]
+            for queue in sorted({r.job_queue for r in rows}):
+                stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
+                                      "its transaction's session was lost; it runs alone from now on")
         while self._orphan_claims:
             with self._deadline(conn, "handing back claims"):
                 released = await stopping.release_claim(conn, self._orphan_claims[0])
@@ -241,7 +250,7 @@ class DatabaseRunner(Workers):
                 await self._start_session(conn)
             self.view.listening, self.view.error = True, None
             self._session_works()
-            if self._orphans or self._orphan_claims:  # (before standing by too: a standby that took over would
+            if self._orphans or self._orphans_alone or self._orphan_claims:  # (before standing by too: a standby that took over would
                                                       # count their attempt)
                 await self._hand_back_orphans(conn)
             if not await self._become_active(conn):

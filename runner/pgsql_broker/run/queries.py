@@ -107,6 +107,10 @@ RUN_TRANSACTION_BUDGET = ("BEGIN; SELECT set_config('statement_timeout', %(budge
 CANCEL_REQUESTS = "SELECT job_id FROM broker.broker_cancel_requests(%(jobs)s::bigint[])"
 CANCEL_BACKEND = "SELECT pg_catalog.pg_cancel_backend(%(pid)s)"
 RELEASE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[])"
+# jobs of a transaction whose session died: each runs alone from now on
+RELEASE_ALONE = "SELECT job_id FROM broker.broker_release_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[], true)"
+# whether a backend (a lost connection's) has ended: until then its transaction holds its rows
+BACKEND_GONE = "SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = %(pid)s)"
 # The stop (stopping.py): end the session executing jobs past the deadline, waiting for its backend to exit, then
 # record in a transaction of its own that their runs were interrupted (bounded wait for their row locks).
 TERMINATE = "SELECT pg_catalog.pg_terminate_backend(%(pid)s, %(ms)s)"

@@ -53,9 +53,11 @@ async def _job_ids(conn: psycopg.AsyncConnection, sql: str, params: dict) -> set
     return {r[0] for r in await job_id_result(conn, sql, params)}
 
 
-async def release(conn: psycopg.AsyncConnection, rows: list[Claimed], prefix: str = "") -> set[int]:
-    """broker_release_jobs for claimed rows (`prefix`: statements sent first in the same message)."""
-    return await _job_ids(conn, prefix + queries.RELEASE, arrays(rows)) if rows else set()
+async def release(conn: psycopg.AsyncConnection, rows: list[Claimed], prefix: str = "", alone: bool = False) -> set[int]:
+    """broker_release_jobs for claimed rows (`prefix`: statements sent first in the same message; `alone`: they
+    run in a transaction of their own from now on)."""
+    sql = queries.RELEASE_ALONE if alone else queries.RELEASE
+    return await _job_ids(conn, prefix + sql, arrays(rows)) if rows else set()
 
 
 async def release_claim(conn: psycopg.AsyncConnection, token: str) -> set[int]:

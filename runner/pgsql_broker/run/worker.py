@@ -33,6 +33,7 @@ from .queries import Claimed, Outcome
 log = logging.getLogger("pgsql_broker")
 RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
 LEARNED_ALONE_MAX = 100_000
+BACKEND_GONE_POLLS, BACKEND_GONE_POLL_SEC = 50, 0.1  # a lost connection's backend: waited for at most 5 s
 CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
 
 
@@ -42,12 +43,16 @@ class WorkerInterrupted(Exception):
 
 class WorkerLost(Exception):
     """A worker's connection was lost, or the server refused the runner's own call to run jobs (a privilege
-    revoked: nothing of it ran); `unrun` are the claimed rows it had not started, `claim` the lease token of a
-    claim whose answer was lost with the connection (it may have committed: none of its jobs started)."""
+    revoked: nothing of it ran). `unrun`: the claimed rows it had not started; `claim`: the lease token of a
+    claim whose answer was lost with the connection (it may have committed: none of its jobs started);
+    `shared`: the jobs of a transaction of several that the lost session was running (whichever of them ended
+    it, if one did, must not take the others down again: they go back, each to run alone); `pid`: the lost
+    session's backend, whose transaction holds its rows until the backend has ended."""
 
-    def __init__(self, cause: psycopg.Error, unrun: list[Claimed], claim: str | None = None):
+    def __init__(self, cause: psycopg.Error, unrun: list[Claimed], claim: str | None = None,
+                 shared: list[Claimed] | None = None, pid: int | None = None):
         super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
-        self.unrun, self.claim = unrun, claim
+        self.unrun, self.claim, self.shared, self.pid = unrun, claim, shared or [], pid
 
 
 class Lane:
@@ -154,9 +159,11 @@ class Workers:
         away again, the login is refused), keep it for the next session that works and end this one."""
         try:
             with self._deadline(conn, "handing back claims"):
+                await self._backend_gone(conn, lost.pid)
                 released = await stopping.release(conn, lost.unrun)
                 if lost.claim is not None:
                     released |= await stopping.release_claim(conn, lost.claim)
+                released |= await stopping.release(conn, lost.shared, alone=True)
         except psycopg.Error:
             self._keep_orphans(lost)
             raise
@@ -165,8 +172,19 @@ class Workers:
 
     def _keep_orphans(self, lost: WorkerLost) -> None:
         self._orphans.extend(lost.unrun)
+        self._orphans_alone.extend(lost.shared)
         if lost.claim is not None:
             self._orphan_claims.append(lost.claim)
+
+    @staticmethod
+    async def _backend_gone(conn: psycopg.AsyncConnection, pid: int | None) -> None:
+        """Wait (a bounded while) for a lost connection's backend to end: a backend that ended itself reports it
+        before its transaction ends, and a release in between would skip the rows it still holds. One that
+        runs on (a network reset: the server did not notice) is not waited for long; its rows stay its own."""
+        for _ in range(BACKEND_GONE_POLLS if pid else 0):
+            if (await (await conn.execute(queries.BACKEND_GONE, {"pid": pid})).fetchone())[0]:
+                return
+            await asyncio.sleep(BACKEND_GONE_POLL_SEC)
 
     async def _release_claimed(self, conn: psycopg.AsyncConnection, key: tuple[int, int], unrun: list[Claimed],
                                why: str) -> None:
@@ -331,7 +349,9 @@ class Workers:
                     raise WorkerInterrupted() from exc
                 unrun = self._buffers[key][:]
                 self._buffers[key].clear()
-                raise WorkerLost(exc, unrun) from exc
+                # (a job alone in its transaction may have ended the session itself: lease recovery counts it)
+                raise WorkerLost(exc, unrun, shared=batch if len(batch) > 1 else None,
+                                 pid=self._executing.get(key, (None,))[0]) from exc
             if budget_ms and isinstance(exc, psycopg.errors.QueryCanceled):
                 # the budget's timeout fired outside every job (a slow or busy server): nothing of the
                 # transaction is kept, no job failed, the jobs are still claimed
