@@ -129,9 +129,17 @@ def assert_every_job_completed_once(cluster: OwnCluster, count: int, timeout: fl
 
 
 def failures(cluster: OwnCluster, limit: int = 5) -> list[tuple]:
+    """The first jobs failed or cancelled, each with its attempt history (outcome, start, end)."""
     with cluster.connect(DB) as conn:
-        return conn.execute("SELECT job_name, complete_status, attempts, last_error_message FROM broker.broker_jobs "
-                            "WHERE complete_status IN (3, 4) ORDER BY job_id LIMIT %s", (limit,)).fetchall()
+        return conn.execute(
+            "SELECT j.job_name, j.complete_status, j.attempts, j.last_error_message, "
+            "       (SELECT array_agg(a.outcome || ' ' || a.started_at::time || '-' || a.finished_at::time "
+            "                         ORDER BY a.started_at) "
+            "          FROM broker.broker_job_attempts AS a WHERE a.job_id = j.job_id), "
+            "       (SELECT count(*) FROM public.effects AS e WHERE e.n::text = split_part(j.job_name, ' ', 2)) AS effect, "
+            "       j.run_alone, j.interruptions, j.started_at::time, j.finished_at::time "
+            "  FROM broker.broker_jobs AS j WHERE j.complete_status IN (3, 4) ORDER BY j.job_id LIMIT %s",
+            (limit,)).fetchall()
 
 
 def log_lines(runner) -> list[dict]:

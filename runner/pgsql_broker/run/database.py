@@ -77,6 +77,8 @@ class DatabaseRunner(Workers):
         self._warned_unserved: set[int] = set()
         self._warned_paused: set[tuple[int, str]] = set()  # (queue, tenant) with ready jobs, paused
         self._learned_alone: set[int] = set()  # job ids that run alone (run/worker.py)
+        self._learned_single: set[int] = set()  # job ids that run in a transaction of their own (run/worker.py)
+        self._lost_runs: set[int] = set()  # job ids whose session this runner lost while running them alone (worker.py)
         self._ticker = ScheduleTicker(db.name, metrics, self.view.planned)
         self._next: dict[str, float] = {}
         self._bad_notify = RateLimitedWarning(log, "ignored malformed NOTIFY payload(s)", {"database": db.name})
@@ -111,7 +113,7 @@ class DatabaseRunner(Workers):
         # claimed jobs a worker had not started when its connection was lost: handed back (attempt not counted)
         # on the next connection that works, across outages and session restarts (run/worker.py)
         self._orphans: list[Claimed] = []
-        self._orphans_alone: list[Claimed] = []  # of a transaction of several whose session died: each runs alone
+        self._orphans_alone: list[Claimed] = []  # run when their session died (worker.py _first_loss): to run alone
         self._orphan_claims: list[str] = []  # lease tokens of claims whose answer was lost with the connection
         self._outage_since: float | None = None  # when the current outage began (time.monotonic())
         self._served = False  # a session of this database connected and listened once

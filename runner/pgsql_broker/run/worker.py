@@ -45,14 +45,14 @@ class WorkerLost(Exception):
     """A worker's connection was lost, or the server refused the runner's own call to run jobs (a privilege
     revoked: nothing of it ran). `unrun`: the claimed rows it had not started; `claim`: the lease token of a
     claim whose answer was lost with the connection (it may have committed: none of its jobs started);
-    `shared`: the jobs of a transaction of several that the lost session was running (whichever of them ended
-    it, if one did, must not take the others down again: they go back, each to run alone); `pid`: the lost
-    session's backend, whose transaction holds its rows until the backend has ended."""
+    `running`: the jobs of the transaction the lost session was running (see Workers._first_loss); `pid`: the
+    lost session's backend, whose transaction holds its rows until the backend has ended."""
 
     def __init__(self, cause: psycopg.Error, unrun: list[Claimed], claim: str | None = None,
-                 shared: list[Claimed] | None = None, pid: int | None = None):
+                 running: list[Claimed] | None = None, pid: int | None = None):
         super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
-        self.unrun, self.claim, self.shared, self.pid = unrun, claim, shared or [], pid
+        self.unrun, self.claim, self.running, self.pid = unrun, claim, running or [], pid
+        self.again: list[Claimed] = []  # of `running`, what goes back (Workers._first_loss)
 
 
 class Lane:
@@ -97,6 +97,30 @@ class Workers:
             self._learned_alone.clear()
         self._learned_alone.update(job_ids)
 
+    def _learn_single(self, job_ids) -> None:
+        """Jobs that run in a transaction of their own from now on, for every worker of this database, without
+        holding up what is claimed with them (see _first_loss). Bounded as _learn_alone is."""
+        if len(self._learned_single) > LEARNED_ALONE_MAX:
+            self._learned_single.clear()
+        self._learned_single.update(job_ids)
+
+    def _first_loss(self, running: list[Claimed]) -> list[Claimed]:
+        """Of the jobs of a transaction whose session died, those that go back without an attempt. The database
+        cannot tell a job that ended its own session (a poison job: out of memory, pg_terminate_backend) from a
+        network reset or an operator's pg_terminate_backend. So: the jobs of a transaction of several all go
+        back, each to run in a transaction of its own from then on (one of them at most was executing); a job
+        alone in its transaction goes back the first time this runner loses a session under it, and counts its
+        lost attempt the second time (lease recovery), so that a poison job still uses up its attempts.
+        Bounded as _learn_alone is."""
+        if len(running) != 1:
+            return running
+        if len(self._lost_runs) > LEARNED_ALONE_MAX:
+            self._lost_runs.clear()
+        if running[0].job_id in self._lost_runs:
+            return []
+        self._lost_runs.add(running[0].job_id)
+        return running
+
     def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
         return row.alone or row.job_id in alone_ids  # (broker_claim_batches, or learned while running)
 
@@ -130,6 +154,7 @@ class Workers:
                 except WorkerInterrupted:
                     return True
                 except WorkerLost as lost:
+                    lost.again = self._first_loss(lost.running)
                     await conn.close()
                     await self.pool.put(conn)
                     conn = None
@@ -163,16 +188,17 @@ class Workers:
                 released = await stopping.release(conn, lost.unrun)
                 if lost.claim is not None:
                     released |= await stopping.release_claim(conn, lost.claim)
-                released |= await stopping.release(conn, lost.shared, alone=True)
+                released |= await stopping.release(conn, lost.again)
         except psycopg.Error:
             self._keep_orphans(lost)
             raise
+        self._learn_single(r.job_id for r in lost.again)
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
 
     def _keep_orphans(self, lost: WorkerLost) -> None:
         self._orphans.extend(lost.unrun)
-        self._orphans_alone.extend(lost.shared)
+        self._orphans_alone.extend(lost.again)  # (in the database: a crash restart may have been their doing)
         if lost.claim is not None:
             self._orphan_claims.append(lost.claim)
 
@@ -190,6 +216,7 @@ class Workers:
                                why: str) -> None:
         """Hand back claimed rows, already taken out of the buffer, on this worker's session (the session reset
         first when it is dirty)."""
+        pid = conn.info.backend_pid
         try:
             with self._deadline(conn, "handing back claims"):
                 released = await stopping.release(conn, unrun, queries.RESET_TRANSACTION if conn.broker_dirty else "")
@@ -201,7 +228,7 @@ class Workers:
             if key in self._interrupting:
                 self._buffers[key].extend(unrun)  # the stop hands them back on its own connection
                 raise WorkerInterrupted() from exc
-            raise WorkerLost(exc, unrun) from exc
+            raise WorkerLost(exc, unrun, pid=pid) from exc
         conn.broker_dirty = False
         stopping.log_released(self.db.name, key[0], unrun, released, why)
 
@@ -217,7 +244,7 @@ class Workers:
         params = {"queue": queue, "instance": self.instance_id, "lease": self.settings.lease_seconds,
                   "batch": self._batch, "budget": f"{self.settings.batch_budget_ms} milliseconds",
                   "alone": queue in self._alone_queues, "token": token}
-        dirty = conn.broker_dirty
+        dirty, pid = conn.broker_dirty, conn.info.backend_pid
         try:
             with self._deadline(conn, "claiming"):
                 if dirty:
@@ -236,7 +263,7 @@ class Workers:
         except psycopg.OperationalError as exc:
             if not conn.broken:
                 raise
-            raise WorkerLost(exc, [], token) from exc  # the claim may have committed: handed back by its token
+            raise WorkerLost(exc, [], token, pid=pid) from exc  # the claim may have committed: handed back by its token
         claimed_at = time.monotonic()
         conn.broker_dirty = False
         self.view.claim_seconds[queue].observe(time.perf_counter() - started)
@@ -246,7 +273,8 @@ class Workers:
         rows.extend(got)
         budget_ms = self.settings.batch_budget_ms
         alone_ids = self._learned_alone  # learned from broker_run_batch (PB002) and cancelled transactions
-        single_ids: set[int] = set()  # of a transaction that failed as a whole: one per transaction now
+        # of a transaction that failed as a whole, or whose session died: one per transaction now
+        single_ids: set[int] = {r.job_id for r in got if r.job_id in self._learned_single}
         first = True
         while rows and not self._draining.is_set():  # a stop runs nothing more of what was claimed
             head = rows[0]
@@ -349,9 +377,7 @@ class Workers:
                     raise WorkerInterrupted() from exc
                 unrun = self._buffers[key][:]
                 self._buffers[key].clear()
-                # (a job alone in its transaction may have ended the session itself: lease recovery counts it)
-                raise WorkerLost(exc, unrun, shared=batch if len(batch) > 1 else None,
-                                 pid=self._executing.get(key, (None,))[0]) from exc
+                raise WorkerLost(exc, unrun, running=batch, pid=self._executing.get(key, (None,))[0]) from exc
             if budget_ms and isinstance(exc, psycopg.errors.QueryCanceled):
                 # the budget's timeout fired outside every job (a slow or busy server): nothing of the
                 # transaction is kept, no job failed, the jobs are still claimed
