@@ -198,15 +198,17 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
 --   * refuses a job waiting on more than 100 groups;
 --   * takes the dependency locks of all new edges in one ordered call;
 --   * rejects id edges whose target failed or was cancelled meanwhile;
---   * rejects cycles: for each job that got edges and that some pending job
+--   * rejects cycles: from the jobs that got edges and that some pending job
 --     already waits on (by id or by its group: the only way a new edge can
---     close a cycle), walks what it waits on, transitively, through
---     unfinished jobs of its tenant (only pending jobs wait), looking for a
---     way back, visiting at most 100,000 (origin, job) pairs;
+--     close a cycle), once for the whole statement, collects the pending
+--     jobs of their tenant that wait on them, transitively, and sorts that
+--     graph topologically (broker._dependency_cycle: linear in its jobs and
+--     edges, at most 100,000 jobs and 1,000,000 edges);
 --   * adds to each job's pending_deps its new edges' unfinished targets
 --     (each target group's unfinished members are counted once per group).
 -- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
---   23514 a dependency cycle; 54000 a graph too large to check.
+--   23514 a dependency cycle; 54000 more than 100,000 jobs wait on the jobs
+--   getting edges, 54001 more than 1,000,000 edges between them.
 --   Calls: _dependency_lock_key, _lock_dependency_keys, _dependency_cycle
 --   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -277,7 +279,7 @@ BEGIN
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
                           AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
     IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (at most 100,000 pairs)
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (bounded: see there)
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
                 v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,

@@ -58,7 +58,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write', '_schedule_count',
     -- bulk enqueue, batched runs
-    'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', 'broker_add_jobs_arrays', '_jobs_of_arrays', '_job_problem', '_job_field_error', '_blank_in', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_lock_key',
+    'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', 'broker_add_jobs_arrays', '_jobs_of_arrays', '_job_problem', '_job_field_error', '_blank_in', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_waiters', '_dependency_node_key', '_dependency_lock_key',
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
     -- what a run refuses and undoes (run_guard.sql), handing claimed jobs back
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',

@@ -1,5 +1,5 @@
 -- The cycle check walks only its own tenant's edges, index by index: the buffers its walk
--- down a 31-job chain touches do not grow when another tenant's
+-- up a 31-job chain (from its first job to the jobs waiting on it) touches do not grow when another tenant's
 -- unfinished jobs and edges go from 5,000 to 40,000; and the walk is bounded (54000 beyond its documented size).
 BEGIN;
 SELECT plan(5);
@@ -14,9 +14,9 @@ SELECT broker.broker_add_job('watcher', 'SELECT 1', p_depends_on_groups => ARRAY
 ANALYZE broker.broker_jobs;
 ANALYZE broker.broker_job_dependency;
 
--- a job of group top that waits on L30: the walk from it goes down the whole chain
-SELECT set_config('test.top', (SELECT job_id FROM broker.broker_add_job('top', 'SELECT 1', p_job_group => 'top',
-                                                                       p_depends_on_groups => ARRAY['L30']))::text, true);
+-- a job of group top that waits on L30; the walk from l0 goes up the whole chain to it and its watcher
+SELECT broker.broker_add_job('top', 'SELECT 1', p_job_group => 'top', p_depends_on_groups => ARRAY['L30']);
+SELECT set_config('test.top', (SELECT job_id FROM broker.broker_jobs WHERE job_name = 'l0')::text, true);
 -- buffers (hit + read) of that walk
 CREATE FUNCTION pg_temp.walk_buffers() RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE v_plan json;
@@ -64,12 +64,12 @@ SELECT throws_ok($$SELECT broker.broker_add_job('l0 again', 'SELECT 1', p_job_gr
                  '23514', NULL, 'a cycle through the 31-job chain is rejected');
 
 -- bounded: a walk that would pass its limit stops with 54000 (the limit is an argument here,
--- 100,000 in the trigger)
+-- 100,000 in the trigger; 33 jobs wait on l0, itself included)
 SELECT throws_ok($$SELECT * FROM broker._dependency_cycle(
-                      ARRAY[(SELECT job_id FROM broker.broker_jobs WHERE job_name = 'top')], 20)$$,
+                      ARRAY[(SELECT job_id FROM broker.broker_jobs WHERE job_name = 'l0')], 20)$$,
                  '54000', NULL, 'a walk past its limit stops with 54000');
 SELECT is((SELECT count(*) FROM broker._dependency_cycle(
-              ARRAY[(SELECT job_id FROM broker.broker_jobs WHERE job_name = 'top')], 100)), 0::bigint,
+              ARRAY[(SELECT job_id FROM broker.broker_jobs WHERE job_name = 'l0')], 100)), 0::bigint,
           'within its limit the same walk finds no cycle');
 
 SELECT * FROM finish();
