@@ -229,6 +229,8 @@ class Workers:
                 self._buffers[key].extend(unrun)  # the stop hands them back on its own connection
                 raise WorkerInterrupted() from exc
             raise WorkerLost(exc, unrun, pid=pid) from exc
+        except psycopg.Error as exc:  # (say the login lost broker_runtime): kept, handed back once it can be
+            raise WorkerLost(exc, unrun, pid=pid) from exc
         conn.broker_dirty = False
         stopping.log_released(self.db.name, key[0], unrun, released, why)
 

@@ -1,6 +1,7 @@
 -- The cycle check walks only its own tenant's edges, index by index: the buffers its walk
--- up a 31-job chain (from its first job to the jobs waiting on it) touches do not grow when another tenant's
--- unfinished jobs and edges go from 5,000 to 40,000; and the walk is bounded (54000 beyond its documented size).
+-- up a 31-job chain (from its first job to the jobs waiting on it) touches do not grow with another tenant's
+-- unfinished jobs and edges (5,000, then 40,000), but for an index a level deeper; and the walk is bounded
+-- (54000 beyond its documented size).
 BEGIN;
 SELECT plan(5);
 
@@ -47,8 +48,11 @@ ANALYZE broker.broker_jobs;
 ANALYZE broker.broker_job_dependency;
 SELECT pg_temp.walk_buffers();
 SELECT pg_temp.walk_buffers() AS more_crowded \gset
-SELECT cmp_ok(:more_crowded, '<=', :crowded + 5,
-              format('the walk touches as many buffers beside 40,000 jobs of another tenant as beside 5,000 (%s, %s; alone %s)',
+-- (an edge index eight times larger may be one level deeper: one buffer more per probe, of which the walk
+-- makes one per job and one per group it reaches, 66 here; reading the other tenant's 35,000 new jobs or
+-- edges would cost hundreds)
+SELECT cmp_ok(:more_crowded, '<=', :crowded + 66,
+              format('the walk touches no more buffers beside 40,000 jobs of another tenant than beside 5,000 but for deeper indexes (%s, %s; alone %s)',
                      :more_crowded, :crowded, :alone));
 
 -- the walk is tenant-restricted and index-driven: no sequential scan of the jobs or edges

@@ -1,4 +1,4 @@
--- A chain of 10,000 jobs enqueues in one broker_add_jobs call, and in calls of 1,000 that each
+-- A chain of 1,000 jobs enqueues in one broker_add_jobs call, and in calls of 100 that each
 -- wait on the previous call's last job; closing such a chain, by id or by group, is still a cycle
 -- (23514); the cap counts distinct jobs, not paths (a lattice of fan-ins and fan-outs with
 -- 5^20 paths through 100 jobs passes); past the cap 54000, past the edge bound 54001.
@@ -11,13 +11,13 @@ SELECT a.ord, a.job_id FROM broker.broker_add_jobs((
     SELECT jsonb_agg(jsonb_build_object('job_name', 'a' || i, 'execute_str', 'SELECT 1', 'job_group', 'A' || i)
                      || CASE WHEN i > 1 THEN jsonb_build_object('depends_on_groups', jsonb_build_array('A' || (i - 1)))
                              ELSE '{}'::jsonb END ORDER BY i)
-      FROM generate_series(1, 10000) AS i)) AS a;
-SELECT is((SELECT count(*) FROM one_call), 10000::bigint, 'a 10,000-job chain enqueues in one call');
+      FROM generate_series(1, 1000) AS i)) AS a;
+SELECT is((SELECT count(*) FROM one_call), 1000::bigint, 'a 1,000-job chain enqueues in one call');
 SELECT is((SELECT count(*) FROM broker.broker_jobs AS j JOIN one_call AS c USING (job_id)
-            WHERE j.pending_deps = CASE WHEN c.ord = 1 THEN 0 ELSE 1 END), 10000::bigint,
+            WHERE j.pending_deps = CASE WHEN c.ord = 1 THEN 0 ELSE 1 END), 1000::bigint,
           'each of its jobs waits on the one before');
 
--- calls of 1,000: b<i> in group B<i>; the first job of a call waits on the last of the previous call by id
+-- calls of 100: b<i> in group B<i>; the first job of a call waits on the last of the previous call by id
 CREATE FUNCTION pg_temp.chain_in_calls() RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE
     v_last bigint;
@@ -27,27 +27,27 @@ BEGIN
         SELECT max(a.job_id), v_n + count(*) INTO v_last, v_n
           FROM broker.broker_add_jobs((
               SELECT jsonb_agg(jsonb_build_object('job_name', 'b' || i, 'execute_str', 'SELECT 1', 'job_group', 'B' || i)
-                               || CASE WHEN i = k * 1000 + 1 AND v_last IS NOT NULL
+                               || CASE WHEN i = k * 100 + 1 AND v_last IS NOT NULL
                                             THEN jsonb_build_object('depends_on_job_ids', jsonb_build_array(v_last))
-                                       WHEN i > k * 1000 + 1 THEN jsonb_build_object('depends_on_groups', jsonb_build_array('B' || (i - 1)))
+                                       WHEN i > k * 100 + 1 THEN jsonb_build_object('depends_on_groups', jsonb_build_array('B' || (i - 1)))
                                        ELSE '{}'::jsonb END ORDER BY i)
-                FROM generate_series(k * 1000 + 1, k * 1000 + 1000) AS i)) AS a;
+                FROM generate_series(k * 100 + 1, k * 100 + 100) AS i)) AS a;
     END LOOP;
     RETURN v_n;
 END $f$;
-SELECT is(pg_temp.chain_in_calls(), 10000::bigint, 'a 10,000-job chain enqueues in ten calls of 1,000');
-SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE job_name LIKE 'b%' AND pending_deps = 1), 9999::bigint,
+SELECT is(pg_temp.chain_in_calls(), 1000::bigint, 'a 1,000-job chain enqueues in ten calls of 100');
+SELECT is((SELECT count(*) FROM broker.broker_jobs WHERE job_name LIKE 'b%' AND pending_deps = 1), 999::bigint,
           'each of its jobs but the first waits on the one before, across the calls');
 
 -- closing the chains: a new member of the first job's group waiting on the last job
 SELECT throws_ok(format($$SELECT broker.broker_add_job('a1 again', 'SELECT 1', p_job_group => 'A1',
-                          p_depends_on_job_ids => ARRAY[%s]::bigint[])$$, (SELECT job_id FROM one_call WHERE ord = 10000)),
-                 '23514', NULL, 'closing the 10,000-job chain by an id edge: 23514');
-SELECT throws_ok($$SELECT broker.broker_add_job('a1 again', 'SELECT 1', p_job_group => 'A1', p_depends_on_groups => ARRAY['A10000'])$$,
+                          p_depends_on_job_ids => ARRAY[%s]::bigint[])$$, (SELECT job_id FROM one_call WHERE ord = 1000)),
+                 '23514', NULL, 'closing the 1,000-job chain by an id edge: 23514');
+SELECT throws_ok($$SELECT broker.broker_add_job('a1 again', 'SELECT 1', p_job_group => 'A1', p_depends_on_groups => ARRAY['A1000'])$$,
                  '23514', NULL, 'closing it by a group edge: 23514');
-SELECT throws_ok($$SELECT broker.broker_add_job('b1 again', 'SELECT 1', p_job_group => 'B1', p_depends_on_groups => ARRAY['B10000'])$$,
+SELECT throws_ok($$SELECT broker.broker_add_job('b1 again', 'SELECT 1', p_job_group => 'B1', p_depends_on_groups => ARRAY['B1000'])$$,
                  '23514', NULL, 'closing the chain made in ten calls: 23514');
-SELECT throws_like($$SELECT broker.broker_add_job('b1 again', 'SELECT 1', p_job_group => 'B1', p_depends_on_groups => ARRAY['B10000'])$$,
+SELECT throws_like($$SELECT broker.broker_add_job('b1 again', 'SELECT 1', p_job_group => 'B1', p_depends_on_groups => ARRAY['B1000'])$$,
                    '%dependency cycle%b2%B1%', 'the message names the job that waits on the closing job''s group');
 -- a cycle within one call, through a group and an id of an existing job
 SELECT broker.broker_add_job('c0', 'SELECT 1', p_job_group => 'C0', p_depends_on_groups => ARRAY['C2']);
