@@ -1509,7 +1509,7 @@ RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     -- (SQL without SET search_path on purpose: the planner inlines it; everything is schema-qualified)
-    SELECT 'g' OPERATOR(pg_catalog.||) pg_catalog.length(p_tenant_id)::text OPERATOR(pg_catalog.||) ':'
+    SELECT 'g' OPERATOR(pg_catalog.||) pg_catalog.length(p_tenant_id)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
            OPERATOR(pg_catalog.||) p_tenant_id OPERATOR(pg_catalog.||) p_group
 $$;
 COMMENT ON FUNCTION broker._dependency_node_key(text, text) IS
