@@ -5129,17 +5129,37 @@ COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, times
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
+-- Function: broker._claim_job_token(p_claim_token, p_job_id)
+--   The lease token of job p_job_id in a claim whose claimer chose the token
+--   p_claim_token (broker_get p_lease_token): an md5 of both, so that it is
+--   unique per job and tells nothing of the claim's token.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claim_job_token(p_claim_token uuid, p_job_id bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.md5(p_claim_token::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+                          OPERATOR(pg_catalog.||) p_job_id::pg_catalog.text)::pg_catalog.uuid
+$$;
+COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
+    'Internal: a job''s lease token in a claim whose claimer chose its token (an md5 of the claim token and the job id).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
 --   unfinished dependency (pending_deps = 0), run_after reached. Highest
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Every job of the claim gets p_lease_token as its
---   lease token when one is given (a random one each otherwise): a claimer
---   that may lose the claim's answer (its connection dies while the claim
---   commits) chooses it, so that it can hand back the claim it never saw
---   (broker_release_claim); it must be as hard to guess as a random uuid. Returns one row per claimed job, none when idle;
+--   claimer are skipped. Each job's lease token is random, or, when the
+--   claimer gives the claim a token of its own (p_lease_token, as hard to
+--   guess as a random uuid), derived from it and the job id
+--   (_claim_job_token): a claimer that may lose the claim's answer (its
+--   connection dies while the claim commits) can then hand back the claim it
+--   never saw (broker_release_claim), while no job's token tells the claim's
+--   token or another job's (a claim holds several tenants' jobs). Returns one row per claimed job, none when idle;
 --   an autonomous job (autonomous = true) is run with
 --   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
@@ -5188,7 +5208,7 @@ COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, times
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint
+--   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -5399,7 +5419,8 @@ BEGIN
                    SET complete_status = broker._state('running'),
                        attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                        started_at = v_now,
-                       lease_token = COALESCE(p_lease_token, pg_catalog.gen_random_uuid()),
+                       lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
+                                          ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
                        lease_instance_id = p_instance_id,
                        lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
                  WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
@@ -5433,7 +5454,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (p_lease_token for all of them when given). Skips blocked, future and locked jobs.';
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, future and locked jobs.';
 -- source: sql/run/claim_batches.sql
 -- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
 -- ---------------------------------------------------------------------------
@@ -6261,15 +6282,15 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[], boolean) IS
 --   Hands back a whole claim whose answer its claimer never received (its
 --   connection died while broker_get or broker_claim_batches committed),
 --   named by the lease token the claimer chose for it (p_lease_token of the
---   claim): every job still running under that token that no session is
---   executing returns to pending as broker_release_jobs returns it (attempt
---   not counted). The claimer never saw those jobs, so none of them started.
+--   claim): every job still running under the token derived from it
+--   (_claim_job_token) that no session is executing returns to pending as
+--   broker_release_jobs returns it (attempt not counted). The claimer never saw those jobs, so none of them started.
 --   Returns the ids released (at most 1000 a call: call again while it
 --   returns some).
 -- Errors: 22004 p_lease_token is NULL.
 -- Example:
 --   SELECT broker.broker_release_claim('9b2c...'::uuid);   -- the claim's answer was lost
---   Calls: broker_release_jobs
+--   Calls: broker_release_jobs, _claim_job_token
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_claim(p_lease_token uuid)
@@ -6278,22 +6299,23 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_ids bigint[];
+    v_ids    bigint[];
+    v_tokens uuid[];
 BEGIN
     IF p_lease_token IS NULL THEN
         RAISE EXCEPTION 'broker_release_claim: p_lease_token must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT pg_catalog.array_agg(j.job_id) INTO v_ids
-      FROM (SELECT j.job_id FROM broker.broker_jobs AS j
+    -- (the running jobs: few, by the lease index; each one's token derived as the claim derived it)
+    SELECT pg_catalog.array_agg(j.job_id), pg_catalog.array_agg(j.lease_token) INTO v_ids, v_tokens
+      FROM (SELECT j.job_id, j.lease_token FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-               AND j.lease_token OPERATOR(pg_catalog.=) p_lease_token
+               AND j.lease_token OPERATOR(pg_catalog.=) broker._claim_job_token(p_lease_token, j.job_id)
              LIMIT 1000) AS j;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(
-        v_ids, pg_catalog.array_fill(p_lease_token, ARRAY[pg_catalog.cardinality(v_ids)])) AS r;
+    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(v_ids, v_tokens) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_claim(uuid) IS
@@ -7021,7 +7043,9 @@ COMMENT ON FUNCTION broker._restart_interruptions_max() IS
 --     server ended with it, so the claim is dead whatever its lease says. A
 --     restart is not the job's doing (a job cannot restart the server), so
 --     the job returns to pending at once as broker_interrupt_jobs returns
---     it: attempt not counted, interruptions + 1, dependents kept. After
+--     it: attempt not counted, interruptions + 1, dependents kept (an
+--     autonomous job, which holds no row lock while it runs, only once its
+--     lease expired). After
 --     _restart_interruptions_max() interruptions a restart counts the
 --     attempt like an expired lease. A crash restart of the server (a
 --     backend killed, say by the kernel's OOM killer) keeps the server's
@@ -7058,7 +7082,9 @@ BEGIN
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
-                OR j.started_at OPERATOR(pg_catalog.<) v_started)
+                -- (an autonomous job holds no row lock while it runs: it waits for its lease, so that a
+                -- clock stepped back past the server's start cannot hand a running one to another worker)
+                OR (j.started_at OPERATOR(pg_catalog.<) v_started AND NOT j.autonomous))
          ORDER BY j.lease_expires_at
          LIMIT p_limit
            FOR NO KEY UPDATE SKIP LOCKED

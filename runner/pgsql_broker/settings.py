@@ -93,7 +93,7 @@ _MINIMUM = {"fetch_query_que_size": 1, "queue_timer_sec": 0.05, "queue_buffer_si
             "queue_depth_poll_sec": 0.1, "shutdown_timeout_sec": 0, "workers_per_queue": 1, "batch_budget_ms": 10,
             "max_open_conns_total": 0, "parked_visit_sec": 0.5, "retention_batch_size": 1,
             "retention_interval_sec": 1, "tcp_keepalives_idle_sec": 1, "tcp_keepalives_interval_sec": 1,
-            "tcp_keepalives_count": 1, "tcp_user_timeout_ms": 0, "connect_timeout_sec": 2, "statement_deadline_sec": 1,
+            "tcp_keepalives_count": 1, "tcp_user_timeout_ms": 0, "connect_timeout_sec": 2, "statement_deadline_sec": 10,
             "refusal_retry_sec": 0}
 _MAXIMUM = {"workers_per_queue": (64, "at most 64 workers per queue"),
             "batch_budget_ms": (600_000, "a budget is meant to be short: at most 600000 (10 minutes)")}

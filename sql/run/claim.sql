@@ -1,16 +1,36 @@
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
+-- Function: broker._claim_job_token(p_claim_token, p_job_id)
+--   The lease token of job p_job_id in a claim whose claimer chose the token
+--   p_claim_token (broker_get p_lease_token): an md5 of both, so that it is
+--   unique per job and tells nothing of the claim's token.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claim_job_token(p_claim_token uuid, p_job_id bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.md5(p_claim_token::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+                          OPERATOR(pg_catalog.||) p_job_id::pg_catalog.text)::pg_catalog.uuid
+$$;
+COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
+    'Internal: a job''s lease token in a claim whose claimer chose its token (an md5 of the claim token and the job id).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
 --   unfinished dependency (pending_deps = 0), run_after reached. Highest
 --   priority first, then earliest run_after, then lowest job_id. Each claimed
 --   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Every job of the claim gets p_lease_token as its
---   lease token when one is given (a random one each otherwise): a claimer
---   that may lose the claim's answer (its connection dies while the claim
---   commits) chooses it, so that it can hand back the claim it never saw
---   (broker_release_claim); it must be as hard to guess as a random uuid. Returns one row per claimed job, none when idle;
+--   claimer are skipped. Each job's lease token is random, or, when the
+--   claimer gives the claim a token of its own (p_lease_token, as hard to
+--   guess as a random uuid), derived from it and the job id
+--   (_claim_job_token): a claimer that may lose the claim's answer (its
+--   connection dies while the claim commits) can then hand back the claim it
+--   never saw (broker_release_claim), while no job's token tells the claim's
+--   token or another job's (a claim holds several tenants' jobs). Returns one row per claimed job, none when idle;
 --   an autonomous job (autonomous = true) is run with
 --   broker_autonomous_begin/_end outside a transaction, not broker_run.
 --   It does no other work (deferred dependency releases are the runner's
@@ -59,7 +79,7 @@
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint
+--   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -270,7 +290,8 @@ BEGIN
                    SET complete_status = broker._state('running'),
                        attempts = j.attempts OPERATOR(pg_catalog.+) 1,
                        started_at = v_now,
-                       lease_token = COALESCE(p_lease_token, pg_catalog.gen_random_uuid()),
+                       lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
+                                          ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
                        lease_instance_id = p_instance_id,
                        lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
                  WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
@@ -304,4 +325,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (p_lease_token for all of them when given). Skips blocked, future and locked jobs.';
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, future and locked jobs.';

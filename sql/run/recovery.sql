@@ -22,7 +22,9 @@ COMMENT ON FUNCTION broker._restart_interruptions_max() IS
 --     server ended with it, so the claim is dead whatever its lease says. A
 --     restart is not the job's doing (a job cannot restart the server), so
 --     the job returns to pending at once as broker_interrupt_jobs returns
---     it: attempt not counted, interruptions + 1, dependents kept. After
+--     it: attempt not counted, interruptions + 1, dependents kept (an
+--     autonomous job, which holds no row lock while it runs, only once its
+--     lease expired). After
 --     _restart_interruptions_max() interruptions a restart counts the
 --     attempt like an expired lease. A crash restart of the server (a
 --     backend killed, say by the kernel's OOM killer) keeps the server's
@@ -59,7 +61,9 @@ BEGIN
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
-                OR j.started_at OPERATOR(pg_catalog.<) v_started)
+                -- (an autonomous job holds no row lock while it runs: it waits for its lease, so that a
+                -- clock stepped back past the server's start cannot hand a running one to another worker)
+                OR (j.started_at OPERATOR(pg_catalog.<) v_started AND NOT j.autonomous))
          ORDER BY j.lease_expires_at
          LIMIT p_limit
            FOR NO KEY UPDATE SKIP LOCKED

@@ -99,15 +99,15 @@ COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[], boolean) IS
 --   Hands back a whole claim whose answer its claimer never received (its
 --   connection died while broker_get or broker_claim_batches committed),
 --   named by the lease token the claimer chose for it (p_lease_token of the
---   claim): every job still running under that token that no session is
---   executing returns to pending as broker_release_jobs returns it (attempt
---   not counted). The claimer never saw those jobs, so none of them started.
+--   claim): every job still running under the token derived from it
+--   (_claim_job_token) that no session is executing returns to pending as
+--   broker_release_jobs returns it (attempt not counted). The claimer never saw those jobs, so none of them started.
 --   Returns the ids released (at most 1000 a call: call again while it
 --   returns some).
 -- Errors: 22004 p_lease_token is NULL.
 -- Example:
 --   SELECT broker.broker_release_claim('9b2c...'::uuid);   -- the claim's answer was lost
---   Calls: broker_release_jobs
+--   Calls: broker_release_jobs, _claim_job_token
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_release_claim(p_lease_token uuid)
@@ -116,22 +116,23 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_ids bigint[];
+    v_ids    bigint[];
+    v_tokens uuid[];
 BEGIN
     IF p_lease_token IS NULL THEN
         RAISE EXCEPTION 'broker_release_claim: p_lease_token must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT pg_catalog.array_agg(j.job_id) INTO v_ids
-      FROM (SELECT j.job_id FROM broker.broker_jobs AS j
+    -- (the running jobs: few, by the lease index; each one's token derived as the claim derived it)
+    SELECT pg_catalog.array_agg(j.job_id), pg_catalog.array_agg(j.lease_token) INTO v_ids, v_tokens
+      FROM (SELECT j.job_id, j.lease_token FROM broker.broker_jobs AS j
              WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-               AND j.lease_token OPERATOR(pg_catalog.=) p_lease_token
+               AND j.lease_token OPERATOR(pg_catalog.=) broker._claim_job_token(p_lease_token, j.job_id)
              LIMIT 1000) AS j;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(
-        v_ids, pg_catalog.array_fill(p_lease_token, ARRAY[pg_catalog.cardinality(v_ids)])) AS r;
+    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(v_ids, v_tokens) AS r;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_claim(uuid) IS

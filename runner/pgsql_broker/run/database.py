@@ -114,7 +114,8 @@ class DatabaseRunner(Workers):
         # on the next connection that works, across outages and session restarts (run/worker.py)
         self._orphans: list[Claimed] = []
         self._orphans_alone: list[Claimed] = []  # run when their session died (worker.py _first_loss): to run alone
-        self._orphan_claims: list[str] = []  # lease tokens of claims whose answer was lost with the connection
+        # claims whose answer was lost with the connection: their token and the backend that may still commit them
+        self._orphan_claims: list[tuple[str, int | None]] = []
         self._outage_since: float | None = None  # when the current outage began (time.monotonic())
         self._served = False  # a session of this database connected and listened once
         self._backoff = FIRST_RETRY_SEC
@@ -138,9 +139,9 @@ class DatabaseRunner(Workers):
         conn.broker_dirty = False  # type: ignore[attr-defined]  (jobs ran on it since its last reset)
         return conn
 
-    def _deadline(self, conn: psycopg.AsyncConnection, what: str):
-        """The runner's own statements on `conn` must be answered within statement_deadline_sec."""
-        return deadline(conn, self.settings.statement_deadline_sec, f"{self.db.name}: {what}")
+    def _deadline(self, conn: psycopg.AsyncConnection, what: str, statements: int = 1):
+        """The runner's own statements on `conn` must be answered within statement_deadline_sec each."""
+        return deadline(conn, self.settings.statement_deadline_sec * statements, f"{self.db.name}: {what}")
 
     # -- supervision ---------------------------------------------------------
     async def run(self) -> None:
@@ -203,33 +204,6 @@ class DatabaseRunner(Workers):
             self._outage_since = None
             log.info("database available again after %.1f s", seconds,
                      extra={"database": self.db.name, "outage_seconds": round(seconds, 1)})
-
-    async def _hand_back_orphans(self, conn: psycopg.AsyncConnection) -> None:
-        """Hand back the claims that workers lost with their connection and could not hand back then (kept for
-        the next connection that works; those whose lease recovery took meanwhile are not released)."""
-        while self._orphans:
-            rows = self._orphans[:1000]  # (broker_release_jobs takes at most 1000)
-            with self._deadline(conn, "handing back claims"):
-                released = await stopping.release(conn, rows)
-            del self._orphans[:len(rows)]
-            for queue in sorted({r.job_queue for r in rows}):
-                stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
-                                      "its worker's connection was lost")
-        while self._orphans_alone:
-            rows = self._orphans_alone[:1000]
-            with self._deadline(conn, "handing back claims"):
-                released = await stopping.release(conn, rows, alone=True)
-            del self._orphans_alone[:len(rows)]
-            for queue in sorted({r.job_queue for r in rows}):
-                stopping.log_released(self.db.name, queue, [r for r in rows if r.job_queue == queue], released,
-                                      "its transaction's session was lost; it runs alone from now on")
-        while self._orphan_claims:
-            with self._deadline(conn, "handing back claims"):
-                released = await stopping.release_claim(conn, self._orphan_claims[0])
-            self._orphan_claims.pop(0)
-            if released:
-                log.info("a claim whose answer was lost handed back: %d job(s) back to pending, attempt not counted",
-                         len(released), extra={"database": self.db.name, "job_ids": sorted(released)})
 
     async def _stop_parked(self) -> None:
         """The runner stops while this database is parked: mark its instance stopped (any session may), so

@@ -29,7 +29,7 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
     """Whatever is due now (runner._next holds when each timer is due next); each step under the deadline of
     the runner's own statements (statement_deadline_sec), which a stalled connection does not meet."""
     db, settings, t = runner.db, runner.settings, runner._next
-    with runner._deadline(conn, "maintenance"):
+    with runner._deadline(conn, "maintenance", statements=3):
         await _release_overdue(runner, conn, now)
         if now >= runner._ticker.due_at:
             await runner._ticker.tick(conn)
@@ -45,6 +45,8 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
                     break
         t["release"] = now + min(RELEASE_POLL_SEC, settings.queue_timer_sec)
     if now >= t["recover"]:
+        if runner._orphans or runner._orphans_alone or runner._orphan_claims:
+            await runner._hand_back_orphans(conn)  # (what a worker could not hand back when it lost its connection)
         cur = conn.cursor(row_factory=queries.RECOVERED_ROW)
         with runner._deadline(conn, "lease recovery"):
             recovered = await (await cur.execute(queries.RECOVER)).fetchall()
@@ -53,12 +55,21 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
                         extra={"database": db.name, "job_id": row.job_id, "status": row.status})
         t["recover"] = now + settings.stale_job_recovery_sec
     with runner._deadline(conn, "maintenance"):
-        await _stats_and_rest(runner, conn, now)
+        await _stats_and_activity(runner, conn, now)
+    if now >= t["purge"]:
+        # a few batches per pass, so that wake-ups and the other timers wait little; soon again while more is due
+        with runner._deadline(conn, "retention", statements=SESSION_BATCHES):
+            await runner._retention.purge(conn, runner._draining, SESSION_BATCHES)
+        t["purge"] = now + (1.0 if runner._retention.more else settings.retention_interval_sec)
+    if now >= t["ping"]:
+        with runner._deadline(conn, "ping"):
+            await conn.execute(queries.PING, {"instance": runner.instance_id})
+        t["ping"] = now + PING_SEC
     runner.pool.reap()
 
 
-async def _stats_and_rest(runner, conn: psycopg.AsyncConnection, now: float) -> None:
-    """The timers after recovery: queue depths, job activity, retention, the ping."""
+async def _stats_and_activity(runner, conn: psycopg.AsyncConnection, now: float) -> None:
+    """The queue depths and instances, and which job of a long transaction of several executes."""
     db, settings, view, t = runner.db, runner.settings, runner.view, runner._next
     if now >= t["stats"]:
         cur = conn.cursor(row_factory=dict_row)
@@ -79,13 +90,6 @@ async def _stats_and_rest(runner, conn: psycopg.AsyncConnection, now: float) -> 
                 job.activity = "executing" if job.job_id in executing else "waiting"
         # (due again either way: a timer left in the past would make the session's wait for NOTIFY zero)
         t["activity"] = now + ACTIVITY_AFTER_SEC
-    if now >= t["purge"]:
-        # a few batches per pass, so that wake-ups and the other timers wait little; soon again while more is due
-        await runner._retention.purge(conn, runner._draining, SESSION_BATCHES)
-        t["purge"] = now + (1.0 if runner._retention.more else settings.retention_interval_sec)
-    if now >= t["ping"]:
-        await conn.execute(queries.PING, {"instance": runner.instance_id})
-        t["ping"] = now + PING_SEC
 
 
 def _report_paused(runner, stats: list[dict]) -> None:

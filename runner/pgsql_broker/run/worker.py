@@ -28,31 +28,16 @@ import psycopg
 from ..observe.logs import cap_text
 from . import autonomous, queries, stopping
 from .connections import job_id_result, rollback_failed
+from .lost_claims import LEARNED_MAX, LostClaims, WorkerLost
 from .queries import Claimed, Outcome
 
 log = logging.getLogger("pgsql_broker")
 RUNS_ALONE = "PB002"  # broker_run_batch: the job runs in a transaction of its own (still claimed, attempt kept)
-LEARNED_ALONE_MAX = 100_000
-BACKEND_GONE_POLLS, BACKEND_GONE_POLL_SEC = 50, 0.1  # a lost connection's backend: waited for at most 5 s
 CANCELLED: list = []  # _run_in_transaction: the budget's timeout ended the whole transaction (nothing kept)
 
 
 class WorkerInterrupted(Exception):
     """The stop ended this worker's session (shutdown deadline): the stop records its jobs (stopping.py)."""
-
-
-class WorkerLost(Exception):
-    """A worker's connection was lost, or the server refused the runner's own call to run jobs (a privilege
-    revoked: nothing of it ran). `unrun`: the claimed rows it had not started; `claim`: the lease token of a
-    claim whose answer was lost with the connection (it may have committed: none of its jobs started);
-    `running`: the jobs of the transaction the lost session was running (see Workers._first_loss); `pid`: the
-    lost session's backend, whose transaction holds its rows until the backend has ended."""
-
-    def __init__(self, cause: psycopg.Error, unrun: list[Claimed], claim: str | None = None,
-                 running: list[Claimed] | None = None, pid: int | None = None):
-        super().__init__(str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__)
-        self.unrun, self.claim, self.running, self.pid = unrun, claim, running or [], pid
-        self.again: list[Claimed] = []  # of `running`, what goes back (Workers._first_loss)
 
 
 class Lane:
@@ -86,40 +71,16 @@ class Lane:
                 self.idle.remove(event)
 
 
-class Workers:
+class Workers(LostClaims):
     """The worker part of DatabaseRunner (run/database.py; a mixin: it shares the runner's state with
     stopping.py, which reads each worker's buffer and what it executes)."""
 
     def _learn_alone(self, job_ids) -> None:
         """Jobs that run alone from now on, for every worker of this database (bounded: the extension's
         run_alone marks the ones the budget ended; this also covers a transaction the budget ended whole)."""
-        if len(self._learned_alone) > LEARNED_ALONE_MAX:
+        if len(self._learned_alone) > LEARNED_MAX:
             self._learned_alone.clear()
         self._learned_alone.update(job_ids)
-
-    def _learn_single(self, job_ids) -> None:
-        """Jobs that run in a transaction of their own from now on, for every worker of this database, without
-        holding up what is claimed with them (see _first_loss). Bounded as _learn_alone is."""
-        if len(self._learned_single) > LEARNED_ALONE_MAX:
-            self._learned_single.clear()
-        self._learned_single.update(job_ids)
-
-    def _first_loss(self, running: list[Claimed]) -> list[Claimed]:
-        """Of the jobs of a transaction whose session died, those that go back without an attempt. The database
-        cannot tell a job that ended its own session (a poison job: out of memory, pg_terminate_backend) from a
-        network reset or an operator's pg_terminate_backend. So: the jobs of a transaction of several all go
-        back, each to run in a transaction of its own from then on (one of them at most was executing); a job
-        alone in its transaction goes back the first time this runner loses a session under it, and counts its
-        lost attempt the second time (lease recovery), so that a poison job still uses up its attempts.
-        Bounded as _learn_alone is."""
-        if len(running) != 1:
-            return running
-        if len(self._lost_runs) > LEARNED_ALONE_MAX:
-            self._lost_runs.clear()
-        if running[0].job_id in self._lost_runs:
-            return []
-        self._lost_runs.add(running[0].job_id)
-        return running
 
     def _alone(self, row: Claimed, alone_ids: set[int]) -> bool:
         return row.alone or row.job_id in alone_ids  # (broker_claim_batches, or learned while running)
@@ -179,39 +140,6 @@ class Workers:
                 await self.pool.put(conn)
         return False
 
-    async def _hand_back_lost(self, conn: psycopg.AsyncConnection, queue: int, lost: WorkerLost) -> None:
-        """Hand back what a lost connection had claimed and not started; when that fails too (the server went
-        away again, the login is refused), keep it for the next session that works and end this one."""
-        try:
-            with self._deadline(conn, "handing back claims"):
-                await self._backend_gone(conn, lost.pid)
-                released = await stopping.release(conn, lost.unrun)
-                if lost.claim is not None:
-                    released |= await stopping.release_claim(conn, lost.claim)
-                released |= await stopping.release(conn, lost.again)
-        except psycopg.Error:
-            self._keep_orphans(lost)
-            raise
-        self._learn_single(r.job_id for r in lost.again)
-        log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
-                    extra={"database": self.db.name, "queue": queue, "error": str(lost)})
-
-    def _keep_orphans(self, lost: WorkerLost) -> None:
-        self._orphans.extend(lost.unrun)
-        self._orphans_alone.extend(lost.again)  # (in the database: a crash restart may have been their doing)
-        if lost.claim is not None:
-            self._orphan_claims.append(lost.claim)
-
-    @staticmethod
-    async def _backend_gone(conn: psycopg.AsyncConnection, pid: int | None) -> None:
-        """Wait (a bounded while) for a lost connection's backend to end: a backend that ended itself reports it
-        before its transaction ends, and a release in between would skip the rows it still holds. One that
-        runs on (a network reset: the server did not notice) is not waited for long; its rows stay its own."""
-        for _ in range(BACKEND_GONE_POLLS if pid else 0):
-            if (await (await conn.execute(queries.BACKEND_GONE, {"pid": pid})).fetchone())[0]:
-                return
-            await asyncio.sleep(BACKEND_GONE_POLL_SEC)
-
     async def _release_claimed(self, conn: psycopg.AsyncConnection, key: tuple[int, int], unrun: list[Claimed],
                                why: str) -> None:
         """Hand back claimed rows, already taken out of the buffer, on this worker's session (the session reset
@@ -223,11 +151,10 @@ class Workers:
         except psycopg.errors.LockNotAvailable as exc:  # the reset sent first waited too long
             raise WorkerLost(exc, unrun) from exc
         except psycopg.OperationalError as exc:
-            if not conn.broken:
-                raise
-            if key in self._interrupting:
+            if conn.broken and key in self._interrupting:
                 self._buffers[key].extend(unrun)  # the stop hands them back on its own connection
                 raise WorkerInterrupted() from exc
+            # lost, or a cancel that came late: the rows go back on a new connection (or are kept)
             raise WorkerLost(exc, unrun, pid=pid) from exc
         except psycopg.Error as exc:  # (say the login lost broker_runtime): kept, handed back once it can be
             raise WorkerLost(exc, unrun, pid=pid) from exc
