@@ -226,8 +226,8 @@ class DatabaseRunner(Workers):
                 await self._start_session(conn)
             self.view.listening, self.view.error = True, None
             self._session_works()
-            if self._orphans or self._orphans_alone or self._orphan_claims:  # (before standing by too: a standby that took over would
-                                                      # count their attempt)
+            # (before standing by too: a standby that took over would count their attempts at their lease)
+            if self._orphans or self._orphans_alone or self._orphan_claims:
                 await self._hand_back_orphans(conn)
             if not await self._become_active(conn):
                 return
