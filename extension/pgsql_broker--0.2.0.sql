@@ -7338,7 +7338,8 @@ BEGIN
         RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     FOR r IN
-        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token,
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
+               j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
                j.started_at OPERATOR(pg_catalog.<) v_started
                AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted
           FROM broker.broker_jobs AS j
@@ -7357,9 +7358,12 @@ BEGIN
             CONTINUE;
         END IF;
         job_id := r.job_id;
-        complete_status := broker._fail_attempt(r.job_id, NULL,
-            pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
-                              r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
+        complete_status := broker._fail_attempt(r.job_id, NULL, CASE WHEN r.before_start
+            THEN pg_catalog.format('the server restarted at %s while the job was claimed (instance %s), and it was '
+                                   'interrupted %s times before: this time the attempt counts',
+                                   v_started, COALESCE(r.lease_instance_id::text, 'unknown'), r.interruptions)
+            ELSE pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
+                                   r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')) END);
         RETURN NEXT;
     END LOOP;
     IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN

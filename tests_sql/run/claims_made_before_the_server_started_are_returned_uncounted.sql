@@ -3,7 +3,7 @@
 -- cannot restart the server; a crash restart keeps the start time and is not this case. The restart is
 -- stood in for by a claim time before pg_postmaster_start_time().
 BEGIN;
-SELECT plan(9);
+SELECT plan(10);
 
 CREATE TEMP TABLE a AS SELECT job_id FROM broker.broker_add_job('claimed before the restart', 'SELECT 1');
 SELECT broker.broker_add_job_simple('after it', 'SELECT 1', 0, ARRAY['claimed before the restart']);
@@ -27,6 +27,8 @@ SELECT is((SELECT complete_status FROM broker.broker_jobs WHERE job_name = 'afte
           'its dependent still waits (not cancelled)');
 SELECT is((SELECT complete_status FROM rec WHERE job_id = (SELECT job_id FROM c)), 3::smallint,
           'a job interrupted by restarts too often counts the attempt: failed on its last one');
+SELECT ok((SELECT last_error_message LIKE 'the server restarted at % while the job was claimed (instance %), and it was interrupted 5 times before: this time the attempt counts'
+             FROM broker.broker_jobs WHERE job_id = (SELECT job_id FROM c)), 'and says why it counts');
 SELECT is((SELECT complete_status FROM broker.broker_jobs WHERE job_id = (SELECT job_id FROM b)), 1::smallint,
           'a claim made since the server started, lease valid, is left alone');
 SELECT is((SELECT count(*) FROM broker.broker_recover_stale_jobs()), 0::bigint, 'nothing more to recover');
