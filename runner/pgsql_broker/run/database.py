@@ -226,6 +226,9 @@ class DatabaseRunner(Workers):
                 await self._start_session(conn)
             self.view.listening, self.view.error = True, None
             self._session_works()
+            for buffer in self._buffers.values():  # (a worker of the session that ended claimed after the stop)
+                self._orphans.extend(buffer)
+                buffer.clear()
             # (before standing by too: a standby that took over would count their attempts at their lease)
             if self._orphans or self._orphans_alone or self._orphan_claims:
                 await self._hand_back_orphans(conn)

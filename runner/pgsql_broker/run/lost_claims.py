@@ -77,9 +77,18 @@ class LostClaims:
         except psycopg.Error:
             self._keep_orphans(lost)
             raise
+        self._keep_unreleased(lost.unrun + lost.again, released)
         self._learn_single(r.job_id for r in lost.again)
         log.warning("worker connection lost; reconnected, %d claimed job(s) handed back", len(released),
                     extra={"database": self.db.name, "queue": queue, "error": str(lost)})
+
+    def _keep_unreleased(self, rows: list[Claimed], released: set[int]) -> None:
+        """Rows a hand-back did not release go back once more at the next recovery: broker_release_jobs skips
+        a row another session holds locked for a moment (a worker of a session that ended, sending a run with
+        the token of an older claim of the job, which broker_run_batch then refuses), and a row dropped here
+        would be left to lease recovery, which counts its attempt. A row whose claim had ended is not released
+        then either, and is dropped."""
+        self._orphans.extend(r for r in rows if r.job_id not in released)
 
     def _keep_orphans(self, lost: WorkerLost) -> None:
         self._orphans.extend(lost.unrun)
@@ -103,7 +112,7 @@ class LostClaims:
     async def _hand_back_orphans(self, conn: psycopg.AsyncConnection) -> None:
         """Hand back the claims that workers lost with their connection and could not hand back then (kept for
         the next connection that works; those whose lease recovery took meanwhile are not released)."""
-        for rows_of, alone, why in ((self._orphans, False, "its worker's connection was lost"),
+        for rows_of, alone, why in ((self._orphans, False, "its worker's connection was lost, or it was busy"),
                                     (self._orphans_alone, True, "its transaction's session was lost; it runs alone "
                                                                 "from now on")):
             while rows_of:

@@ -160,6 +160,7 @@ class Workers(LostClaims):
             raise WorkerLost(exc, unrun, pid=pid) from exc
         conn.broker_dirty = False
         stopping.log_released(self.db.name, key[0], unrun, released, why)
+        self._keep_unreleased(unrun, released)
 
     async def _claim_and_run(self, conn: psycopg.AsyncConnection, key: tuple[int, int]) -> bool:
         """Claim up to fetch_query_que_size (at most queue_buffer_size) jobs in one round trip and run them
