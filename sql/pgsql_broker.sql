@@ -34,6 +34,8 @@
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
 \i sql/tables/broker_queue_pause.sql
+\i sql/tables/broker_key_limit.sql
+\i sql/tables/broker_tenant_weight.sql
 \i sql/tables/broker_autonomous_role.sql
 \i sql/tables/dump.sql
 
@@ -62,7 +64,13 @@
 \i sql/run/finish.sql
 \i sql/run/fail.sql
 \i sql/run/pause.sql
+\i sql/flow/weights.sql
+\i sql/flow/limits.sql
+\i sql/flow/keys.sql
+\i sql/flow/parking.sql
+
 \i sql/run/claim_hint.sql
+\i sql/run/claim_lane.sql
 \i sql/run/claim.sql
 \i sql/run/claim_batches.sql
 \i sql/run/run.sql
@@ -110,5 +118,7 @@
 \i sql/security/policies/broker_job_attempts.sql
 \i sql/security/policies/broker_job_actions.sql
 \i sql/security/policies/broker_queue_pause.sql
+\i sql/security/policies/broker_key_limit.sql
+\i sql/security/policies/broker_tenant_weight.sql
 \i sql/security/policies/broker_autonomous_role.sql
 \i sql/security/grants.sql

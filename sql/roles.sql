@@ -299,8 +299,9 @@ GRANT EXECUTE ON FUNCTION
     broker._strict_tenancy(),
     broker._setting_int(text, integer, integer),
     broker._state(text),
+    broker._parked(text),
     broker._notify_queue(integer),
-    broker._claimable(smallint, integer),
+    broker._claimable(smallint, integer, smallint),
     broker.broker_cron_next(text, timestamptz, text),
     broker._cron_parse(text),
     broker._cron_field(text, text, integer, integer, text[], text),
@@ -328,6 +329,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
     broker.broker_ready_queues(),
+    broker.broker_next_due(),
     broker.broker_job_activity(),
     broker.broker_schedule_tick()
     TO broker_runtime;
@@ -350,20 +352,22 @@ GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 -- and create its own executor.
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[],
-                          timestamptz, interval, text, text, boolean),
+                          timestamptz, interval, text, text, boolean, text),
     broker.broker_add_job_simple(text, text, integer, text[], text),
     broker.broker_add_jobs(jsonb, text),
     broker._add_jobs(jsonb, text, text),
     broker._parse_jobs(jsonb, text),
     broker._add_plain_jobs(jsonb, text),
-    broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text),
-    broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text),
+    broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text,
+                                  text[]),
+    broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text[], text),
     broker._job_problem(broker._job_fields),
     broker._job_field_error(text, text, text[]),
     broker._blank_in(text[]),
     broker.broker_cancel_job(bigint, text),
     broker.broker_retry_job(bigint, timestamptz, boolean),
     broker.broker_pause_queue(integer, boolean),
+    broker.broker_set_limit(text, integer, double precision, integer, boolean),
     broker.broker_set_output(text),
     broker._error_text(text),
     broker.broker_create_executor(name),
@@ -380,13 +384,20 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 -- operator actions (cancel a running job, retry) and pauses: rows the policies check, a trigger performs
 GRANT INSERT (job_id, action, reason, run_after, with_dependents) ON broker.broker_job_actions TO broker_enqueue;
 GRANT INSERT (job_queue), DELETE ON broker.broker_queue_pause TO broker_enqueue;
+-- limits on its concurrency keys (broker_set_limit; the policies hold it to its own tenant's rows)
+GRANT SELECT, DELETE ON broker.broker_key_limit TO broker_enqueue;
+GRANT INSERT (tenant_id, concurrency_key, max_running, per_second, burst, tokens, tokens_at),
+      UPDATE (max_running, per_second, burst, tokens, tokens_at, wake_at, set_by, set_at)
+    ON broker.broker_key_limit TO broker_enqueue;
+-- its own weight (the policy shows a tenant its own row)
+GRANT SELECT ON broker.broker_tenant_weight TO broker_enqueue;
 -- schedules: the management functions (or, equivalently, column-limited writes
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION
     broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                               text, boolean, interval, text, text, boolean),
+                               text, boolean, interval, text, text, boolean, text),
     broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer,
-                                 text, interval, text, text, boolean, text),
+                                 text, interval, text, text, boolean, text, text),
     broker.broker_enable_schedule(text, boolean, text),
     broker.broker_remove_schedule(text, boolean, text),
     broker._call_tenant(text, text),
@@ -417,15 +428,15 @@ GRANT EXECUTE ON FUNCTION
 -- (broker_allow_autonomous: broker_admin's, as the owner; no one else is granted it)
 GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap, autonomous)
+              overlap, autonomous, concurrency_key)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap, last_error, autonomous)
+              overlap, last_error, autonomous, concurrency_key)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
-              idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+              idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
     ON broker.broker_jobs TO broker_enqueue;
 GRANT UPDATE (cancel_reason) ON broker.broker_jobs TO broker_enqueue;
 GRANT INSERT (job_id, depends_on_job_id, depends_on_group) ON broker.broker_job_dependency TO broker_enqueue;

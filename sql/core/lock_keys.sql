@@ -40,3 +40,28 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 1651665664, 0 $$;
 COMMENT ON FUNCTION broker._instance_lock_key() IS
     'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._key_lock_key(p_tenant_id, p_key)
+--   The transaction advisory-lock key of a concurrency key's limit: the
+--   tenant's limit on p_key, or, with p_tenant_id NULL, the limit on p_key
+--   across tenants. A claim takes it exclusively (never waiting: it passes
+--   the key over when it cannot) while it counts the key's running jobs and
+--   parks those over the limit; a job that leaves running takes it shared
+--   before it unparks the key's parked jobs, so that it sees every job a
+--   claim parked. High 32 bits the tenant's hash (0 for every tenant), low
+--   32 the key's.
+--   SQL without SET search_path on purpose (inlined; every name qualified).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._key_lock_key(p_tenant_id text, p_key text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (COALESCE(pg_catalog.hashtext(p_tenant_id), 0)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.#) (pg_catalog.hashtext('key:' OPERATOR(pg_catalog.||) p_key)::bigint
+                                   OPERATOR(pg_catalog.&) 4294967295)
+$$;
+COMMENT ON FUNCTION broker._key_lock_key(text, text) IS
+    'Internal: the advisory-lock key of a tenant''s limit on a concurrency key (p_tenant_id NULL: the limit across tenants).';

@@ -35,40 +35,84 @@ COMMENT ON FUNCTION broker._state(text) IS
     'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._claimable(p_complete_status, p_pending_deps)
---   Whether a job may be claimed, run_after aside: pending and waiting on
---   nothing. The claim index broker_jobs_claim_idx has this predicate
---   written out (sql/tables/broker_jobs.sql); inlined, this function is the
---   same expression, so the claim still uses that index
+-- Function: broker._parked(p_name)
+--   The broker_jobs.parked number of a reason a pending job is kept out of
+--   the claim index: none 0, later 1 (until its run_after), cap 2 (its
+--   concurrency key at its cap), rate 3 (its key out of tokens).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._parked(p_name text)
+RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (CASE WHEN p_name OPERATOR(pg_catalog.=) 'none' THEN 0
+                 WHEN p_name OPERATOR(pg_catalog.=) 'later' THEN 1
+                 WHEN p_name OPERATOR(pg_catalog.=) 'cap' THEN 2
+                 WHEN p_name OPERATOR(pg_catalog.=) 'rate' THEN 3 END)::smallint
+$$;
+COMMENT ON FUNCTION broker._parked(text) IS
+    'Internal: the parked number of a reason a pending job is out of the claim index (none 0, later 1, cap 2, rate 3).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable(p_complete_status, p_pending_deps, p_parked)
+--   Whether a job may be claimed, run_after aside: pending, waiting on no
+--   dependency, and not parked (by its run_after or its key's limit). The
+--   claim index broker_jobs_claim_idx has this predicate written out
+--   (sql/tables/broker_jobs.sql); inlined, this function is the same
+--   expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+           AND p_parked OPERATOR(pg_catalog.=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
-    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
+COMMENT ON FUNCTION broker._claimable(smallint, integer, smallint) IS
+    'Internal: pending, waiting on no unfinished dependency and not parked (the claim index predicate, inlined).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps)
---   _claimable written with <= (the same rows: the CHECKs keep both columns
---   >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that looks
---   for the jobs made ready since its queue's hint says this, not
+-- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps, p_parked)
+--   _claimable written with <= (the same rows: the CHECKs keep the three
+--   columns >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that
+--   looks for the jobs made ready since its queue's hint says this, not
 --   _claimable, so that no index but that one matches: with the claim
 --   index's predicate the planner could read the claim index in claim order
 --   and filter on ready_xid, over every ready job (sql/run/claim.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer)
+CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.<=) 0 AND p_pending_deps OPERATOR(pg_catalog.<=) 0
+           AND p_parked OPERATOR(pg_catalog.<=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
+COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer, smallint) IS
     'Internal: _claimable written with <= (the predicate of broker_jobs_ready_xid_idx, inlined), for the jobs a claim adds to its queue''s hint.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable_by_id(p_complete_status, p_pending_deps, p_parked)
+--   _claimable written so that no partial index's predicate matches it (in a
+--   CASE, which the planner does not prove index predicates from; the
+--   columns are NOT NULL, so the rows are the same). A statement
+--   that locks jobs by their ids says this: with _claimable, a generic plan
+--   can read the whole claim index and filter on the ids instead of looking
+--   each id up in the primary key (sql/run/claim_lane.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable_by_id(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+                     AND p_parked OPERATOR(pg_catalog.=) 0 THEN true ELSE false END
+$$;
+COMMENT ON FUNCTION broker._claimable_by_id(smallint, integer, smallint) IS
+    'Internal: _claimable written so that no partial index matches it, for statements that lock jobs by id (inlined).';

@@ -3,7 +3,8 @@
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous,
+--     p_concurrency_key)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   * p_tenant_id names the tenant for this call only (checked as by
 --     broker_set_tenant, and the caller must be allowed to act for it, as for
@@ -24,6 +25,9 @@
 --     procedure that commits): one such statement, for a role an
 --     administrator allowed (broker_allow_autonomous). A regular job whose
 --     text can never run inside a transaction is refused (0A000).
+--   * p_concurrency_key: the key whose limits (broker_set_limit: jobs
+--     running at once, starts per second) the job counts against; NULL
+--     (default) for none. At most 200 characters, not blank.
 --   * SECURITY INVOKER on purpose: the rows are written with the caller's
 --     rights, so the row-level security policies check the caller's tenant,
 --     identity (enqueued_by) and run_as as that caller; the triggers on the
@@ -33,7 +37,8 @@
 -- Errors: those of broker._job_problem, as 'broker_add_job: p_<field> ...':
 --   22004 NULL where a value is required; 22023 invalid value (also a queue
 --   outside 1..1000, an idempotency key over 512 characters or starting with
---   'broker_schedule:', reserved for the tick);
+--   'broker_schedule:', reserved for the tick, a blank concurrency key or
+--   one over 200 characters);
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -46,6 +51,7 @@
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   SELECT * FROM broker.broker_add_job('sync 42', 'CALL crm.sync(42)', p_concurrency_key => 'crm-api');
 --   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
@@ -66,7 +72,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_timeout             interval    DEFAULT NULL,
     p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id           text        DEFAULT NULL,
-    p_autonomous          boolean     DEFAULT false)
+    p_autonomous          boolean     DEFAULT false,
+    p_concurrency_key     text        DEFAULT NULL)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -89,14 +96,14 @@ BEGIN
         RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
             p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
             p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path,
-            p_autonomous => p_autonomous) AS a;
+            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
     ---- the fields' own rules (broker._job_problem, one expression) -----------
     v_problem := broker._job_problem(ROW(p_job_name, p_execute_str, p_job_queue, p_job_priority, p_job_language,
         p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
-        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)::broker._job_fields);
+        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous, p_concurrency_key)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error('broker_add_job', 'p_' OPERATOR(pg_catalog.||) v_problem[2], v_problem);
     END IF;
@@ -171,10 +178,11 @@ BEGIN
         -- the common case: one plain INSERT (its trigger notifies the queue)
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
+                p_concurrency_key)
         RETURNING j.job_id INTO v_id;
         job_id := v_id;
         is_new := true;
@@ -187,10 +195,12 @@ BEGIN
     LOOP
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
+                concurrency_key)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
+                p_concurrency_key)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -227,8 +237,8 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay, timeout and concurrency key, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,

@@ -23,9 +23,9 @@ AS $$
 DECLARE
     c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
         'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous', 'concurrency_key'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean', 'string'];
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
@@ -82,7 +82,8 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'concurrency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
            -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
                                                                     'depends_on_job_ids', 'depends_on_groups', 'autonomous']
@@ -274,11 +275,12 @@ BEGIN
         WITH ins AS (
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
+                    concurrency_key)
             SELECT u.job_name, COALESCE(u.job_group, u.job_name), u.execute_str, pg_catalog.lower(pg_catalog.btrim(u.job_language)),
                    u.job_queue, u.job_priority, COALESCE(u.run_as::name, CURRENT_USER), u.schedule_id, u.idempotency_key,
                    u.max_attempts, COALESCE(u.run_after, pg_catalog.now()), u.timeout, COALESCE(u.search_path, ''),
-                   COALESCE(u.autonomous, false)
+                   COALESCE(u.autonomous, false), u.concurrency_key
               FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
              WHERE a_todo[u.ordinality]
              ORDER BY u.ordinality
@@ -331,7 +333,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
-               AND broker._claimable(j.complete_status, j.pending_deps)
+               AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
@@ -356,8 +358,9 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
---   broker_add_job's default (search_path: the caller's). Returns one row per
+--   depends_on_groups, run_after, timeout, search_path, autonomous,
+--   concurrency_key); a missing key takes broker_add_job's default
+--   (search_path: the caller's). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
 --   rules as broker_add_job, which the whole array passes or fails together:

@@ -26,12 +26,13 @@ BEGIN
     WITH ins AS (
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, max_attempts, run_after, job_timeout, job_search_path, concurrency_key)
         SELECT (p.job).job_name, COALESCE((p.job).job_group, (p.job).job_name), (p.job).execute_str,
                CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((p.job).job_language))
                     ELSE broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', p.ord), p.problem[2], p.problem) END,
                (p.job).job_queue, (p.job).job_priority, CURRENT_USER, (p.job).max_attempts,
-               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, '')
+               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, ''),
+               (p.job).concurrency_key
           FROM broker._parse_jobs(p_jobs, p_search_path) AS p
          ORDER BY p.ord
         RETURNING j.job_id

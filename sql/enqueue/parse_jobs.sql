@@ -21,7 +21,8 @@ AS $$
     SELECT e.o::integer, r, broker._job_problem(r)
       FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
      CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(
-               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false)::broker._job_fields,
+               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false,
+                   NULL)::broker._job_fields,
                e.v) AS r
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS

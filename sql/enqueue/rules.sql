@@ -24,7 +24,8 @@ CREATE TYPE broker._job_fields AS (
     run_after          timestamptz,
     timeout            interval,
     search_path        text,
-    autonomous         boolean);
+    autonomous         boolean,
+    concurrency_key    text);
 COMMENT ON TYPE broker._job_fields IS
     'Internal: a job''s fields as the enqueue functions take them (broker_add_job''s parameters without p_, broker_add_jobs'' keys).';
 
@@ -122,6 +123,11 @@ AS $$
                        pg_catalog.format('must be at most 512 characters, got %s', pg_catalog.length(j.idempotency_key)), NULL]
         WHEN pg_catalog.starts_with(j.idempotency_key, 'broker_schedule:')
             THEN ARRAY['22023', 'idempotency_key', 'must not start with broker_schedule: (reserved for schedules)', NULL]
+        WHEN pg_catalog.btrim(j.concurrency_key) OPERATOR(pg_catalog.=) ''
+            THEN ARRAY['22023', 'concurrency_key', 'must not be blank (NULL for none)', NULL]
+        WHEN pg_catalog.length(j.concurrency_key) OPERATOR(pg_catalog.>) 200
+            THEN ARRAY['22023', 'concurrency_key',
+                       pg_catalog.format('must be at most 200 characters, got %s', pg_catalog.length(j.concurrency_key)), NULL]
         WHEN j.timeout OPERATOR(pg_catalog.<=) interval '0'
             THEN ARRAY['22023', 'timeout', pg_catalog.format('must be positive, got %s', j.timeout), NULL]
         WHEN pg_catalog.array_ndims(j.depends_on_job_ids) OPERATOR(pg_catalog.>) 1

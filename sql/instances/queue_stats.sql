@@ -4,8 +4,9 @@
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
 --   status run as broker_runtime, which sees one tenant through row-level
 --   security). One row per queue and tenant with unfinished or recently
---   finished jobs, or a pause: ready, blocked (waiting on dependencies),
---   delayed (future run_after), running, and completed/failed/cancelled in
+--   finished jobs, or a pause: ready (claimable now), blocked (waiting on
+--   dependencies), delayed (future run_after; jobs held back by a limit on
+--   their key are in broker_key_stats), running, and completed/failed/cancelled in
 --   the last hour; paused (broker_pause_queue, for every tenant or this
 --   one); the age of the oldest ready job (seconds since its run_after);
 --   and in the last hour: attempts lost with their lease (recovered), cancel
@@ -19,7 +20,7 @@
 --   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _finished_minute, _merge_finished_counts, _claimable, _state
+--   Calls: _finished_minute, _merge_finished_counts, _claimable, _state, _parked
 --   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
@@ -49,15 +50,17 @@ BEGIN
     RETURN QUERY
     WITH s AS (
         SELECT j.job_queue, j.tenant_id,
-               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                                              AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
-               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+                                             AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                             AND j.parked OPERATOR(pg_catalog.<=) broker._parked('later')
                                              AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')) AS running,
                0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled,
-               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                                                      AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
                0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j

@@ -6,45 +6,119 @@
 --   runner reads on its one session connection at each poll instead of a
 --   claim per queue: it wakes a worker only where there is work, and it
 --   reports queue numbers that no runner of its configuration serves.
---   Reads the claim index only: one probe per queue number that has pending
---   unblocked jobs (a loose index scan), then one bounded probe of that
---   queue for a job due now.
+--   Reads the claim index: one probe per queue number that has claimable
+--   jobs (a loose index scan), then one bounded probe of that queue for a
+--   job due now; and likewise the parked jobs: per queue, whether its
+--   earliest job parked until a time is due (broker_jobs_later_idx), and
+--   the queues of jobs whose key's next token is due (broker_key_limit):
+--   the claim there unparks them.
 -- Example:
 --   SELECT broker.broker_ready_queues();   -- {1,3}
 --   Calls: _claimable
---   Tables: reads broker_jobs
+--   Tables: reads broker_jobs, broker_key_limit
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ready_queues()
 RETURNS integer[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 BEGIN
     RETURN ARRAY(
         WITH RECURSIVE queues (q) AS (
             (SELECT j.job_queue FROM broker.broker_jobs AS j
-              WHERE broker._claimable(j.complete_status, j.pending_deps)
+              WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
               ORDER BY j.job_queue LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_queue FROM broker.broker_jobs AS j
-                     WHERE broker._claimable(j.complete_status, j.pending_deps)
+                     WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                        AND j.job_queue OPERATOR(pg_catalog.>) s.q
                      ORDER BY j.job_queue LIMIT 1)
               FROM queues AS s
              WHERE s.q IS NOT NULL
+        ),
+        -- queues with jobs parked until a time: the first of each (the earliest) says whether one is due
+        later (q, due) AS (
+            (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+               FROM broker.broker_jobs AS j
+              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+              ORDER BY j.job_queue, j.run_after LIMIT 1)
+            UNION ALL
+            SELECT n.job_queue, n.due
+              FROM later AS s,
+                   LATERAL (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp() AS due
+                              FROM broker.broker_jobs AS j
+                             WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                               AND j.job_queue OPERATOR(pg_catalog.>) s.q
+                             ORDER BY j.job_queue, j.run_after LIMIT 1) AS n
         )
-        SELECT s.q FROM queues AS s
-         WHERE s.q IS NOT NULL
-           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
-                          AND broker._claimable(j.complete_status, j.pending_deps)
-                          AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
-         ORDER BY s.q);
+        SELECT r.q FROM (
+            SELECT s.q FROM queues AS s
+             WHERE s.q IS NOT NULL
+               AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                            WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
+                              AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
+            UNION
+            SELECT l.q FROM later AS l WHERE l.due
+            UNION
+            -- the queues of jobs whose key's next token is due
+            SELECT p.job_queue
+              FROM broker.broker_key_limit AS k,
+                   LATERAL (SELECT j.job_queue FROM broker.broker_jobs AS j
+                             WHERE j.concurrency_key OPERATOR(pg_catalog.=) k.concurrency_key
+                               AND (k.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) k.tenant_id)
+                               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.>=) 2
+                             LIMIT 100) AS p
+             WHERE k.wake_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS r
+         ORDER BY r.q);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_ready_queues() IS
     'The queue numbers with a job claimable now, across tenants (what a runner polls on its session connection).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_next_due()
+--   When the next parked job becomes claimable by time alone, across every
+--   tenant and queue: the earliest run_after of the jobs parked until a time
+--   (one probe per queue number that has any, a loose scan of
+--   broker_jobs_later_idx), or the earliest wake_at of a key whose jobs wait
+--   for a token; NULL when none. The runner polls then, not only every
+--   queue_timer_sec, so that a delayed job or a rate's next burst starts on
+--   time.
+-- Example:
+--   SELECT broker.broker_next_due();   -- 2026-12-06 07:31:02.5+00, or NULL
+--   Calls: none
+--   Tables: reads broker_jobs, broker_key_limit
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_next_due()
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    RETURN LEAST(
+        (WITH RECURSIVE later (q, at) AS (
+             (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
+               WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+               ORDER BY j.job_queue, j.run_after LIMIT 1)
+             UNION ALL
+             SELECT n.job_queue, n.run_after
+               FROM later AS s,
+                    LATERAL (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
+                              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                                AND j.job_queue OPERATOR(pg_catalog.>) s.q
+                              ORDER BY j.job_queue, j.run_after LIMIT 1) AS n)
+         SELECT pg_catalog.min(l.at) FROM later AS l),
+        (SELECT k.wake_at FROM broker.broker_key_limit AS k
+          WHERE k.wake_at IS NOT NULL ORDER BY k.wake_at LIMIT 1));
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_next_due() IS
+    'When the next parked job becomes claimable by time alone (a delay, a rate''s next tokens), across every tenant; NULL when none. The runner polls then.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_job_activity()

@@ -54,8 +54,9 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_alter_schedule(p_schedule_name, ...)
 --   Changes the given properties of a schedule (NULL leaves one as it is;
---   p_job_group '' resets it to the schedule name; p_autonomous makes its
---   jobs autonomous or not, checked as broker_add_schedule checks it) and
+--   p_job_group '' resets it to the schedule name; p_concurrency_key ''
+--   clears it, so that its jobs have no key; p_autonomous makes its jobs
+--   autonomous or not, checked as broker_add_schedule checks it) and
 --   returns (schedule_id, next_fire_at). A change of expression or time zone plans
 --   the next fire from now: fires missed meanwhile are dropped. p_tenant_id
 --   names the tenant for this call only (as broker_add_job's).
@@ -63,6 +64,7 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
+--   SELECT * FROM broker.broker_alter_schedule('crm-sync', p_concurrency_key => '');   -- its jobs without a key
 --   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -84,7 +86,8 @@ CREATE FUNCTION broker.broker_alter_schedule(
     p_search_path   text     DEFAULT NULL,
     p_new_name      text     DEFAULT NULL,
     p_autonomous    boolean  DEFAULT NULL,
-    p_tenant_id     text     DEFAULT NULL)
+    p_tenant_id     text     DEFAULT NULL,
+    p_concurrency_key text   DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -111,6 +114,8 @@ BEGIN
     s.job_timeout := COALESCE(p_job_timeout, s.job_timeout);
     s.job_search_path := COALESCE(p_search_path, s.job_search_path);
     s.autonomous := COALESCE(p_autonomous, s.autonomous);
+    s.concurrency_key := CASE WHEN p_concurrency_key OPERATOR(pg_catalog.=) '' THEN NULL
+                              ELSE COALESCE(p_concurrency_key, s.concurrency_key) END;
     v_next := broker._schedule_check('broker_alter_schedule', s);
     IF s.schedule_name OPERATOR(pg_catalog.<>) v_old.schedule_name AND EXISTS (
         SELECT 1 FROM broker.broker_schedule AS x
@@ -132,15 +137,16 @@ BEGIN
            time_zone = s.time_zone, job_queue = s.job_queue, job_priority = s.job_priority,
            job_language = s.job_language, run_as = s.run_as, max_attempts = s.max_attempts, job_group = s.job_group,
            catch_up = s.catch_up, catch_up_max = s.catch_up_max, overlap = s.overlap, job_timeout = s.job_timeout,
-           job_search_path = s.job_search_path, autonomous = s.autonomous, next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
+           job_search_path = s.job_search_path, autonomous = s.autonomous, concurrency_key = s.concurrency_key,
+           next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
     PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text) IS
-    'Changes a schedule (NULL arguments keep a property); returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text, text) IS
+    'Changes a schedule (NULL arguments keep a property; '''' resets its job group to its name, or clears its concurrency key); returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_enable_schedule(p_schedule_name, p_enabled, p_tenant_id)

@@ -45,7 +45,7 @@ BEGIN
     -- the rules of the jobs' fields, as for broker_add_job (named as this function's parameters)
     v_problem := broker._job_problem(ROW(s.schedule_name, s.execute_str, s.job_queue, s.job_priority, s.job_language,
         s.run_as, NULL, NULL, NULL, s.max_attempts, s.job_group, NULL, NULL, s.job_timeout, s.job_search_path,
-        s.autonomous)::broker._job_fields);
+        s.autonomous, s.concurrency_key)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
                                                                  WHEN 'timeout' THEN 'p_job_timeout'
@@ -97,19 +97,22 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
 --     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
---     p_tenant_id, p_autonomous)
+--     p_tenant_id, p_autonomous, p_concurrency_key)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
 --   and run as p_run_as (default: the caller). p_tenant_id names the tenant
 --   for this call only (as broker_add_job's).
 --   With p_autonomous its jobs run outside a transaction block (VACUUM,
 --   CREATE INDEX CONCURRENTLY, a CALL that commits, ...: see broker_add_job).
+--   p_concurrency_key is the concurrency key of its jobs (as broker_add_job's;
+--   NULL: none).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
+--   SELECT * FROM broker.broker_add_schedule('crm-sync', '*/5 * * * *', 'CALL crm.sync_all()', p_concurrency_key => 'crm-api');
 --   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -131,7 +134,8 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id     text     DEFAULT NULL,
-    p_autonomous    boolean  DEFAULT false)
+    p_autonomous    boolean  DEFAULT false,
+    p_concurrency_key text   DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -147,7 +151,7 @@ BEGIN
         RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
             p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
             p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
-            p_autonomous => p_autonomous) AS a;
+            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -167,6 +171,7 @@ BEGIN
     s.enabled := p_enabled;
     s.job_timeout := p_job_timeout;
     s.autonomous := p_autonomous;
+    s.concurrency_key := p_concurrency_key;
     v_next := broker._schedule_check('broker_add_schedule', s);
     IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
         RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
@@ -187,13 +192,13 @@ BEGIN
     INSERT INTO broker.broker_schedule AS t
            (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
             max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap, autonomous)
+            overlap, autonomous, concurrency_key)
     VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
             s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous)
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
-    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean, text) IS
+    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not, concurrency key) for the current tenant; returns (schedule_id, next_fire_at).';

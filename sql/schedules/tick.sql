@@ -2,8 +2,8 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
 --   Enqueues one job per fire time in p_fires for schedule row s, in the
---   schedule owner's name (enqueued_by = created_by), for its tenant, and
---   returns how many were new. The idempotency key
+--   schedule owner's name (enqueued_by = created_by), for its tenant, with
+--   its concurrency key, and returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
 --   Calls: none
@@ -23,11 +23,11 @@ BEGIN
         INSERT INTO broker.broker_jobs AS j
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
                 enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
-                autonomous)
+                autonomous, concurrency_key)
         VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
-                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous)
+                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous, s.concurrency_key)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING

@@ -52,6 +52,8 @@ CREATE TABLE broker.broker_jobs (
     autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
     ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    concurrency_key     text,
+    parked              smallint    NOT NULL DEFAULT 0,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -71,31 +73,58 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
+    CONSTRAINT broker_jobs_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
--- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
--- (Its predicate is broker._claimable written out, as index predicates and CHECKs keep the
--- state numbers; queries calling broker._claimable inline to this same expression.)
+-- Claim path: each tenant's claimable jobs of a queue, highest priority, then earliest
+-- run_after, then id (the fair share serves tenants in turn). Parked jobs (dated later, or held
+-- back by a limit on their key) are out of it. (Its predicate is broker._claimable written out,
+-- as index predicates and CHECKs keep the state numbers; queries calling broker._claimable
+-- inline to this same expression.)
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
-    (job_queue, job_priority DESC, run_after, job_id)
-    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
+    (job_queue, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 0;
+COMMENT ON INDEX broker.broker_jobs_claim_idx IS
+    'The claim: each tenant''s claimable jobs of a queue in claim order (priority, then age); parked jobs are out of it.';
 -- Claim path under a held snapshot: ready jobs of a queue by the transaction that made them
 -- ready, so that a claim finds the ones made ready since its hint (broker_claim_hint) without
 -- stepping over the claim index's dead entries. Its predicate says "<= 0" (the same rows, by
 -- the CHECKs) so that the queries that say so can use no other index: the planner would take
--- the claim index in claim order and filter on ready_xid, over every ready job.
+-- the claim index in claim order and filter on ready_xid, over every ready job. And it says
+-- "ready_xid IS NOT NULL" (always true) so that only queries on ready_xid can use it: a generic
+-- plan made on a small table could otherwise read it whole, and sort, for a claim-order query.
 CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
-    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0 AND parked OPERATOR(pg_catalog.<=) 0
+      AND ready_xid IS NOT NULL;
 COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
     'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
+-- Parked until due: what a claim unparks once their time has come.
+CREATE INDEX broker_jobs_later_idx ON broker.broker_jobs (job_queue, run_after)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 1;
+COMMENT ON INDEX broker.broker_jobs_later_idx IS
+    'Jobs parked until their run_after, by queue and time: what a claim unparks once due (broker._unpark_due).';
+-- Concurrency keys: the running count of a key's cap, and its pending jobs (parked by its limits or not).
+CREATE INDEX broker_jobs_key_running_idx ON broker.broker_jobs (concurrency_key, tenant_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 1 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_running_idx IS
+    'Claimed jobs by concurrency key and tenant: the running count a key''s cap is checked against.';
+CREATE INDEX broker_jobs_key_pending_idx ON broker.broker_jobs
+    (concurrency_key, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
+    'Pending jobs with a concurrency key, by key and tenant in claim order: what a claim parks at the key''s limit, and a freed slot or a new token unparks.';
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group.
+-- ("job_group IS NOT NULL", always true, so that only queries on job_group can use it: a claim's
+-- generic plan, made on a small table, could otherwise read it by tenant and sort.)
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
-    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND job_group IS NOT NULL;
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
@@ -149,4 +178,6 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';

@@ -35,6 +35,7 @@ CREATE TABLE broker.broker_schedule (
     last_error      text,
     skipped_fires_capped boolean NOT NULL DEFAULT false,
     autonomous      boolean     NOT NULL DEFAULT false,
+    concurrency_key text,
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
@@ -47,7 +48,9 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
-    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256)
+    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256),
+    CONSTRAINT broker_schedule_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200)
 );
 
 -- The tick: enabled schedules by next fire time.
@@ -81,5 +84,6 @@ COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueue
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
 COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_schedule.concurrency_key IS 'Concurrency key of the jobs it enqueues (broker_jobs.concurrency_key; NULL: none).';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';

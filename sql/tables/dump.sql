@@ -26,5 +26,7 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_i
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_key_limit', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>

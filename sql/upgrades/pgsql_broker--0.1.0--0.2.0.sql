@@ -110,10 +110,55 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled
 -- this one), found through its own index, and the per-queue hint claims start at.
 ALTER TABLE broker.broker_jobs ADD COLUMN ready_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id();
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
+-- Flow control: concurrency keys and parked jobs (dated later, over a key's limit), the claim
+-- index by tenant (fair share), and the limits and weights.
+ALTER TABLE broker.broker_jobs
+    ADD COLUMN concurrency_key text,
+    ADD COLUMN parked smallint NOT NULL DEFAULT 0,
+    ADD CONSTRAINT broker_jobs_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
+    ADD CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3);
+COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
+-- a schedule's jobs carry its key
+ALTER TABLE broker.broker_schedule
+    ADD COLUMN concurrency_key text,
+    ADD CONSTRAINT broker_schedule_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200);
+COMMENT ON COLUMN broker.broker_schedule.concurrency_key IS 'Concurrency key of the jobs it enqueues (broker_jobs.concurrency_key; NULL: none).';
+-- pending jobs dated later are parked (the triggers that keep this are created below)
+UPDATE broker.broker_jobs SET parked = 1
+ WHERE complete_status OPERATOR(pg_catalog.=) 0 AND run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp();
+DROP INDEX broker.broker_jobs_claim_idx;
+CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
+    (job_queue, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 0;
+COMMENT ON INDEX broker.broker_jobs_claim_idx IS
+    'The claim: each tenant''s claimable jobs of a queue in claim order (priority, then age); parked jobs are out of it.';
 CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
-    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0 AND parked OPERATOR(pg_catalog.<=) 0
+      AND ready_xid IS NOT NULL;
 COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
     'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
+-- the group index serves queries on job_group only (not a claim's by tenant)
+DROP INDEX broker.broker_jobs_group_idx;
+CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND job_group IS NOT NULL;
+CREATE INDEX broker_jobs_later_idx ON broker.broker_jobs (job_queue, run_after)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 1;
+COMMENT ON INDEX broker.broker_jobs_later_idx IS
+    'Jobs parked until their run_after, by queue and time: what a claim unparks once due (broker._unpark_due).';
+CREATE INDEX broker_jobs_key_running_idx ON broker.broker_jobs (concurrency_key, tenant_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 1 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_running_idx IS
+    'Claimed jobs by concurrency key and tenant: the running count a key''s cap is checked against.';
+CREATE INDEX broker_jobs_key_pending_idx ON broker.broker_jobs
+    (concurrency_key, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
+    'Pending jobs with a concurrency key, by key and tenant in claim order: what a claim parks at the key''s limit, and a freed slot or a new token unparks.';
+\i sql/tables/broker_key_limit.sql
+\i sql/tables/broker_tenant_weight.sql
 \i sql/tables/broker_claim_hint.sql
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
@@ -155,7 +200,7 @@ DROP FUNCTION broker.broker_get(integer, bigint, integer, integer);
 \new-signature broker_get
 -- _lock_dependents returns the ids it locked (was: how many).
 DROP FUNCTION broker._lock_dependents(text, bigint[], text[]);
--- broker_add_job takes the tenant of the call and p_autonomous (trailing p_tenant_id, p_autonomous).
+-- broker_add_job takes the tenant of the call, p_autonomous and p_concurrency_key (trailing parameters).
 DROP FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text,
                                     text[], timestamptz, interval, text);
 \new-signature broker_add_job
@@ -204,6 +249,8 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_job_attempts.sql
 \i sql/security/policies/broker_job_actions.sql
 \i sql/security/policies/broker_queue_pause.sql
+\i sql/security/policies/broker_key_limit.sql
+\i sql/security/policies/broker_tenant_weight.sql
 \i sql/security/policies/broker_autonomous_role.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
