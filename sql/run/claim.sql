@@ -20,67 +20,64 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached. Highest
---   priority first, then earliest run_after, then lowest job_id. Each claimed
---   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   unfinished dependency (pending_deps = 0), run_after reached, not held
+--   back by a limit on their concurrency key. Each claimed job becomes
+--   running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Each job's lease token is random, or, when the
+--   transaction are skipped. Each job's lease token is random, or, when the
 --   claimer gives the claim a token of its own (p_lease_token, as hard to
 --   guess as a random uuid), derived from it and the job id
 --   (_claim_job_token): a claimer that may lose the claim's answer (its
 --   connection dies while the claim commits) can then hand back the claim it
 --   never saw (broker_release_claim), while no job's token tells the claim's
---   token or another job's (a claim holds several tenants' jobs). Returns one row per claimed job, none when idle;
---   an autonomous job (autonomous = true) is run with
---   broker_autonomous_begin/_end outside a transaction, not broker_run.
---   It does no other work (deferred dependency releases are the runner's
---   maintenance, broker_apply_deferred_releases): a claim's cost is its own
---   queue's, whatever any tenant left to release.
+--   token or another job's (a claim holds several tenants' jobs). Returns
+--   one row per claimed job, none when idle; an autonomous job (autonomous =
+--   true) is run with broker_autonomous_begin/_end outside a transaction,
+--   not broker_run. It does no other work (deferred dependency releases are
+--   the runner's maintenance, broker_apply_deferred_releases): a claim's
+--   cost is its own queue's, whatever any tenant left to release.
 --
---   The claim index holds only pending, unblocked jobs. The probe finds the
---   first of them in claim order (a level whose first job is for later is
---   skipped whole, one level at a time), and the claim's range scan starts
---   at the job it found, so the cost does not depend on how many jobs are
---   finished, blocked or scheduled for later.
---   Under a snapshot held elsewhere (a long REPEATABLE READ transaction,
---   pg_dump, a replication slot, hot_standby_feedback) the index entries of
---   claimed jobs cannot be removed and sit before the ready ones; a claim
---   that started at the start of the index would step over all of them. So
---   a claim starts at the queue's hint (broker_claim_hint: where the ready
---   jobs started as of a snapshot; every ready job that snapshot saw is at
---   or after it) and adds the jobs made ready since, which it finds by the
---   transaction that made them ready (ready_xid, broker_jobs_ready_xid_idx:
---   not seen by the hint's snapshot). Levels below the hint's are read from
---   their start. A claim that has no transaction id yet when it probes
---   writes a new hint (sql/run/claim_hint.sql) once the hint is 100
---   transactions old, or 100 jobs or more were made ready since (the
---   probe's snapshot and what it found), so that a hint spans few claimed
---   jobs and few new ones.
---   Each statement is an index descent with LIMIT or an index range, no
---   join, so missing or stale statistics cannot turn one into a scan of
---   every ready job, and the plans are made with enable_seqscan off: a
---   session keeps the generic plans (plan_cache_mode) it made at its first
---   claim, and made on a small table they were sequential scans
---   (tests_sql/run/claim_is_index_backed.sql,
---   tests_sql/run/claim_plans_do_not_depend_on_statistics.sql). Generic
---   plans: a custom plan would be planned again at every call, at about the
---   cost of a claim of one job.
+--   Fair share: the claim serves the tenants that have claimable jobs in the
+--   queue in proportion to their weights (broker_tenant_weight, default 1):
+--   each gets the share of the batch its weight gives (floor), and the
+--   remainder goes by weight from a point that moves from claim to claim
+--   (the snapshot's xmax), so that over claims every tenant gets its share
+--   even of batches of one. A tenant with fewer jobs than its share leaves
+--   the rest to the others. Priority orders a tenant's own jobs (then age);
+--   it never puts one tenant ahead of another's share. With one tenant the
+--   order is priority, then age. Jobs are returned tenant by tenant, each in
+--   its claim order.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   leaves that tenant out (broker._paused_tenants, one lookup per claim).
+--   Parked jobs are out of the claim index: jobs dated later (until due;
+--   broker._unpark_due, run first, puts back those that are), and jobs over
+--   a limit on their key (until a slot frees or a token is due). So a claim
+--   costs the same however many jobs of any tenant are dated later, paused,
+--   over a limit or waiting on dependencies, and jobs locked elsewhere cost
+--   it at most a few windows (broker._claim_lane).
+--   Each tenant's part is broker._claim_lane. Under a snapshot held
+--   elsewhere (a long REPEATABLE READ transaction, pg_dump, a replication
+--   slot, hot_standby_feedback) the index entries of claimed jobs cannot be
+--   removed and sit before the ready ones; so a claim starts each tenant at
+--   its position in the queue's hint (broker_claim_hint) and adds the jobs
+--   made ready since. The tenants are those of the hint and those of the
+--   jobs made ready since it; without a usable hint, those of the claim
+--   index (one descent per tenant). A claim that has no transaction id yet
+--   when it starts writes a new hint, from its snapshot then and each
+--   tenant's first probe, once the hint is 100 transactions old, or 100 jobs
+--   or more were made ready since, so that a hint spans few claimed jobs and
+--   few new ones.
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
---   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   skips that tenant's jobs (broker._paused_tenants, one lookup per claim):
---   a filter of the claim's own scan, which reads the rows it locks anyway,
---   not of the level probe (an index-only check); a level whose ready jobs
---   are all paused claims nothing and the claim goes on below it.
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint, _claim_job_token
---   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
+--   Calls: _setting_int, _active_instance, _paused_tenants, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
+--   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -109,27 +106,33 @@ AS $$
 DECLARE
     v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
     v_left     integer := p_batch_size;
-    v_priority integer;
-    v_bound    bigint := 2147483648;  -- above every integer priority
     v_now      timestamptz := pg_catalog.statement_timestamp();
-    v_claimed  integer;
     v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
-    v_from_at  timestamptz;   -- where the level's claimable jobs start
-    v_from_id  bigint;
-    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
-    v_ids      bigint[];
-    -- the hint: every ready job its snapshot saw is at or after (v_hp, v_hr, v_hid) in claim order
+    -- the hint: every ready job of a tenant its snapshot saw is at or after the tenant's position
     v_hxmin    xid8;          -- its snapshot: ready_xid >= v_hxmax or in v_hxip (all >= v_hxmin):
     v_hxmax    xid8;          -- made ready since
     v_hxip     xid8[];
-    v_hp       integer;
-    v_hr       timestamptz;
-    v_hid      bigint;
-    v_psnap    pg_snapshot;   -- a probe's snapshot, when the claim had no xid yet
-    v_snap     pg_snapshot;   -- the first probe's, and what it found
-    v_fp       integer;
-    v_fr       timestamptz;
-    v_fid      bigint;
+    v_hint     broker._claim_position[];
+    v_snap     pg_snapshot := CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL
+                                   THEN pg_catalog.pg_current_snapshot() END;  -- for a new hint
+    v_tenants  text[];
+    v_weights  integer[];
+    v_done     boolean[];     -- a tenant that gave fewer than its share has no more now
+    v_first    broker._claim_position[] := '{}';
+    v_keys     broker._claim_keys := ROW('{}', 0);   -- what it did under the keys' limits
+    v_round_ids bigint[];
+    v_got      bigint[];
+    v_share    integer[];
+    v_wsum     bigint;
+    v_point    bigint;
+    v_turn     bigint;
+    v_step     double precision;
+    v_extra    integer;
+    v_acc      bigint;
+    v_round    integer := 0;
+    v_lane     record;
+    i          integer;
+    k          integer;
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
@@ -157,17 +160,17 @@ BEGIN
     END IF;
 
     SELECT pg_catalog.pg_snapshot_xmin(h.snapshot), pg_catalog.pg_snapshot_xmax(h.snapshot),
-           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.job_priority, h.run_after, h.job_id
-      INTO v_hxmin, v_hxmax, v_hxip, v_hp, v_hr, v_hid
+           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.positions
+      INTO v_hxmin, v_hxmax, v_hxip, v_hint
       FROM broker.broker_claim_hint AS h
      WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
        AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
        AND pg_catalog.pg_snapshot_xmax(h.snapshot)
            OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
-    IF v_hp IS NOT NULL
+    IF v_hxmin IS NOT NULL
        AND (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-               AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+               AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
                AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
              LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
         -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
@@ -175,154 +178,169 @@ BEGIN
         -- index and writes a new hint
         v_hxmin := NULL;
         v_hxmax := NULL;
-        v_hp := NULL;
+        v_hint := NULL;
     END IF;
 
-    LOOP
-        -- <priority-probe> The first pending, unblocked job below v_bound in claim order: the
-        -- least of the first job made ready since the hint above where it starts (a range of
-        -- broker_jobs_ready_xid_idx from the snapshot's xmin), the first of the hint's level
-        -- from where it starts, and the first of the levels below it. Each an index descent
-        -- with LIMIT 1 (no join: no statistics can make it a hash join over every ready job);
-        -- without a hint, only the last one, over every level. Paused tenants are the claim's
-        -- filter, not the probe's: the hint is where the ready jobs start, paused or not.
-        SELECT c.p, c.r, c.id, c.src,
-               CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN pg_catalog.pg_current_snapshot() END
-          INTO v_priority, v_from_at, v_from_id, v_src, v_psnap
-          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
-                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
-                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
-                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
-                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable(j.complete_status, j.pending_deps)
-                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
-                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
-                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable(j.complete_status, j.pending_deps)
-                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
-                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
-         ORDER BY c.p DESC NULLS LAST, c.r, c.id
-         LIMIT 1
-        -- </priority-probe>
-        ;
-        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
-            v_snap := v_psnap;
-            v_fp := v_priority;
-            v_fr := v_from_at;
-            v_fid := v_from_id;
-        END IF;
-        EXIT WHEN v_priority IS NULL;
-        IF v_from_at OPERATOR(pg_catalog.>) v_now THEN
-            -- the level's earliest job is for later, and so is all of it: the level below
-            v_bound := v_priority;
-            CONTINUE;
-        END IF;
+    -- jobs parked until now, or until a token of their key now due, are claimable again (after
+    -- the snapshot above: they are made ready by this transaction, which it does not see)
+    IF EXISTS (SELECT FROM broker.broker_jobs AS j
+                WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                  AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                  AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+       OR EXISTS (SELECT FROM broker.broker_key_limit AS l WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now) THEN
+        PERFORM broker._unpark_due(p_job_queue);
+    END IF;
 
-        v_ids := '{}';
-        IF v_src OPERATOR(pg_catalog.=) 'new' THEN
-            v_ids := ARRAY(
-                -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                SELECT r.job_id
-                  FROM broker.broker_jobs AS r
-                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                   AND broker._claimable_by_xid(r.complete_status, r.pending_deps)
-                   AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                   AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                   AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
-                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
-                 ORDER BY r.run_after, r.job_id
-                 LIMIT v_left
-                   FOR NO KEY UPDATE SKIP LOCKED
-                -- </claim-new>
-                );
-            IF v_priority OPERATOR(pg_catalog.=) v_hp THEN
-                -- then the hint's level from where it starts
-                v_src := 'from';
-                v_from_at := v_hr;
-                v_from_id := v_hid;
+    IF v_hxmin IS NOT NULL THEN
+        -- the hint's tenants, and those of the jobs made ready since (fewer than 100: above)
+        v_tenants := ARRAY(
+            SELECT DISTINCT t.tenant_id FROM (
+                SELECT x.tenant_id FROM pg_catalog.unnest(v_hint) AS x WHERE x.job_id IS NOT NULL
+                UNION ALL
+                SELECT j.tenant_id FROM broker.broker_jobs AS j
+                 WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
+                   AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                   AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))) AS t
+             ORDER BY 1);
+    ELSE
+        -- the tenants of the claim index in this queue: one descent each
+        v_tenants := ARRAY(
+            -- <claim-tenants>
+            WITH RECURSIVE t (tenant) AS (
+                (SELECT j.tenant_id FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                  ORDER BY j.job_queue, j.tenant_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.tenant_id FROM broker.broker_jobs AS j
+                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                           AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                           AND j.tenant_id OPERATOR(pg_catalog.>) t.tenant
+                         ORDER BY j.job_queue, j.tenant_id LIMIT 1)
+                  FROM t WHERE t.tenant IS NOT NULL)
+            SELECT t.tenant FROM t WHERE t.tenant IS NOT NULL
+            -- </claim-tenants>
+            );
+    END IF;
+    k := COALESCE(pg_catalog.cardinality(v_tenants), 0);
+    IF k OPERATOR(pg_catalog.=) 0 THEN
+        v_first := '{}';
+    ELSE
+        IF k OPERATOR(pg_catalog.=) 1 THEN
+            -- one tenant: the whole claim is its (no weight, no point to share from)
+            v_weights := ARRAY[1];
+            v_done := ARRAY[v_paused IS NOT NULL AND v_tenants[1] OPERATOR(pg_catalog.=) ANY (v_paused)];
+            v_point := 0;
+        ELSE
+            v_weights := ARRAY(SELECT COALESCE(w.weight, 1) FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o)
+                                 LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) t.tenant
+                                ORDER BY t.o);
+            -- paused tenants take no share (their lanes are only probed, for the hint)
+            v_done := ARRAY(SELECT v_paused IS NOT NULL AND t.tenant OPERATOR(pg_catalog.=) ANY (v_paused)
+                              FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o) ORDER BY t.o);
+            -- where the remainder of each round's shares starts: moves from claim to claim
+            -- (and from claim to claim of one transaction: its turn)
+            v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.claim_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
+            PERFORM pg_catalog.set_config('broker.claim_turn', v_turn::text, true);
+            v_point := ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
+                        OPERATOR(pg_catalog.*) 2654435761) OPERATOR(pg_catalog.%) 4294967296;
+        END IF;
+        LOOP
+            v_round := v_round OPERATOR(pg_catalog.+) 1;
+            -- this round's shares: floor(left * weight / sum of weights), the remainder by weight
+            -- at evenly spaced points from v_point (systematic sampling)
+            v_wsum := 0;
+            FOR i IN 1 .. k LOOP
+                IF NOT v_done[i] THEN v_wsum := v_wsum OPERATOR(pg_catalog.+) v_weights[i]; END IF;
+            END LOOP;
+            v_share := pg_catalog.array_fill(0, ARRAY[k]);
+            v_round_ids := '{}';
+            IF v_wsum OPERATOR(pg_catalog.>) 0 THEN
+                v_extra := v_left;
+                FOR i IN 1 .. k LOOP
+                    IF NOT v_done[i] THEN
+                        v_share[i] := (v_left::bigint OPERATOR(pg_catalog.*) v_weights[i] OPERATOR(pg_catalog./) v_wsum)::integer;
+                        v_extra := v_extra OPERATOR(pg_catalog.-) v_share[i];
+                    END IF;
+                END LOOP;
+                v_step := v_wsum::double precision OPERATOR(pg_catalog./) GREATEST(v_extra, 1);
+                FOR e IN 0 .. v_extra OPERATOR(pg_catalog.-) 1 LOOP
+                    v_acc := ((v_point OPERATOR(pg_catalog.%) v_wsum)
+                              OPERATOR(pg_catalog.+) pg_catalog.floor(e OPERATOR(pg_catalog.*) v_step)::bigint)
+                             OPERATOR(pg_catalog.%) v_wsum;
+                    FOR i IN 1 .. k LOOP
+                        CONTINUE WHEN v_done[i];
+                        IF v_acc OPERATOR(pg_catalog.<) v_weights[i] THEN
+                            v_share[i] := v_share[i] OPERATOR(pg_catalog.+) 1;
+                            EXIT;
+                        END IF;
+                        v_acc := v_acc OPERATOR(pg_catalog.-) v_weights[i];
+                    END LOOP;
+                END LOOP;
             END IF;
-        END IF;
-        IF v_src OPERATOR(pg_catalog.<>) 'new' AND pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.<) v_left THEN
-            v_ids := v_ids OPERATOR(pg_catalog.||) ARRAY(
-                -- <claim-range> the level's jobs from where they start
-                SELECT r.job_id
-                  FROM broker.broker_jobs AS r
-                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                   AND broker._claimable(r.complete_status, r.pending_deps)
-                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                   AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>=) (v_from_at, v_from_id)
-                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
-                 ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                 LIMIT v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids)
-                   FOR NO KEY UPDATE SKIP LOCKED
-                -- </claim-range>
-                );
-        END IF;
+            FOR i IN 1 .. k LOOP
+                -- the first round probes every tenant (the hint needs each one's position)
+                CONTINUE WHEN v_round OPERATOR(pg_catalog.>) 1 AND (v_done[i] OR v_share[i] OPERATOR(pg_catalog.=) 0);
+                SELECT l.p_keys, l.p_ids, l.p_first INTO v_lane
+                  FROM broker._claim_lane(p_job_queue, v_tenants[i], CASE WHEN v_done[i] THEN 0 ELSE v_share[i] END,
+                                          v_now, v_hxmin, v_hxmax, v_hxip,
+                                          (SELECT x FROM pg_catalog.unnest(v_hint) AS x
+                                            WHERE x.tenant_id OPERATOR(pg_catalog.=) v_tenants[i]),
+                                          v_keys) AS l;
+                v_keys := v_lane.p_keys;
+                IF v_round OPERATOR(pg_catalog.=) 1 THEN
+                    v_first := v_first OPERATOR(pg_catalog.||) v_lane.p_first;
+                END IF;
+                CONTINUE WHEN v_done[i];
+                v_got := v_lane.p_ids;
+                v_round_ids := v_round_ids OPERATOR(pg_catalog.||) v_got;
+                v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_got);
+                IF pg_catalog.cardinality(v_got) OPERATOR(pg_catalog.<) v_share[i] THEN
+                    v_done[i] := true;   -- no more of this tenant's jobs can be had now
+                END IF;
+            END LOOP;
+            -- this round's jobs are claimed now: the next round's reads no longer see them as claimable
+            IF pg_catalog.cardinality(v_round_ids) OPERATOR(pg_catalog.>) 0 THEN
+                RETURN QUERY
+                -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
+                -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
+                WITH claimed AS (
+                    UPDATE broker.broker_jobs AS j
+                       SET complete_status = broker._state('running'),
+                           attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                           started_at = v_now,
+                           lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
+                                              ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
+                           lease_instance_id = p_instance_id,
+                           lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+                     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
+                    RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                              j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+                )
+                SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+                       c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+                  FROM claimed AS c
+                 ORDER BY pg_catalog.array_position(v_round_ids, c.job_id)
+                -- </claim-query>
+                ;
+            END IF;
+            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0 OR NOT (false OPERATOR(pg_catalog.=) ANY (v_done)) OR v_round OPERATOR(pg_catalog.>=) 8;
+        END LOOP;
+    END IF;
 
-        IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
-            RETURN QUERY
-            -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-            -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
-            WITH claimed AS (
-                UPDATE broker.broker_jobs AS j
-                   SET complete_status = broker._state('running'),
-                       attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                       started_at = v_now,
-                       lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
-                                          ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
-                       lease_instance_id = p_instance_id,
-                       lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-                 WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                          j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
-            )
-            SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-                   c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
-              FROM claimed AS c
-             ORDER BY c.run_after, c.job_id
-            -- </claim-query>
-            ;
-            GET DIAGNOSTICS v_claimed = ROW_COUNT;
-            v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
-            EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
-        END IF;
-        -- This level is drained (or its remaining rows are locked by other
-        -- claimers, or belong to paused tenants): continue below it.
-        v_bound := v_priority;
-    END LOOP;
 
     -- a new hint once the one used is 100 transactions old (or there was none, or too many
-    -- jobs were made ready since), from the first probe, when it ran before this transaction
-    -- had an id of its own (its later writes then have ids the snapshot does not see, so they
-    -- count as made ready since)
+    -- jobs were made ready since), from the snapshot taken before this transaction had an id
+    -- of its own (its later writes then have ids the snapshot does not see, so they count as
+    -- made ready since) and each tenant's first probe, all made after that snapshot
     IF v_snap IS NOT NULL
        AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
                                OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
-        PERFORM broker._save_claim_hint(p_job_queue, v_snap, v_fp, v_fr, v_fid);
+        PERFORM broker._save_claim_hint(p_job_queue, v_snap,
+                                        ARRAY(SELECT x FROM pg_catalog.unnest(v_first) AS x WHERE x.job_id IS NOT NULL));
     END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, future and locked jobs.';
+    'Claims up to p_batch_size ready jobs of a queue, tenants served in proportion to their weights, each tenant''s by priority then age, with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, parked and locked jobs.';

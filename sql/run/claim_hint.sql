@@ -2,9 +2,10 @@
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_ready_xid()
---   BEFORE UPDATE on broker_jobs of a row version that becomes pending and
---   unblocked (a retry, a hand-back, an interrupted run, a recovered lease,
---   an operator retry, a job whose last dependency finished) or moves in
+--   BEFORE UPDATE on broker_jobs of a row version that becomes pending,
+--   unblocked and unparked (a retry, a hand-back, an interrupted run, a
+--   recovered lease, an operator retry, a job whose last dependency
+--   finished, one unparked: due, or its key's limit freed) or moves in
 --   claim order while it is: it records the transaction that made it so
 --   (ready_xid), so that a claim that starts at its queue's hint
 --   (broker_claim_hint) finds it. A write that leaves a ready job where it
@@ -31,9 +32,10 @@ COMMENT ON FUNCTION broker._jobs_ready_xid() IS
 CREATE TRIGGER broker_jobs_ready_xid_trg
     BEFORE UPDATE ON broker.broker_jobs
     FOR EACH ROW
-    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps)
-          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps)
+    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps, NEW.parked)
+          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps, OLD.parked)
                OR NEW.job_queue OPERATOR(pg_catalog.<>) OLD.job_queue OR NEW.job_priority OPERATOR(pg_catalog.<>) OLD.job_priority
+               OR NEW.tenant_id OPERATOR(pg_catalog.<>) OLD.tenant_id
                OR NEW.run_after OPERATOR(pg_catalog.<>) OLD.run_after))
     EXECUTE FUNCTION broker._jobs_ready_xid();
 COMMENT ON TRIGGER broker_jobs_ready_xid_trg ON broker.broker_jobs IS
@@ -48,12 +50,10 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
     'A row inserted with a ready_xid of its own (a restore, COPY) records the inserting transaction instead, as the column''s default does.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_priority,
---     p_run_after, p_job_id)
---   For broker_get: the first pending, unblocked job of queue p_job_queue
---   that p_snapshot sees is (p_priority, p_run_after, p_job_id), or none
---   (NULLs: the hint then points past every job, and every job made ready
---   later is found by its ready_xid). Writes it as the queue's hint
+-- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_positions)
+--   For broker_get: every pending, unblocked, unparked job of queue
+--   p_job_queue that p_snapshot sees is at or after its tenant's position in
+--   p_positions (a tenant missing had none). Writes it as the queue's hint
 --   (broker_claim_hint), unless another claim is writing one (any true hint
 --   will do: it does not wait for that claim), or the transaction cannot (a
 --   REPEATABLE READ caller that would fail to serialise); a claim never
@@ -61,35 +61,29 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
 --   Calls: none
 --   Tables: writes broker_claim_hint
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_priority integer,
-                                        p_run_after timestamptz, p_job_id bigint)
+CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_positions broker._claim_position[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_priority  integer := COALESCE(p_priority, -2147483648);
-    v_run_after timestamptz := COALESCE(p_run_after, 'infinity');
-    v_job_id    bigint := COALESCE(p_job_id, 9223372036854775807);
 BEGIN
     PERFORM FROM broker.broker_claim_hint AS h
       WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
         FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND THEN
         UPDATE broker.broker_claim_hint AS h
-           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot,
-               job_priority = v_priority, run_after = v_run_after, job_id = v_job_id
+           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot, positions = p_positions
          WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue;
     ELSIF NOT EXISTS (SELECT FROM broker.broker_claim_hint AS h WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue) THEN
         -- (the queue's first hint; a row another claim has locked is left to it: inserting
         -- beside it would wait for that claim to end)
-        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, job_priority, run_after, job_id)
-        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, v_priority, v_run_after, v_job_id)
+        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, positions)
+        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, p_positions)
         ON CONFLICT (job_queue) DO NOTHING;
     END IF;
 EXCEPTION WHEN serialization_failure OR lock_not_available THEN
     NULL;   -- the hint in place is true too
 END;
 $$;
-COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, timestamptz, bigint) IS
+COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, broker._claim_position[]) IS
     'Internal: write the queue''s claim hint (broker_claim_hint) for broker_get, never waiting for another claim and never failing the claim.';
