@@ -137,7 +137,7 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
     click.echo(f"job {job['job_id']} {safe_text(job['job_name'])!r}: {job['state']}")
     for label, key in (("group", "job_group"), ("queue", "job_queue"), ("priority", "job_priority"),
                        ("tenant", "tenant_id"), ("run as", "run_as"), ("enqueued by", "enqueued_by"),
-                       ("timeout", "job_timeout"), ("language", "job_language")):
+                       ("timeout", "job_timeout"), ("language", "job_language"), ("concurrency", "concurrency_key")):
         click.echo(f"  {label + ':':13}{safe_text(job[key]) if job[key] is not None else '-'}")
     click.echo(f"  {'attempts:':13}{job['attempts']}/{job['max_attempts']} (interrupted {job['interruptions']})")
     click.echo(f"  {'created:':13}{_when(job['created_at'])}  run after {_when(job['run_after'])}  "

@@ -24,7 +24,7 @@ JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_
  LIMIT %(limit)s"""
 JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
        j.job_timeout::text AS job_timeout, j.cancel_reason, j.cancel_cause_job_id, j.interruptions, j.lease_instance_id,
-       j.lease_expires_at,
+       j.lease_expires_at, j.concurrency_key,
        CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
        length(j.execute_str) > 100000 AS execute_str_cut
   FROM broker.broker_jobs AS j

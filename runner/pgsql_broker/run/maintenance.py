@@ -21,6 +21,8 @@ RELEASE_POLL_SEC = 1.0
 PING_SEC = 30.0
 # A transaction of several jobs still running after this long: the session asks which of them executes.
 ACTIVITY_AFTER_SEC = 1.0
+# The soonest a poll comes again for a parked job's time (a statement per poll on the session connection).
+MIN_POLL_SEC = 0.05
 TIMERS = ("poll", "release", "recover", "stats", "activity", "purge", "ping")
 SESSION_BATCHES = 5  # purge batches per state and pass on the session connection
 
@@ -29,13 +31,15 @@ async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
     """Whatever is due now (runner._next holds when each timer is due next); each step under the deadline of
     the runner's own statements (statement_deadline_sec), which a stalled connection does not meet."""
     db, settings, t = runner.db, runner.settings, runner._next
-    with runner._deadline(conn, "maintenance", statements=3):
+    with runner._deadline(conn, "maintenance", statements=4):
         await _release_overdue(runner, conn, now)
         if now >= runner._ticker.due_at:
             await runner._ticker.tick(conn)
         if now >= t["poll"]:
-            await _poll(runner, conn)
-            t["poll"] = now + settings.queue_timer_sec
+            due_in = await _poll(runner, conn)
+            # again when a parked job's time comes (a delay, a rate's next tokens), if before the next poll
+            t["poll"] = now + min(settings.queue_timer_sec, max(due_in, MIN_POLL_SEC) if due_in is not None
+                                  else settings.queue_timer_sec)
     if now >= t["release"]:
         # deferred dependency releases (large fan-ins): never on a claim's path, bounded per call, and
         # a call never waits on a lock; again while it applies something
@@ -102,10 +106,12 @@ def _report_paused(runner, stats: list[dict]) -> None:
     runner._warned_paused = paused
 
 
-async def _poll(runner, conn: psycopg.AsyncConnection) -> None:
-    """Which queues have a job claimable now: wake one worker of each of ours; report the others once."""
+async def _poll(runner, conn: psycopg.AsyncConnection) -> float | None:
+    """Which queues have a job claimable now: wake one worker of each of ours; report the others once. Returns
+    the seconds until the next parked job is claimable by time alone (None: none is parked so)."""
     db = runner.db
     ready = (await (await conn.execute(queries.READY_QUEUES)).fetchone())[0] or []
+    due_in = (await (await conn.execute(queries.NEXT_DUE)).fetchone())[0]
     unserved = [q for q in ready if q > db.queue_count]
     for q in ready:
         if q <= db.queue_count:
@@ -116,6 +122,7 @@ async def _poll(runner, conn: psycopg.AsyncConnection) -> None:
     runner._warned_unserved.update(unserved)
     runner.view.unserved = unserved
     runner.metrics.set_unserved(db.name, unserved)
+    return due_in
 
 
 async def _release_overdue(runner, conn: psycopg.AsyncConnection, now: float) -> None:
