@@ -201,43 +201,87 @@ COMMENT ON FUNCTION broker._state(text) IS
     'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._claimable(p_complete_status, p_pending_deps)
---   Whether a job may be claimed, run_after aside: pending and waiting on
---   nothing. The claim index broker_jobs_claim_idx has this predicate
---   written out (sql/tables/broker_jobs.sql); inlined, this function is the
---   same expression, so the claim still uses that index
+-- Function: broker._parked(p_name)
+--   The broker_jobs.parked number of a reason a pending job is kept out of
+--   the claim index: none 0, later 1 (until its run_after), cap 2 (its
+--   concurrency key at its cap), rate 3 (its key out of tokens).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._parked(p_name text)
+RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (CASE WHEN p_name OPERATOR(pg_catalog.=) 'none' THEN 0
+                 WHEN p_name OPERATOR(pg_catalog.=) 'later' THEN 1
+                 WHEN p_name OPERATOR(pg_catalog.=) 'cap' THEN 2
+                 WHEN p_name OPERATOR(pg_catalog.=) 'rate' THEN 3 END)::smallint
+$$;
+COMMENT ON FUNCTION broker._parked(text) IS
+    'Internal: the parked number of a reason a pending job is out of the claim index (none 0, later 1, cap 2, rate 3).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable(p_complete_status, p_pending_deps, p_parked)
+--   Whether a job may be claimed, run_after aside: pending, waiting on no
+--   dependency, and not parked (by its run_after or its key's limit). The
+--   claim index broker_jobs_claim_idx has this predicate written out
+--   (sql/tables/broker_jobs.sql); inlined, this function is the same
+--   expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+           AND p_parked OPERATOR(pg_catalog.=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
-    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
+COMMENT ON FUNCTION broker._claimable(smallint, integer, smallint) IS
+    'Internal: pending, waiting on no unfinished dependency and not parked (the claim index predicate, inlined).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps)
---   _claimable written with <= (the same rows: the CHECKs keep both columns
---   >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that looks
---   for the jobs made ready since its queue's hint says this, not
+-- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps, p_parked)
+--   _claimable written with <= (the same rows: the CHECKs keep the three
+--   columns >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that
+--   looks for the jobs made ready since its queue's hint says this, not
 --   _claimable, so that no index but that one matches: with the claim
 --   index's predicate the planner could read the claim index in claim order
 --   and filter on ready_xid, over every ready job (sql/run/claim.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer)
+CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.<=) 0 AND p_pending_deps OPERATOR(pg_catalog.<=) 0
+           AND p_parked OPERATOR(pg_catalog.<=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
+COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer, smallint) IS
     'Internal: _claimable written with <= (the predicate of broker_jobs_ready_xid_idx, inlined), for the jobs a claim adds to its queue''s hint.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._claimable_by_id(p_complete_status, p_pending_deps, p_parked)
+--   _claimable written so that no partial index's predicate matches it (in a
+--   CASE, which the planner does not prove index predicates from; the
+--   columns are NOT NULL, so the rows are the same). A statement
+--   that locks jobs by their ids says this: with _claimable, a generic plan
+--   can read the whole claim index and filter on the ids instead of looking
+--   each id up in the primary key (sql/run/claim_lane.sql).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claimable_by_id(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
+                     AND p_parked OPERATOR(pg_catalog.=) 0 THEN true ELSE false END
+$$;
+COMMENT ON FUNCTION broker._claimable_by_id(smallint, integer, smallint) IS
+    'Internal: _claimable written so that no partial index matches it, for statements that lock jobs by id (inlined).';
 -- source: sql/core/lock_keys.sql
 -- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
 -- ---------------------------------------------------------------------------
@@ -281,6 +325,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 1651665664, 0 $$;
 COMMENT ON FUNCTION broker._instance_lock_key() IS
     'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._key_lock_key(p_tenant_id, p_key)
+--   The transaction advisory-lock key of a concurrency key's limit: the
+--   tenant's limit on p_key, or, with p_tenant_id NULL, the limit on p_key
+--   across tenants. A claim takes it exclusively (never waiting: it passes
+--   the key over when it cannot) while it counts the key's running jobs and
+--   parks those over the limit; a job that leaves running takes it shared
+--   before it unparks the key's parked jobs, so that it sees every job a
+--   claim parked. High 32 bits the tenant's hash (0 for every tenant), low
+--   32 the key's.
+--   SQL without SET search_path on purpose (inlined; every name qualified).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._key_lock_key(p_tenant_id text, p_key text)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (COALESCE(pg_catalog.hashtext(p_tenant_id), 0)::bigint OPERATOR(pg_catalog.<<) 32)
+           OPERATOR(pg_catalog.#) (pg_catalog.hashtext('key:' OPERATOR(pg_catalog.||) p_key)::bigint
+                                   OPERATOR(pg_catalog.&) 4294967295)
+$$;
+COMMENT ON FUNCTION broker._key_lock_key(text, text) IS
+    'Internal: the advisory-lock key of a tenant''s limit on a concurrency key (p_tenant_id NULL: the limit across tenants).';
 -- source: sql/core/notify.sql
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
@@ -912,6 +981,7 @@ CREATE TABLE broker.broker_schedule (
     last_error      text,
     skipped_fires_capped boolean NOT NULL DEFAULT false,
     autonomous      boolean     NOT NULL DEFAULT false,
+    concurrency_key text,
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
@@ -924,7 +994,9 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
-    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256)
+    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256),
+    CONSTRAINT broker_schedule_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200)
 );
 
 -- The tick: enabled schedules by next fire time.
@@ -958,6 +1030,7 @@ COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueue
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
 COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_schedule.concurrency_key IS 'Concurrency key of the jobs it enqueues (broker_jobs.concurrency_key; NULL: none).';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 -- source: sql/tables/broker_schedule_count.sql
@@ -1038,6 +1111,8 @@ CREATE TABLE broker.broker_jobs (
     autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
     ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    concurrency_key     text,
+    parked              smallint    NOT NULL DEFAULT 0,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -1057,31 +1132,58 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
+    CONSTRAINT broker_jobs_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
--- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
--- (Its predicate is broker._claimable written out, as index predicates and CHECKs keep the
--- state numbers; queries calling broker._claimable inline to this same expression.)
+-- Claim path: each tenant's claimable jobs of a queue, highest priority, then earliest
+-- run_after, then id (the fair share serves tenants in turn). Parked jobs (dated later, or held
+-- back by a limit on their key) are out of it. (Its predicate is broker._claimable written out,
+-- as index predicates and CHECKs keep the state numbers; queries calling broker._claimable
+-- inline to this same expression.)
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
-    (job_queue, job_priority DESC, run_after, job_id)
-    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
+    (job_queue, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 0;
+COMMENT ON INDEX broker.broker_jobs_claim_idx IS
+    'The claim: each tenant''s claimable jobs of a queue in claim order (priority, then age); parked jobs are out of it.';
 -- Claim path under a held snapshot: ready jobs of a queue by the transaction that made them
 -- ready, so that a claim finds the ones made ready since its hint (broker_claim_hint) without
 -- stepping over the claim index's dead entries. Its predicate says "<= 0" (the same rows, by
 -- the CHECKs) so that the queries that say so can use no other index: the planner would take
--- the claim index in claim order and filter on ready_xid, over every ready job.
+-- the claim index in claim order and filter on ready_xid, over every ready job. And it says
+-- "ready_xid IS NOT NULL" (always true) so that only queries on ready_xid can use it: a generic
+-- plan made on a small table could otherwise read it whole, and sort, for a claim-order query.
 CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
-    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0 AND parked OPERATOR(pg_catalog.<=) 0
+      AND ready_xid IS NOT NULL;
 COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
     'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
+-- Parked until due: what a claim unparks once their time has come.
+CREATE INDEX broker_jobs_later_idx ON broker.broker_jobs (job_queue, run_after)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 1;
+COMMENT ON INDEX broker.broker_jobs_later_idx IS
+    'Jobs parked until their run_after, by queue and time: what a claim unparks once due (broker._unpark_due).';
+-- Concurrency keys: the running count of a key's cap, and its pending jobs (parked by its limits or not).
+CREATE INDEX broker_jobs_key_running_idx ON broker.broker_jobs (concurrency_key, tenant_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 1 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_running_idx IS
+    'Claimed jobs by concurrency key and tenant: the running count a key''s cap is checked against.';
+CREATE INDEX broker_jobs_key_pending_idx ON broker.broker_jobs
+    (concurrency_key, tenant_id, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND concurrency_key IS NOT NULL;
+COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
+    'Pending jobs with a concurrency key, by key and tenant in claim order: what a claim parks at the key''s limit, and a freed slot or a new token unparks.';
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group.
+-- ("job_group IS NOT NULL", always true, so that only queries on job_group can use it: a claim's
+-- generic plan, made on a small table, could otherwise read it by tenant and sort.)
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
-    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND job_group IS NOT NULL;
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
@@ -1135,42 +1237,55 @@ COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runne
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
+COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
+COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
 -- source: sql/tables/broker_claim_hint.sql
--- sql/tables/broker_claim_hint.sql: per queue, where its ready jobs start in claim order as of a snapshot.
+-- sql/tables/broker_claim_hint.sql: per queue, where each tenant's ready jobs start in claim order as of a snapshot.
+-- ---------------------------------------------------------------------------
+-- Type: broker._claim_position
+--   Where a tenant's ready jobs of a queue start in claim order (priority,
+--   then run_after, then job_id), as a claim's probe found it.
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._claim_position AS (
+    tenant_id    text,
+    job_priority integer,
+    run_after    timestamptz,
+    job_id       bigint
+);
+COMMENT ON TYPE broker._claim_position IS
+    'Internal: where a tenant''s ready jobs of a queue start in claim order (broker_claim_hint).';
+
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_claim_hint
---   Where the pending, unblocked jobs of a queue start in claim order, as a
---   snapshot saw them: every such job that `snapshot` sees is at or after
---   (job_priority, run_after, job_id) in claim order (highest priority
---   first, then earliest run_after, then lowest job_id). Jobs made ready
---   later carry a ready_xid that the snapshot does not see, and are found
---   through broker_jobs_ready_xid_idx. A claim starts at the hint instead of
---   at the start of the claim index, so it does not step over the index
---   entries of the jobs claimed before (which a snapshot held elsewhere
---   keeps from being removed). broker_get writes it, at most once per 100
---   transactions of the cluster; a hint stays true however old it gets,
---   only less useful. started_at is pg_postmaster_start_time() when it was
---   written: a hint of another server (a dump restored elsewhere) is never
---   used. Derived data: not dumped, no role is granted anything on it.
+--   Per queue: where each tenant's pending, unblocked, unparked jobs start
+--   in claim order, as a snapshot saw them: every such job of a tenant that
+--   `snapshot` sees is at or after the tenant's position (highest priority
+--   first, then earliest run_after, then lowest job_id); a tenant missing
+--   from positions had none. Jobs made ready later carry a ready_xid that
+--   the snapshot does not see, and are found through
+--   broker_jobs_ready_xid_idx. A claim starts each tenant at its position
+--   instead of at the start of the claim index, so it does not step over
+--   the index entries of the jobs claimed before (which a snapshot held
+--   elsewhere keeps from being removed). broker_get writes it, at most once
+--   per 100 transactions of the cluster; a hint stays true however old it
+--   gets, only less useful. started_at is pg_postmaster_start_time() when it
+--   was written: a hint of another server (a dump restored elsewhere) is
+--   never used. Derived data: not dumped, no role is granted anything on it.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_claim_hint (
     job_queue    integer     NOT NULL,
     started_at   timestamptz NOT NULL,
     snapshot     pg_snapshot NOT NULL,
-    job_priority integer     NOT NULL,
-    run_after    timestamptz NOT NULL,
-    job_id       bigint      NOT NULL,
+    positions    broker._claim_position[] NOT NULL,
     CONSTRAINT broker_claim_hint_pkey PRIMARY KEY (job_queue)
 );
 COMMENT ON TABLE broker.broker_claim_hint IS
-    'Per queue: where its ready jobs start in claim order, as of a snapshot (written by broker_get; derived, not dumped).';
+    'Per queue: where each tenant''s ready jobs start in claim order, as of a snapshot (written by broker_get; derived, not dumped).';
 COMMENT ON COLUMN broker.broker_claim_hint.job_queue IS 'Queue.';
 COMMENT ON COLUMN broker.broker_claim_hint.started_at IS 'pg_postmaster_start_time() of the server that wrote it (a hint of another server is ignored).';
-COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the position was found with.';
-COMMENT ON COLUMN broker.broker_claim_hint.job_priority IS 'Priority level of the first ready job the snapshot saw.';
-COMMENT ON COLUMN broker.broker_claim_hint.run_after IS 'Its run_after.';
-COMMENT ON COLUMN broker.broker_claim_hint.job_id IS 'Its job_id.';
+COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the positions hold for: every ready job it saw is at or after its tenant''s position.';
+COMMENT ON COLUMN broker.broker_claim_hint.positions IS 'Per tenant with ready jobs then: the first of them in claim order.';
 -- source: sql/tables/broker_job_dependency.sql
 -- sql/tables/broker_job_dependency.sql: table of dependency edges.
 -- ---------------------------------------------------------------------------
@@ -1495,6 +1610,78 @@ COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue.';
 COMMENT ON COLUMN broker.broker_queue_pause.tenant_id IS 'The tenant whose jobs are paused there; NULL: every tenant''s.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_by IS 'Role that paused it.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_at IS 'When.';
+-- source: sql/tables/broker_key_limit.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_key_limit
+--   Limits on concurrency keys (broker_jobs.concurrency_key): how many of a
+--   key's jobs may be claimed at once (max_running: from the claim to the
+--   job's end) and how many may start per second (a token bucket of
+--   per_second, holding at most burst). A row with a tenant limits that
+--   tenant's jobs of the key (broker_set_limit); a row with tenant_id NULL
+--   limits the key's jobs of every tenant together (administrators only).
+--   tokens and tokens_at are the bucket as the last claim left it; wake_at is
+--   when a job parked for want of a token may start (the claim unparks them
+--   then). Written by broker_set_limit and the claim.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_key_limit (
+    tenant_id       text             DEFAULT broker.broker_current_tenant(),
+    concurrency_key text             NOT NULL,
+    max_running     integer,
+    per_second      double precision,
+    burst           integer,
+    tokens          double precision,
+    tokens_at       timestamptz,
+    wake_at         timestamptz,
+    set_by          name             NOT NULL DEFAULT CURRENT_USER,
+    set_at          timestamptz      NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_key_limit_key UNIQUE NULLS NOT DISTINCT (concurrency_key, tenant_id),
+    CONSTRAINT broker_key_limit_concurrency_key_check
+        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_key_limit_max_running_check CHECK (max_running OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_key_limit_per_second_check
+        CHECK (per_second OPERATOR(pg_catalog.>) 0 AND per_second OPERATOR(pg_catalog.<=) 1000000),
+    CONSTRAINT broker_key_limit_burst_check CHECK (burst OPERATOR(pg_catalog.>=) 1),
+    CONSTRAINT broker_key_limit_some_check CHECK (max_running IS NOT NULL OR per_second IS NOT NULL),
+    CONSTRAINT broker_key_limit_rate_check CHECK ((per_second IS NULL) OPERATOR(pg_catalog.=) (burst IS NULL))
+);
+CREATE INDEX broker_key_limit_wake_idx ON broker.broker_key_limit (wake_at) WHERE wake_at IS NOT NULL;
+
+COMMENT ON TABLE broker.broker_key_limit IS
+    'Limits on concurrency keys: jobs claimed at once and starts per second, per tenant or (tenant_id NULL) across tenants.';
+COMMENT ON COLUMN broker.broker_key_limit.tenant_id IS 'The tenant whose jobs of the key are limited; NULL: every tenant''s together.';
+COMMENT ON COLUMN broker.broker_key_limit.concurrency_key IS 'The key (broker_jobs.concurrency_key).';
+COMMENT ON COLUMN broker.broker_key_limit.max_running IS 'At most this many of the key''s jobs claimed at once (claim to end); NULL: no cap.';
+COMMENT ON COLUMN broker.broker_key_limit.per_second IS 'Starts per second (token bucket refill); NULL: no rate.';
+COMMENT ON COLUMN broker.broker_key_limit.burst IS 'Tokens the bucket holds at most (default: per_second rounded up).';
+COMMENT ON COLUMN broker.broker_key_limit.tokens IS 'Tokens left at tokens_at.';
+COMMENT ON COLUMN broker.broker_key_limit.tokens_at IS 'When tokens was computed.';
+COMMENT ON COLUMN broker.broker_key_limit.wake_at IS 'When the next token is due for jobs parked for want of one (NULL: none parked).';
+COMMENT ON COLUMN broker.broker_key_limit.set_by IS 'Role that set the limit.';
+COMMENT ON COLUMN broker.broker_key_limit.set_at IS 'When.';
+COMMENT ON INDEX broker.broker_key_limit_wake_idx IS 'Keys whose parked jobs get a token at wake_at (the claim unparks them).';
+-- source: sql/tables/broker_tenant_weight.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_tenant_weight
+--   A tenant's weight in the fair share of a queue's claims (default 1 for a
+--   tenant without a row): each claim serves the tenants that have claimable
+--   jobs in proportion to their weights (broker_get). Written by
+--   broker_set_tenant_weight, administrators only.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_tenant_weight (
+    tenant_id text        NOT NULL,
+    weight    integer     NOT NULL,
+    set_by    name        NOT NULL DEFAULT CURRENT_USER,
+    set_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_tenant_weight_pkey PRIMARY KEY (tenant_id),
+    CONSTRAINT broker_tenant_weight_weight_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 1 AND weight OPERATOR(pg_catalog.<=) 1000)
+);
+COMMENT ON TABLE broker.broker_tenant_weight IS
+    'Tenants'' weights in the fair share of each queue''s claims (1 to 1000; 1 without a row).';
+COMMENT ON COLUMN broker.broker_tenant_weight.tenant_id IS 'The tenant.';
+COMMENT ON COLUMN broker.broker_tenant_weight.weight IS 'Its weight (1 to 1000).';
+COMMENT ON COLUMN broker.broker_tenant_weight.set_by IS 'Administrator who set it.';
+COMMENT ON COLUMN broker.broker_tenant_weight.set_at IS 'When.';
 -- source: sql/tables/broker_autonomous_role.sql
 -- sql/tables/broker_autonomous_role.sql: the roles allowed autonomous jobs, and how.
 -- ---------------------------------------------------------------------------
@@ -1553,6 +1740,8 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_i
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_key_limit', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 -- </extension-only>
 
@@ -3102,7 +3291,8 @@ CREATE TYPE broker._job_fields AS (
     run_after          timestamptz,
     timeout            interval,
     search_path        text,
-    autonomous         boolean);
+    autonomous         boolean,
+    concurrency_key    text);
 COMMENT ON TYPE broker._job_fields IS
     'Internal: a job''s fields as the enqueue functions take them (broker_add_job''s parameters without p_, broker_add_jobs'' keys).';
 
@@ -3200,6 +3390,11 @@ AS $$
                        pg_catalog.format('must be at most 512 characters, got %s', pg_catalog.length(j.idempotency_key)), NULL]
         WHEN pg_catalog.starts_with(j.idempotency_key, 'broker_schedule:')
             THEN ARRAY['22023', 'idempotency_key', 'must not start with broker_schedule: (reserved for schedules)', NULL]
+        WHEN pg_catalog.btrim(j.concurrency_key) OPERATOR(pg_catalog.=) ''
+            THEN ARRAY['22023', 'concurrency_key', 'must not be blank (NULL for none)', NULL]
+        WHEN pg_catalog.length(j.concurrency_key) OPERATOR(pg_catalog.>) 200
+            THEN ARRAY['22023', 'concurrency_key',
+                       pg_catalog.format('must be at most 200 characters, got %s', pg_catalog.length(j.concurrency_key)), NULL]
         WHEN j.timeout OPERATOR(pg_catalog.<=) interval '0'
             THEN ARRAY['22023', 'timeout', pg_catalog.format('must be positive, got %s', j.timeout), NULL]
         WHEN pg_catalog.array_ndims(j.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
@@ -3249,7 +3444,8 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous,
+--     p_concurrency_key)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   * p_tenant_id names the tenant for this call only (checked as by
 --     broker_set_tenant, and the caller must be allowed to act for it, as for
@@ -3270,6 +3466,9 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --     procedure that commits): one such statement, for a role an
 --     administrator allowed (broker_allow_autonomous). A regular job whose
 --     text can never run inside a transaction is refused (0A000).
+--   * p_concurrency_key: the key whose limits (broker_set_limit: jobs
+--     running at once, starts per second) the job counts against; NULL
+--     (default) for none. At most 200 characters, not blank.
 --   * SECURITY INVOKER on purpose: the rows are written with the caller's
 --     rights, so the row-level security policies check the caller's tenant,
 --     identity (enqueued_by) and run_as as that caller; the triggers on the
@@ -3279,7 +3478,8 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 -- Errors: those of broker._job_problem, as 'broker_add_job: p_<field> ...':
 --   22004 NULL where a value is required; 22023 invalid value (also a queue
 --   outside 1..1000, an idempotency key over 512 characters or starting with
---   'broker_schedule:', reserved for the tick);
+--   'broker_schedule:', reserved for the tick, a blank concurrency key or
+--   one over 200 characters);
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -3292,6 +3492,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
+--   SELECT * FROM broker.broker_add_job('sync 42', 'CALL crm.sync(42)', p_concurrency_key => 'crm-api');
 --   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
@@ -3312,7 +3513,8 @@ CREATE FUNCTION broker.broker_add_job(
     p_timeout             interval    DEFAULT NULL,
     p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id           text        DEFAULT NULL,
-    p_autonomous          boolean     DEFAULT false)
+    p_autonomous          boolean     DEFAULT false,
+    p_concurrency_key     text        DEFAULT NULL)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -3335,14 +3537,14 @@ BEGIN
         RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
             p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
             p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path,
-            p_autonomous => p_autonomous) AS a;
+            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
     ---- the fields' own rules (broker._job_problem, one expression) -----------
     v_problem := broker._job_problem(ROW(p_job_name, p_execute_str, p_job_queue, p_job_priority, p_job_language,
         p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
-        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)::broker._job_fields);
+        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous, p_concurrency_key)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error('broker_add_job', 'p_' OPERATOR(pg_catalog.||) v_problem[2], v_problem);
     END IF;
@@ -3417,10 +3619,11 @@ BEGIN
         -- the common case: one plain INSERT (its trigger notifies the queue)
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
+                p_concurrency_key)
         RETURNING j.job_id INTO v_id;
         job_id := v_id;
         is_new := true;
@@ -3433,10 +3636,12 @@ BEGIN
     LOOP
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
+                concurrency_key)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
+                p_concurrency_key)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -3473,8 +3678,8 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean, text) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay, timeout and concurrency key, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
@@ -3525,7 +3730,8 @@ AS $$
     SELECT e.o::integer, r, broker._job_problem(r)
       FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
      CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(
-               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false)::broker._job_fields,
+               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false,
+                   NULL)::broker._job_fields,
                e.v) AS r
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
@@ -3556,9 +3762,9 @@ AS $$
 DECLARE
     c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
         'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous', 'concurrency_key'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean', 'string'];
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
@@ -3615,7 +3821,8 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean'])
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'concurrency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
            -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
                                                                     'depends_on_job_ids', 'depends_on_groups', 'autonomous']
@@ -3807,11 +4014,12 @@ BEGIN
         WITH ins AS (
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
+                    concurrency_key)
             SELECT u.job_name, COALESCE(u.job_group, u.job_name), u.execute_str, pg_catalog.lower(pg_catalog.btrim(u.job_language)),
                    u.job_queue, u.job_priority, COALESCE(u.run_as::name, CURRENT_USER), u.schedule_id, u.idempotency_key,
                    u.max_attempts, COALESCE(u.run_after, pg_catalog.now()), u.timeout, COALESCE(u.search_path, ''),
-                   COALESCE(u.autonomous, false)
+                   COALESCE(u.autonomous, false), u.concurrency_key
               FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
              WHERE a_todo[u.ordinality]
              ORDER BY u.ordinality
@@ -3864,7 +4072,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
-               AND broker._claimable(j.complete_status, j.pending_deps)
+               AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
@@ -3889,8 +4097,9 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
---   broker_add_job's default (search_path: the caller's). Returns one row per
+--   depends_on_groups, run_after, timeout, search_path, autonomous,
+--   concurrency_key); a missing key takes broker_add_job's default
+--   (search_path: the caller's). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
 --   rules as broker_add_job, which the whole array passes or fails together:
@@ -3954,12 +4163,13 @@ BEGIN
     WITH ins AS (
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, max_attempts, run_after, job_timeout, job_search_path, concurrency_key)
         SELECT (p.job).job_name, COALESCE((p.job).job_group, (p.job).job_name), (p.job).execute_str,
                CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((p.job).job_language))
                     ELSE broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', p.ord), p.problem[2], p.problem) END,
                (p.job).job_queue, (p.job).job_priority, CURRENT_USER, (p.job).max_attempts,
-               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, '')
+               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, ''),
+               (p.job).concurrency_key
           FROM broker._parse_jobs(p_jobs, p_search_path) AS p
          ORDER BY p.ord
         RETURNING j.job_id
@@ -3983,7 +4193,7 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues,
 --     p_job_priorities, p_job_groups, p_max_attempts, p_run_afters,
---     p_timeouts, p_job_languages, p_search_path)
+--     p_timeouts, p_job_languages, p_concurrency_keys, p_search_path)
 --   The jobs of broker_add_jobs_arrays' arrays, one row per element of
 --   p_job_names (ord = its position): job, the k-th element of each array
 --   as broker._job_fields, a NULL array taking broker_add_job's default
@@ -3996,7 +4206,7 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_of_arrays(p_job_names text[], p_execute_strs text[], p_job_queues integer[],
     p_job_priorities integer[], p_job_groups text[], p_max_attempts integer[], p_run_afters timestamptz[],
-    p_timeouts interval[], p_job_languages text[], p_search_path text)
+    p_timeouts interval[], p_job_languages text[], p_concurrency_keys text[], p_search_path text)
 RETURNS TABLE (ord bigint, job broker._job_fields, problem text[])
 LANGUAGE sql STABLE
 AS $$
@@ -4006,30 +4216,32 @@ AS $$
                             CASE WHEN p_job_priorities IS NULL THEN 0 ELSE u.priority END,
                             CASE WHEN p_job_languages IS NULL THEN 'sql' ELSE u.lang END, NULL, NULL, NULL, NULL,
                             CASE WHEN p_max_attempts IS NULL THEN 1 ELSE u.attempts END, u.grp, NULL, u.run_after, u.timeout,
-                            p_search_path, false)::broker._job_fields AS r
+                            p_search_path, false, u.ckey)::broker._job_fields AS r
               FROM ROWS FROM (pg_catalog.unnest(p_job_names), pg_catalog.unnest(p_execute_strs),
                               pg_catalog.unnest(p_job_queues), pg_catalog.unnest(p_job_priorities),
                               pg_catalog.unnest(p_job_groups), pg_catalog.unnest(p_max_attempts),
                               pg_catalog.unnest(p_run_afters), pg_catalog.unnest(p_timeouts),
-                              pg_catalog.unnest(p_job_languages))
-                   WITH ORDINALITY AS u(name, sql, queue, priority, grp, attempts, run_after, timeout, lang, o)
+                              pg_catalog.unnest(p_job_languages), pg_catalog.unnest(p_concurrency_keys))
+                   WITH ORDINALITY AS u(name, sql, queue, priority, grp, attempts, run_after, timeout, lang, ckey, o)
             OFFSET 0) AS s
 $$;
-COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text) IS
+COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text[], text) IS
     'Internal: broker_add_jobs_arrays'' elements as broker._job_fields with broker_add_job''s defaults, and the first rule each breaks.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
 --     p_job_queues, p_job_priorities, p_job_groups, p_max_attempts,
---     p_run_afters, p_timeouts, p_job_languages, p_search_path, p_tenant_id)
+--     p_run_afters, p_timeouts, p_job_languages, p_search_path, p_tenant_id,
+--     p_concurrency_keys)
 --   Bulk enqueue of jobs without run_as, schedule, idempotency key,
 --   dependencies or autonomy, one array per field: job k has the k-th
 --   element of each array. An array left NULL gives every job
 --   broker_add_job's default for that field (queue 1, priority 0, group =
---   name, 1 attempt, now, no timeout, sql); a NULL element is a NULL field
---   (refused where broker_add_job refuses NULL). p_search_path (one for
---   every job) defaults to the caller's. Returns one row per job, in array
---   order: (ord = 1-based position, job_id, is_new = true).
+--   name, 1 attempt, now, no timeout, sql, no concurrency key); a NULL
+--   element is a NULL field (refused where broker_add_job refuses NULL).
+--   p_search_path (one for every job) defaults to the caller's. Returns one
+--   row per job, in array order: (ord = 1-based position, job_id, is_new =
+--   true).
 --   What broker_add_jobs does for such elements, without JSON in between:
 --   the same rules (broker._job_problem, the element named as in
 --   broker_add_jobs: 'broker_add_jobs_arrays: element 3: job_queue ...'),
@@ -4042,6 +4254,8 @@ COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[],
 -- Example:
 --   SELECT * FROM broker.broker_add_jobs_arrays(ARRAY['a', 'b'], ARRAY['CALL etl.a()', 'CALL etl.b()'],
 --                                               p_job_queues => ARRAY[1, 2]);
+--   SELECT * FROM broker.broker_add_jobs_arrays(ARRAY['sync 1', 'sync 2'], ARRAY['CALL crm.sync(1)', 'CALL crm.sync(2)'],
+--                                               p_concurrency_keys => ARRAY['crm-api', 'crm-api']);
 --   Calls: _set_tenant, broker_current_tenant, _transaction_keywords, _may_not_run_in_transaction, _tenant_allowed, _jobs_of_arrays, _job_field_error, _check_autonomous, _executor, broker_create_executor
 --   Tables: reads broker_tenant_roles; writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -4056,7 +4270,8 @@ CREATE FUNCTION broker.broker_add_jobs_arrays(
     p_timeouts       interval[]    DEFAULT NULL,
     p_job_languages  text[]        DEFAULT NULL,
     p_search_path    text          DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id      text          DEFAULT NULL)
+    p_tenant_id      text          DEFAULT NULL,
+    p_concurrency_keys text[]      DEFAULT NULL)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -4073,7 +4288,7 @@ BEGIN
         PERFORM broker._set_tenant(c_fn, p_tenant_id);
         RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
             p_job_queues, p_job_priorities, p_job_groups, p_max_attempts, p_run_afters, p_timeouts, p_job_languages,
-            p_search_path) AS a;
+            p_search_path, p_concurrency_keys => p_concurrency_keys) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -4089,7 +4304,8 @@ BEGIN
                    (6, 'p_max_attempts', pg_catalog.array_ndims(p_max_attempts), pg_catalog.cardinality(p_max_attempts)),
                    (7, 'p_run_afters', pg_catalog.array_ndims(p_run_afters), pg_catalog.cardinality(p_run_afters)),
                    (8, 'p_timeouts', pg_catalog.array_ndims(p_timeouts), pg_catalog.cardinality(p_timeouts)),
-                   (9, 'p_job_languages', pg_catalog.array_ndims(p_job_languages), pg_catalog.cardinality(p_job_languages)))
+                   (9, 'p_job_languages', pg_catalog.array_ndims(p_job_languages), pg_catalog.cardinality(p_job_languages)),
+                   (10, 'p_concurrency_keys', pg_catalog.array_ndims(p_concurrency_keys), pg_catalog.cardinality(p_concurrency_keys)))
            AS a(k, name, dims, n)
      WHERE a.dims OPERATOR(pg_catalog.>) 1 OR a.n OPERATOR(pg_catalog.<>) v_n
      ORDER BY a.k LIMIT 1;
@@ -4111,7 +4327,8 @@ BEGIN
            AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p_execute_strs) AS s WHERE broker._may_not_run_in_transaction(s))) THEN
         SELECT x.ord AS o, x.problem INTO v_bad
           FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
-                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_concurrency_keys,
+                                      p_search_path) AS x
          WHERE x.problem IS NOT NULL
          ORDER BY x.ord LIMIT 1;
         IF FOUND THEN
@@ -4134,14 +4351,16 @@ BEGIN
     WITH ins AS (
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, max_attempts, run_after, job_timeout, job_search_path)
+                run_as, max_attempts, run_after, job_timeout, job_search_path, concurrency_key)
         SELECT (x.job).job_name, COALESCE((x.job).job_group, (x.job).job_name), (x.job).execute_str,
                CASE WHEN x.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((x.job).job_language))
                     ELSE broker._job_field_error(pg_catalog.format('%s: element %s', c_fn, x.ord), x.problem[2], x.problem) END,
                (x.job).job_queue, (x.job).job_priority, CURRENT_USER, (x.job).max_attempts,
-               COALESCE((x.job).run_after, pg_catalog.now()), (x.job).timeout, COALESCE(p_search_path, '')
+               COALESCE((x.job).run_after, pg_catalog.now()), (x.job).timeout, COALESCE(p_search_path, ''),
+               (x.job).concurrency_key
           FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
-                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_concurrency_keys,
+                                      p_search_path) AS x
          ORDER BY x.ord
         RETURNING j.job_id
     )
@@ -4154,8 +4373,8 @@ BEGIN
     RETURN QUERY SELECT u.o::integer, u.id, true FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, o);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text) IS
-    'Enqueues many plain jobs (no run_as, schedule, key, dependencies) from one array per field, as broker_add_jobs would; returns (ord, job_id, is_new) in array order.';
+COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text, text[]) IS
+    'Enqueues many plain jobs (no run_as, schedule, idempotency key, dependencies) from one array per field, as broker_add_jobs would; returns (ord, job_id, is_new) in array order.';
 
 -- Group: run: executors, the run guard, attempts, claim (and paused queues), run, finish/fail and retries,
 -- release/interrupt, autonomous jobs, cancel, operator retries, recovery
@@ -5292,14 +5511,614 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
     'Pauses or resumes a queue: claims skip it, running jobs finish; a tenant pauses its own jobs there, an administrator the queue for everyone. Returns whether anything changed.';
+-- source: sql/flow/weights.sql
+-- sql/flow/weights.sql: tenants' weights in the fair share of a queue's claims.
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_tenant_weight(p_tenant_id, p_weight)
+--   Sets tenant p_tenant_id's weight in the fair share of every queue's
+--   claims (broker_get): each claim serves the tenants that have claimable
+--   jobs in proportion to their weights. A tenant without a weight weighs 1;
+--   p_weight NULL removes the weight (back to 1). Administrators only.
+--   Returns the weight now in force.
+-- Errors: 22004 NULL tenant; 22023 blank tenant or over 200 characters, a
+--   weight outside 1..1000; 42501 the caller is not an administrator.
+-- Example:
+--   SELECT broker.broker_set_tenant_weight('premium', 3);
+--   Calls: _is_broker_admin
+--   Tables: writes broker_tenant_weight
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_tenant_weight(p_tenant_id text, p_weight integer)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT broker._is_broker_admin(CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_set_tenant_weight: only administrators (broker_admin) set tenants'' weights'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF p_tenant_id IS NULL THEN
+        RAISE EXCEPTION 'broker_set_tenant_weight: p_tenant_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_set_tenant_weight: tenant id must be 1 to 200 characters and not blank'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_weight OPERATOR(pg_catalog.<) 1 OR p_weight OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_set_tenant_weight: weights are 1 to 1000, got %', p_weight
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'NULL removes the weight (a tenant without one weighs 1).';
+    END IF;
+    IF p_weight IS NULL THEN
+        DELETE FROM broker.broker_tenant_weight AS w WHERE w.tenant_id OPERATOR(pg_catalog.=) p_tenant_id;
+        RETURN 1;
+    END IF;
+    INSERT INTO broker.broker_tenant_weight AS w (tenant_id, weight) VALUES (p_tenant_id, p_weight)
+        ON CONFLICT (tenant_id) DO UPDATE
+           SET weight = EXCLUDED.weight, set_by = CURRENT_USER, set_at = pg_catalog.now();
+    RETURN p_weight;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_tenant_weight(text, integer) IS
+    'Sets a tenant''s weight (1 to 1000; NULL: back to 1) in the fair share of every queue''s claims. Administrators only.';
+-- source: sql/flow/limits.sql
+-- sql/flow/limits.sql: limits on concurrency keys (caps and rates) and what a claim checks against them.
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._unpark_key(p_tenant_id, p_key, p_limit)
+--   Puts up to p_limit (NULL: all) jobs parked by a limit on concurrency key
+--   p_key back into the claim index, first in claim order: the tenant's
+--   (p_tenant_id), or every tenant's (p_tenant_id NULL). A claim parks them
+--   again if the limit still holds them back, so unparking is never unsafe;
+--   it wakes the runners of their queues. Returns how many.
+--   Calls: _parked, _notify_queues
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._unpark_key(p_tenant_id text, p_key text, p_limit integer DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_queues integer[];
+BEGIN
+    WITH unparked AS (
+        UPDATE broker.broker_jobs AS j
+           SET parked = broker._parked('none')
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                   SELECT p.job_id FROM broker.broker_jobs AS p
+                    WHERE p.concurrency_key OPERATOR(pg_catalog.=) p_key
+                      AND (p_tenant_id IS NULL OR p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
+                      AND p.complete_status OPERATOR(pg_catalog.=) 0
+                      AND p.parked OPERATOR(pg_catalog.>=) 2
+                    ORDER BY p.concurrency_key, p.tenant_id, p.job_priority DESC, p.run_after, p.job_id
+                    LIMIT p_limit
+                      FOR NO KEY UPDATE SKIP LOCKED))
+           AND j.parked OPERATOR(pg_catalog.>=) 2
+        RETURNING j.job_queue)
+    SELECT pg_catalog.array_agg(DISTINCT u.job_queue) INTO v_queues FROM unparked AS u;
+    IF v_queues IS NOT NULL THEN
+        PERFORM broker._notify_queues(v_queues);
+    END IF;
+    RETURN COALESCE(pg_catalog.cardinality(v_queues), 0);
+END;
+$$;
+COMMENT ON FUNCTION broker._unpark_key(text, text, integer) IS
+    'Internal: puts up to p_limit jobs parked by a limit on a key back into the claim index (a tenant''s, or every tenant''s with NULL) and wakes their queues.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_set_limit(p_key, p_max_running, p_per_second, p_burst, p_all_tenants)
+--   Sets the limit on concurrency key p_key for the current tenant's jobs:
+--   at most p_max_running of them claimed at once (from the claim to the
+--   job's end: lease recovery, autonomous jobs and every queue and runner
+--   included) and at most p_per_second starts per second (a token bucket
+--   that holds p_burst tokens, default p_per_second rounded up). NULL means
+--   no limit of that kind; both NULL remove the limit. With p_all_tenants
+--   (administrators only) the limit holds for the key's jobs of every tenant
+--   together, on top of each tenant's own. A job over a limit is parked: out
+--   of the claim index, so that it holds up neither the other jobs of its
+--   queue nor the claim's cost; a freed slot or a new token puts it back.
+--   Returns whether a limit is now in force.
+-- Errors: 22004 NULL key; 22023 blank key or over 200 characters, a cap
+--   below 1, a rate not above 0 (or above 1,000,000), a burst below 1 or
+--   without a rate; 42501 p_all_tenants by a non-administrator, or the
+--   caller may not act for the current tenant (strict tenancy).
+-- Example:
+--   SELECT broker.broker_set_limit('stripe', 2, NULL);        -- 2 at once
+--   SELECT broker.broker_set_limit('geocoder', NULL, 10);     -- 10 starts a second
+--   SELECT broker.broker_set_limit('stripe', NULL, NULL);     -- no limit
+--   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed
+--   Tables: writes broker_key_limit (its trigger unparks the key's jobs)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_set_limit(
+    p_key          text,
+    p_max_running  integer,
+    p_per_second   double precision,
+    p_burst        integer DEFAULT NULL,
+    p_all_tenants  boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_admin  boolean := broker._is_broker_admin(CURRENT_USER);
+    v_tenant text := CASE WHEN COALESCE(p_all_tenants, false) THEN NULL ELSE broker.broker_current_tenant() END;
+    v_burst  integer := COALESCE(p_burst, pg_catalog.ceil(p_per_second)::integer);
+BEGIN
+    IF p_key IS NULL THEN
+        RAISE EXCEPTION 'broker_set_limit: p_key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_key) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_key) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION 'broker_set_limit: p_key must be 1 to 200 characters and not blank' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_running OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_set_limit: p_max_running must be at least 1 (NULL: no cap), got %', p_max_running
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'To hold a key''s jobs back altogether, pause their queue (broker_pause_queue).';
+    END IF;
+    IF p_per_second OPERATOR(pg_catalog.<=) 0 OR p_per_second OPERATOR(pg_catalog.>) 1000000 OR p_per_second = 'NaN' THEN
+        RAISE EXCEPTION 'broker_set_limit: p_per_second must be above 0 and at most 1000000 (NULL: no rate), got %', p_per_second
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_burst IS NOT NULL AND (p_per_second IS NULL OR p_burst OPERATOR(pg_catalog.<) 1) THEN
+        RAISE EXCEPTION 'broker_set_limit: p_burst must be at least 1, and only with p_per_second, got %', p_burst
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF COALESCE(p_all_tenants, false) AND NOT v_admin THEN
+        RAISE EXCEPTION 'broker_set_limit: only administrators (broker_admin) set a limit across tenants'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
+        RAISE EXCEPTION 'broker_set_limit: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+
+    IF p_max_running IS NULL AND p_per_second IS NULL THEN
+        DELETE FROM broker.broker_key_limit AS l
+         WHERE l.concurrency_key OPERATOR(pg_catalog.=) p_key
+           AND l.tenant_id IS NOT DISTINCT FROM v_tenant;
+    ELSE
+        INSERT INTO broker.broker_key_limit AS l (tenant_id, concurrency_key, max_running, per_second, burst, tokens, tokens_at)
+        VALUES (v_tenant, p_key, p_max_running, p_per_second, CASE WHEN p_per_second IS NOT NULL THEN v_burst END,
+                CASE WHEN p_per_second IS NOT NULL THEN v_burst END, pg_catalog.statement_timestamp())
+        ON CONFLICT (concurrency_key, tenant_id) DO UPDATE
+           SET max_running = EXCLUDED.max_running, per_second = EXCLUDED.per_second, burst = EXCLUDED.burst,
+               tokens = LEAST(COALESCE(l.tokens, EXCLUDED.tokens), EXCLUDED.burst), tokens_at = EXCLUDED.tokens_at,
+               wake_at = NULL, set_by = CURRENT_USER, set_at = pg_catalog.now();
+    END IF;
+    RETURN p_max_running IS NOT NULL OR p_per_second IS NOT NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_set_limit(text, integer, double precision, integer, boolean) IS
+    'Sets the limit on a concurrency key for the current tenant (or, p_all_tenants, administrators: every tenant together): jobs claimed at once and starts per second; NULLs remove it.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._key_limit_changed()
+--   AFTER INSERT, DELETE, or UPDATE of a limit's cap, rate or burst on
+--   broker_key_limit: the jobs the key's limit parked (the row's tenant's, or
+--   every tenant's for a limit across tenants) go back into the claim index,
+--   and the next claims look at them under the limit as it is now. A trigger,
+--   so that whoever may write the row (row-level security: a tenant its own,
+--   administrators any) unparks that row's jobs and no one else's; the token
+--   bookkeeping the claim writes does not fire it.
+--   Calls: _unpark_key
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._key_limit_changed()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        PERFORM broker._unpark_key(OLD.tenant_id, OLD.concurrency_key);
+    ELSE
+        PERFORM broker._unpark_key(NEW.tenant_id, NEW.concurrency_key);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._key_limit_changed() IS
+    'Internal trigger: a limit was set, changed or removed; the jobs it parked go back into the claim index.';
+
+CREATE TRIGGER broker_key_limit_changed_trg
+    AFTER INSERT OR DELETE OR UPDATE OF max_running, per_second, burst ON broker.broker_key_limit
+    FOR EACH ROW EXECUTE FUNCTION broker._key_limit_changed();
+COMMENT ON TRIGGER broker_key_limit_changed_trg ON broker.broker_key_limit IS
+    'A limit set, changed or removed: the jobs it parked go back into the claim index.';
+-- source: sql/flow/keys.sql
+-- sql/flow/keys.sql: what a claim may take of jobs with a concurrency key, and parking the rest.
+
+-- ---------------------------------------------------------------------------
+-- Type: broker._claim_candidate
+--   A job a claim looked at (in claim order) before it locks any: its id,
+--   its concurrency key and its run_after (where the next look starts).
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._claim_candidate AS (
+    job_id          bigint,
+    concurrency_key text,
+    run_after       timestamptz
+);
+COMMENT ON TYPE broker._claim_candidate IS
+    'Internal: a job a claim looked at before locking it (id and concurrency key).';
+
+-- ---------------------------------------------------------------------------
+-- Type: broker._claim_keys
+--   What a claim did under the keys' limits so far, across its tenants: the
+--   capped keys it took a job of (taken, once per job), and how many jobs it
+--   parked (parked: at most 1,000 a claim).
+-- ---------------------------------------------------------------------------
+CREATE TYPE broker._claim_keys AS (
+    taken  text[],
+    parked integer
+);
+COMMENT ON TYPE broker._claim_keys IS
+    'Internal: a claim''s dealings with the keys'' limits so far (capped keys it took a job of, jobs it parked).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._admit_keyed(p_tenant_id, p_candidates, p_keys, p_now, p_want)
+--   For a claim of tenant p_tenant_id's jobs: which of p_candidates (in claim
+--   order) it may take under the limits on their concurrency keys
+--   (broker_key_limit: the tenant's, and the one across tenants). A job
+--   without a key, or whose key has no limit, is taken. For a key with a
+--   limit the claim first takes the key's lock (_key_lock_key) without
+--   waiting; when another claim or a job's end holds it, the key's jobs are
+--   left for a later claim. Then:
+--   * a cap: at most one job of the key per claim (a claim's jobs run one
+--     after the other, so a second would hold a slot idle), and only while
+--     fewer than the cap are claimed (running);
+--   * a rate: one token per job, the bucket refilled at per_second up to
+--     burst since it was last read.
+--   The key's other pending jobs of the tenant (up to 1,000, first in claim
+--   order) are parked when the cap is reached (parked cap) or the tokens are
+--   spent (parked rate, and wake_at is set to when the bucket is full again):
+--   out of the claim index, so that neither the claim's cost nor the other
+--   jobs of the queue wait on them. A candidate locked by
+--   someone else is neither taken nor parked. At most p_want of a key are
+--   taken (and charged). p_keys (in and out) is what the claim did under the
+--   limits so far, across its tenants (broker._claim_keys): it parks at most
+--   1,000 jobs in all.
+--   Returns the ids taken, in claim order.
+--   Calls: _key_lock_key, _parked
+--   Tables: reads broker_key_limit, broker_jobs; writes broker_key_limit (tokens), broker_jobs (parked)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._admit_keyed(
+    p_tenant_id  text,
+    p_candidates broker._claim_candidate[],
+    INOUT p_keys broker._claim_keys,
+    p_now        timestamptz,
+    p_want       integer,
+    OUT p_ids    bigint[])
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_key      text;
+    v_cap      integer;     -- slots left under the caps (NULL: no cap)
+    v_tokens   double precision;  -- whole tokens left under the rates (NULL: no rate)
+    v_ok       boolean;
+    v_take     integer;
+    v_park     smallint;
+    v_limit    record;
+    v_running  integer;
+    v_parked   integer;
+    v_key_ids  bigint[];
+    v_allowed  text[] := '{}';   -- keys whose candidates are taken without a limit
+    v_quota    integer[] := '{}';
+    v_keys     text[] := '{}';
+    c          broker._claim_candidate;
+    i          integer;
+BEGIN
+    p_ids := '{}';
+    -- the limits of each key among the candidates, once per key
+    FOR v_key IN SELECT DISTINCT x.concurrency_key FROM pg_catalog.unnest(p_candidates) AS x
+                  WHERE x.concurrency_key IS NOT NULL LOOP
+        v_cap := NULL;
+        v_tokens := NULL;
+        v_ok := true;
+        v_park := NULL;
+        FOR v_limit IN SELECT l.tenant_id, l.max_running, l.per_second, l.burst, l.tokens, l.tokens_at
+                         FROM broker.broker_key_limit AS l
+                        WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
+                          AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
+                        ORDER BY l.tenant_id NULLS FIRST LOOP
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(broker._key_lock_key(v_limit.tenant_id, v_key)) THEN
+                v_ok := false;   -- another claim, or a job's end, is at this key: a later claim takes it
+                EXIT;
+            END IF;
+            IF v_limit.max_running IS NOT NULL THEN
+                SELECT pg_catalog.count(*)::integer INTO v_running FROM broker.broker_jobs AS j
+                 WHERE j.concurrency_key OPERATOR(pg_catalog.=) v_key
+                   AND (v_limit.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) v_limit.tenant_id)
+                   AND j.complete_status OPERATOR(pg_catalog.=) 1;
+                -- (and the key's jobs this claim took already count: they are claimed at its end)
+                v_cap := LEAST(COALESCE(v_cap, 2147483647), v_limit.max_running OPERATOR(pg_catalog.-) v_running
+                               OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*)::integer FROM pg_catalog.unnest(p_keys.taken) AS t(k)
+                                                        WHERE t.k OPERATOR(pg_catalog.=) v_key));
+            END IF;
+            IF v_limit.per_second IS NOT NULL THEN
+                v_tokens := LEAST(COALESCE(v_tokens, 'Infinity'),
+                                  pg_catalog.floor(LEAST(v_limit.burst::double precision,
+                                      COALESCE(v_limit.tokens, v_limit.burst) OPERATOR(pg_catalog.+)
+                                      GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(v_limit.tokens_at, p_now)), 0)
+                                      OPERATOR(pg_catalog.*) v_limit.per_second)));
+            END IF;
+        END LOOP;
+        IF NOT v_ok THEN
+            v_take := 0;
+        ELSIF v_cap IS NULL AND v_tokens IS NULL THEN
+            v_allowed := v_allowed OPERATOR(pg_catalog.||) v_key;
+            CONTINUE;
+        ELSE
+            v_take := LEAST(COALESCE(v_cap, 2147483647), COALESCE(v_tokens, 2147483647)::integer);
+            IF v_cap IS NOT NULL THEN
+                v_take := LEAST(v_take, CASE WHEN v_key OPERATOR(pg_catalog.=) ANY (p_keys.taken) THEN 0 ELSE 1 END);
+            END IF;
+            v_take := GREATEST(LEAST(v_take, p_want), 0);   -- (no more tokens spent than the claim wants)
+            -- park the key's other candidates when the limit, not this claim, holds them back
+            IF v_cap IS NOT NULL AND v_cap OPERATOR(pg_catalog.<=) v_take THEN
+                v_park := broker._parked('cap');
+            ELSIF v_tokens IS NOT NULL AND v_tokens OPERATOR(pg_catalog.<=) v_take THEN
+                v_park := broker._parked('rate');
+            END IF;
+        END IF;
+        IF v_ok AND v_tokens IS NOT NULL THEN
+            -- the tokens this claim spends (a job it then finds locked by another claim spends one too)
+            UPDATE broker.broker_key_limit AS l
+               SET tokens = LEAST(l.burst::double precision, COALESCE(l.tokens, l.burst) OPERATOR(pg_catalog.+)
+                                  GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(l.tokens_at, p_now)), 0)
+                                  OPERATOR(pg_catalog.*) l.per_second) OPERATOR(pg_catalog.-) v_take,
+                   tokens_at = p_now
+             WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
+               AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
+               AND l.per_second IS NOT NULL;
+            IF v_park OPERATOR(pg_catalog.=) broker._parked('rate') THEN
+                -- when the bucket is full again: the claim that comes then unparks a burst of them
+                -- (broker._unpark_due), and the runner's poll comes then (broker_next_due)
+                UPDATE broker.broker_key_limit AS l
+                   SET wake_at = p_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(
+                           secs => GREATEST(l.burst OPERATOR(pg_catalog.-) l.tokens, 0) OPERATOR(pg_catalog./) l.per_second)
+                 WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
+                   AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
+                   AND l.per_second IS NOT NULL
+                   AND l.tokens OPERATOR(pg_catalog.<) 1;
+            END IF;
+        END IF;
+        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, o)
+                            WHERE x.concurrency_key OPERATOR(pg_catalog.=) v_key ORDER BY x.o);
+        IF v_park IS NOT NULL AND p_keys.parked OPERATOR(pg_catalog.<) 1000 THEN
+            -- the key's other pending jobs of this tenant, not only this window's, in claim order, up
+            -- to 1,000 a claim: the claims that follow then do not meet them level by level (rows
+            -- another transaction holds are left as they are: SKIP LOCKED)
+            UPDATE broker.broker_jobs AS j
+               SET parked = v_park
+             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                       SELECT p.job_id FROM broker.broker_jobs AS p
+                        WHERE p.concurrency_key OPERATOR(pg_catalog.=) v_key
+                          AND p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                          AND p.complete_status OPERATOR(pg_catalog.=) 0
+                          AND p.parked OPERATOR(pg_catalog.=) 0
+                          AND p.job_id OPERATOR(pg_catalog.<>) ALL (v_key_ids[1 : v_take])
+                        ORDER BY p.concurrency_key, p.tenant_id, p.job_priority DESC, p.run_after, p.job_id
+                        LIMIT 1000 OPERATOR(pg_catalog.-) p_keys.parked
+                          FOR NO KEY UPDATE SKIP LOCKED));
+            GET DIAGNOSTICS v_parked = ROW_COUNT;
+            p_keys.parked := p_keys.parked OPERATOR(pg_catalog.+) v_parked;
+        END IF;
+        IF v_cap IS NOT NULL AND v_take OPERATOR(pg_catalog.>) 0 THEN
+            p_keys.taken := p_keys.taken OPERATOR(pg_catalog.||) v_key;
+        END IF;
+        v_keys := v_keys OPERATOR(pg_catalog.||) v_key;
+        v_quota := v_quota OPERATOR(pg_catalog.||) v_take;
+    END LOOP;
+
+    -- the candidates taken, in claim order
+    FOREACH c IN ARRAY p_candidates LOOP
+        IF c.concurrency_key IS NULL OR c.concurrency_key OPERATOR(pg_catalog.=) ANY (v_allowed) THEN
+            p_ids := p_ids OPERATOR(pg_catalog.||) c.job_id;
+        ELSE
+            i := pg_catalog.array_position(v_keys, c.concurrency_key);
+            IF v_quota[i] OPERATOR(pg_catalog.>) 0 THEN
+                p_ids := p_ids OPERATOR(pg_catalog.||) c.job_id;
+                v_quota[i] := v_quota[i] OPERATOR(pg_catalog.-) 1;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN;
+END;
+$$;
+COMMENT ON FUNCTION broker._admit_keyed(text, broker._claim_candidate[], broker._claim_keys, timestamptz, integer) IS
+    'Internal: which candidates a claim may take under their keys'' limits; parks the key''s others when its cap or tokens hold them back.';
+-- source: sql/flow/parking.sql
+-- sql/flow/parking.sql: parked jobs: out of the claim index until their time comes or their key's limit frees up.
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_park_later()
+--   BEFORE INSERT of a pending job dated later (run_after after the
+--   statement's time) that is not parked: it parks it (parked later), so that
+--   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
+--   and cost a claim nothing. broker._unpark_due puts them back once due.
+--   Calls: _parked
+--   Tables: none (sets NEW.parked of broker_jobs)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_park_later()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.parked := broker._parked('later');
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_park_later() IS
+    'Internal trigger: a pending row version dated later is parked (parked later) until it is due.';
+
+CREATE TRIGGER broker_jobs_park_later_trg
+    BEFORE INSERT ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (NEW.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.parked OPERATOR(pg_catalog.=) 0
+          AND NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp())
+    EXECUTE FUNCTION broker._jobs_park_later();
+COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
+    'A job enqueued for later is parked until due (out of the claim index).';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_park_again()
+--   BEFORE UPDATE of a job that becomes pending (a retry's backoff, a
+--   hand-back, a recovered lease, an operator's retry) or whose run_after
+--   moves while it is pending, unless the write sets parked itself (a claim
+--   or an unpark does): parked later when it is dated later, else not parked.
+--   So a job never comes back pending still parked by a limit that may be
+--   gone (a cancelled job retried), and a backoff is spent outside the claim
+--   index.
+--   Calls: _parked
+--   Tables: none (sets NEW.parked of broker_jobs)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_park_again()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.parked := CASE WHEN NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
+                       THEN broker._parked('later') ELSE broker._parked('none') END;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_park_again() IS
+    'Internal trigger: a job that becomes pending, or whose run_after moves while pending, is parked later if dated later, else not parked.';
+
+-- (named to fire before broker_jobs_ready_xid_trg, which sees the parked it sets)
+CREATE TRIGGER broker_jobs_park_again_trg
+    BEFORE UPDATE ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (NEW.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.parked OPERATOR(pg_catalog.=) OLD.parked
+          AND (OLD.complete_status OPERATOR(pg_catalog.<>) 0 OR OLD.run_after OPERATOR(pg_catalog.<>) NEW.run_after))
+    EXECUTE FUNCTION broker._jobs_park_again();
+COMMENT ON TRIGGER broker_jobs_park_again_trg ON broker.broker_jobs IS
+    'A job that becomes pending, or whose run_after moves while pending, is parked later if dated later, else not parked.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._unpark_due(p_job_queue)
+--   For the claim: puts back into the claim index up to 1,000 jobs of queue
+--   p_job_queue parked until a run_after that has come (oldest first), and
+--   the jobs of every key whose next token is due (broker_key_limit.wake_at:
+--   up to the key's burst; a claim parks again what is still over the
+--   limit). Rows another transaction holds are left to a later claim (SKIP
+--   LOCKED): it never waits. The rows it unparks become ready in this
+--   transaction (their ready_xid), so the claim finds them.
+--   Calls: _parked, _unpark_key
+--   Tables: writes broker_jobs, broker_key_limit
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._unpark_due(p_job_queue integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.statement_timestamp();
+    r     record;
+BEGIN
+    IF EXISTS (SELECT FROM broker.broker_jobs AS j
+                WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                  AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                  AND j.run_after OPERATOR(pg_catalog.<=) v_now) THEN
+        UPDATE broker.broker_jobs AS j
+           SET parked = broker._parked('none')
+         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                   SELECT p.job_id FROM broker.broker_jobs AS p
+                    WHERE p.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                      AND p.complete_status OPERATOR(pg_catalog.=) 0 AND p.parked OPERATOR(pg_catalog.=) 1
+                      AND p.run_after OPERATOR(pg_catalog.<=) v_now
+                    ORDER BY p.job_queue, p.run_after
+                    LIMIT 1000
+                      FOR NO KEY UPDATE SKIP LOCKED))
+           AND j.parked OPERATOR(pg_catalog.=) 1;
+    END IF;
+    IF EXISTS (SELECT FROM broker.broker_key_limit AS l WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now) THEN
+        FOR r IN SELECT l.tenant_id, l.concurrency_key, l.burst FROM broker.broker_key_limit AS l
+                  WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now
+                  ORDER BY l.wake_at
+                  LIMIT 100
+                    FOR NO KEY UPDATE SKIP LOCKED LOOP
+            UPDATE broker.broker_key_limit AS l SET wake_at = NULL
+             WHERE l.concurrency_key OPERATOR(pg_catalog.=) r.concurrency_key
+               AND l.tenant_id IS NOT DISTINCT FROM r.tenant_id;
+            PERFORM broker._unpark_key(r.tenant_id, r.concurrency_key, r.burst);
+        END LOOP;
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._unpark_due(integer) IS
+    'Internal: for the claim, puts back the jobs of a queue parked until a time that has come, and those of keys whose next token is due.';
+
+-- ---------------------------------------------------------------------------
+-- Trigger function: broker._jobs_key_slot_freed()
+--   AFTER UPDATE on broker_jobs of a job with a concurrency key that leaves
+--   running (completed, failed, cancelled, handed back, recovered): a slot
+--   of its key is free, so the key's jobs parked at its cap go back into the
+--   claim index (up to the largest cap on the key; a claim parks again what
+--   is still over it) and their runners are woken, without waiting for a
+--   poll. It first takes the key's lock shared (_key_lock_key): a claim that
+--   was parking the key's jobs has then committed, and this sees them.
+--   Shared, so that jobs' ends never wait on each other; claims take it
+--   only when free, so no two wait on each other either.
+--   Calls: _key_lock_key, _unpark_key
+--   Tables: reads broker_key_limit; writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._jobs_key_slot_freed()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_all    integer;
+    v_tenant integer;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._key_lock_key(NULL, OLD.concurrency_key));
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._key_lock_key(OLD.tenant_id, OLD.concurrency_key));
+    SELECT pg_catalog.max(l.max_running) FILTER (WHERE l.tenant_id IS NULL),
+           pg_catalog.max(l.max_running) FILTER (WHERE l.tenant_id IS NOT NULL)
+      INTO v_all, v_tenant
+      FROM broker.broker_key_limit AS l
+     WHERE l.concurrency_key OPERATOR(pg_catalog.=) OLD.concurrency_key
+       AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) OLD.tenant_id);
+    IF v_all IS NOT NULL THEN
+        PERFORM broker._unpark_key(NULL, OLD.concurrency_key, v_all);
+    END IF;
+    -- (also with no limit left: jobs parked under a limit since removed go back)
+    PERFORM broker._unpark_key(OLD.tenant_id, OLD.concurrency_key, COALESCE(v_tenant, v_all, 1000));
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION broker._jobs_key_slot_freed() IS
+    'Internal trigger: a job with a concurrency key left running; the key''s jobs parked at its cap go back into the claim index.';
+
+CREATE TRIGGER broker_jobs_key_slot_freed_trg
+    AFTER UPDATE ON broker.broker_jobs
+    FOR EACH ROW
+    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 1 AND NEW.complete_status OPERATOR(pg_catalog.<>) 1
+          AND OLD.concurrency_key IS NOT NULL)
+    EXECUTE FUNCTION broker._jobs_key_slot_freed();
+COMMENT ON TRIGGER broker_jobs_key_slot_freed_trg ON broker.broker_jobs IS
+    'A job with a concurrency key left running: its key''s jobs parked at the cap go back into the claim index.';
+
 -- source: sql/run/claim_hint.sql
 -- sql/run/claim_hint.sql: what lets a claim start at its queue's hint: ready_xid kept by a trigger, and writing the hint.
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_ready_xid()
---   BEFORE UPDATE on broker_jobs of a row version that becomes pending and
---   unblocked (a retry, a hand-back, an interrupted run, a recovered lease,
---   an operator retry, a job whose last dependency finished) or moves in
+--   BEFORE UPDATE on broker_jobs of a row version that becomes pending,
+--   unblocked and unparked (a retry, a hand-back, an interrupted run, a
+--   recovered lease, an operator retry, a job whose last dependency
+--   finished, one unparked: due, or its key's limit freed) or moves in
 --   claim order while it is: it records the transaction that made it so
 --   (ready_xid), so that a claim that starts at its queue's hint
 --   (broker_claim_hint) finds it. A write that leaves a ready job where it
@@ -5326,9 +6145,10 @@ COMMENT ON FUNCTION broker._jobs_ready_xid() IS
 CREATE TRIGGER broker_jobs_ready_xid_trg
     BEFORE UPDATE ON broker.broker_jobs
     FOR EACH ROW
-    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps)
-          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps)
+    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps, NEW.parked)
+          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps, OLD.parked)
                OR NEW.job_queue OPERATOR(pg_catalog.<>) OLD.job_queue OR NEW.job_priority OPERATOR(pg_catalog.<>) OLD.job_priority
+               OR NEW.tenant_id OPERATOR(pg_catalog.<>) OLD.tenant_id
                OR NEW.run_after OPERATOR(pg_catalog.<>) OLD.run_after))
     EXECUTE FUNCTION broker._jobs_ready_xid();
 COMMENT ON TRIGGER broker_jobs_ready_xid_trg ON broker.broker_jobs IS
@@ -5343,12 +6163,10 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
     'A row inserted with a ready_xid of its own (a restore, COPY) records the inserting transaction instead, as the column''s default does.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_priority,
---     p_run_after, p_job_id)
---   For broker_get: the first pending, unblocked job of queue p_job_queue
---   that p_snapshot sees is (p_priority, p_run_after, p_job_id), or none
---   (NULLs: the hint then points past every job, and every job made ready
---   later is found by its ready_xid). Writes it as the queue's hint
+-- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_positions)
+--   For broker_get: every pending, unblocked, unparked job of queue
+--   p_job_queue that p_snapshot sees is at or after its tenant's position in
+--   p_positions (a tenant missing had none). Writes it as the queue's hint
 --   (broker_claim_hint), unless another claim is writing one (any true hint
 --   will do: it does not wait for that claim), or the transaction cannot (a
 --   REPEATABLE READ caller that would fail to serialise); a claim never
@@ -5356,38 +6174,263 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
 --   Calls: none
 --   Tables: writes broker_claim_hint
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_priority integer,
-                                        p_run_after timestamptz, p_job_id bigint)
+CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_positions broker._claim_position[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_priority  integer := COALESCE(p_priority, -2147483648);
-    v_run_after timestamptz := COALESCE(p_run_after, 'infinity');
-    v_job_id    bigint := COALESCE(p_job_id, 9223372036854775807);
 BEGIN
     PERFORM FROM broker.broker_claim_hint AS h
       WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
         FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND THEN
         UPDATE broker.broker_claim_hint AS h
-           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot,
-               job_priority = v_priority, run_after = v_run_after, job_id = v_job_id
+           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot, positions = p_positions
          WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue;
     ELSIF NOT EXISTS (SELECT FROM broker.broker_claim_hint AS h WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue) THEN
         -- (the queue's first hint; a row another claim has locked is left to it: inserting
         -- beside it would wait for that claim to end)
-        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, job_priority, run_after, job_id)
-        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, v_priority, v_run_after, v_job_id)
+        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, positions)
+        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, p_positions)
         ON CONFLICT (job_queue) DO NOTHING;
     END IF;
 EXCEPTION WHEN serialization_failure OR lock_not_available THEN
     NULL;   -- the hint in place is true too
 END;
 $$;
-COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, timestamptz, bigint) IS
+COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, broker._claim_position[]) IS
     'Internal: write the queue''s claim hint (broker_claim_hint) for broker_get, never waiting for another claim and never failing the claim.';
+-- source: sql/run/claim_lane.sql
+-- sql/run/claim_lane.sql: one tenant's part of a claim (broker._claim_lane).
+-- ---------------------------------------------------------------------------
+-- Function: broker._claim_lane(p_job_queue, p_tenant_id, p_want, p_now,
+--     p_hxmin, p_hxmax, p_hxip, p_hint, p_keys)
+--   For broker_get: locks up to p_want claimable jobs of tenant p_tenant_id
+--   in queue p_job_queue, in the tenant's claim order (highest priority
+--   first, then earliest run_after, then lowest job_id), and returns their
+--   ids (p_ids). It also returns where the tenant's ready jobs start (p_first,
+--   its first probe, job_id NULL when it has none), for the queue's hint;
+--   p_want 0 only probes.
+--   The claim index holds only pending, unblocked, unparked jobs, by queue
+--   and tenant. The probe finds the tenant's first of them in claim order
+--   (a level whose first job is for later, which only a row written without
+--   the triggers can be, is skipped whole), and the claim reads that level
+--   from there. With a hint (p_hxmin, p_hxmax, p_hxip: its snapshot; p_hint:
+--   the tenant's position in it, job_id NULL when the snapshot saw none of
+--   the tenant's) it starts there, and adds the jobs made ready since, found
+--   by the transaction that made them ready (ready_xid); levels below the
+--   position are read from their start (sql/tables/broker_claim_hint.sql).
+--   It reads at most 16 levels a claim (a tenant whose levels give nothing
+--   now costs a claim no more), each in windows of what is still wanted plus 16, without
+--   locks, at most 4 windows a level: the jobs of a window under a limit on
+--   their concurrency key go through broker._admit_keyed (which parks those
+--   its limit holds back), then the rest are locked, skipping those another
+--   transaction holds. So a claim steps over at most a few windows of rows
+--   locked elsewhere, whoever holds them.
+--   Each statement is an index descent with LIMIT or an index range, no
+--   join, planned with enable_seqscan off and kept as a generic plan
+--   (tests_sql/run/claim_is_index_backed.sql).
+--   Calls: _claimable, _claimable_by_xid, _claimable_by_id, _admit_keyed
+--   Tables: reads broker_jobs (and, through _admit_keyed, writes its parked and broker_key_limit)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._claim_lane(
+    p_job_queue  integer,
+    p_tenant_id  text,
+    p_want       integer,
+    p_now        timestamptz,
+    p_hxmin      xid8,
+    p_hxmax      xid8,
+    p_hxip       xid8[],
+    p_hint       broker._claim_position,
+    INOUT p_keys broker._claim_keys,
+    OUT p_ids    bigint[],
+    OUT p_first  broker._claim_position)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_left     integer := p_want;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_priority integer;
+    v_from_at  timestamptz;   -- the level's claimable jobs start after (v_from_at, v_from_id)
+    v_from_id  bigint;
+    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
+    v_hxmin    xid8 := p_hxmin;
+    v_hxmax    xid8 := p_hxmax;
+    v_hxip     xid8[] := p_hxip;
+    v_hp       integer;
+    v_hr       timestamptz;
+    v_hid      bigint;
+    v_cands    broker._claim_candidate[];
+    v_ok       bigint[];
+    v_admit    record;
+    v_got      bigint[];
+    v_windows  integer;
+    v_levels   integer := 0;   -- levels probed
+    v_window   integer;       -- rows a window reads: what is still wanted, and 16 more
+    v_last     broker._claim_candidate;
+BEGIN
+    p_ids := '{}';
+    IF v_hxmin IS NOT NULL THEN
+        -- (a tenant the hint's snapshot saw no ready job of: a position past every job)
+        v_hp := COALESCE(p_hint.job_priority, -2147483648);
+        v_hr := COALESCE(p_hint.run_after, 'infinity');
+        v_hid := COALESCE(p_hint.job_id, 9223372036854775807);
+    END IF;
+    LOOP
+        -- <priority-probe> The tenant's first pending, unblocked, unparked job below v_bound in
+        -- claim order: the least of the first job made ready since the hint above where it
+        -- starts (a range of broker_jobs_ready_xid_idx from the snapshot's xmin), the first of
+        -- the hint's level from where it starts, and the first of the levels below it. Each an
+        -- index descent with LIMIT 1 (no join: no statistics can make it a hash join over every
+        -- ready job); without a hint, only the last one, over every level.
+        SELECT c.p, c.r, c.id, c.src
+          INTO v_priority, v_from_at, v_from_id, v_src
+          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
+                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
+                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
+                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
+                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
+                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
+                  ORDER BY j.job_queue, j.tenant_id, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
+                  ORDER BY j.job_queue, j.tenant_id, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
+         ORDER BY c.p DESC NULLS LAST, c.r, c.id
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
+            p_first := ROW(p_tenant_id, v_priority, v_from_at, v_from_id)::broker._claim_position;
+        END IF;
+        v_levels := v_levels OPERATOR(pg_catalog.+) 1;
+        -- (at most 16 levels a claim: a tenant whose levels give nothing now, say each holds one
+        -- job of a key this claim already took one of, costs a claim no more than that)
+        EXIT WHEN v_priority IS NULL OR v_left OPERATOR(pg_catalog.<=) 0 OR v_levels OPERATOR(pg_catalog.>) 16;
+        IF v_from_at OPERATOR(pg_catalog.>) p_now THEN
+            -- the level's earliest job is for later, and so is all of it: the level below
+            v_bound := v_priority;
+            CONTINUE;
+        END IF;
+
+        -- the level in windows: the jobs made ready since the hint before where it starts (new),
+        -- then, at the hint's level or below it, the level's jobs from where they start
+        v_windows := 0;
+        v_from_id := v_from_id OPERATOR(pg_catalog.-) 1;   -- (a range starts after (v_from_at, v_from_id))
+        LOOP
+            v_windows := v_windows OPERATOR(pg_catalog.+) 1;
+            v_window := v_left OPERATOR(pg_catalog.+) 16;
+            IF v_src OPERATOR(pg_catalog.=) 'new' THEN
+                v_cands := ARRAY(
+                    -- <claim-new> the level's jobs made ready since the hint, before where it starts
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                      FROM broker.broker_jobs AS r
+                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND broker._claimable_by_xid(r.complete_status, r.pending_deps, r.parked)
+                       AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                       AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                       AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                       AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
+                       AND r.run_after OPERATOR(pg_catalog.<=) p_now
+                     ORDER BY r.run_after, r.job_id
+                     LIMIT v_window
+                    -- </claim-new>
+                    );
+            ELSE
+                v_cands := ARRAY(
+                    -- <claim-range> a window of the level's jobs from where they start, not locked
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                      FROM broker.broker_jobs AS r
+                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                       AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
+                       AND broker._claimable(r.complete_status, r.pending_deps, r.parked)
+                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                       AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>) (v_from_at, v_from_id)
+                       AND r.run_after OPERATOR(pg_catalog.<=) p_now
+                     ORDER BY r.job_queue, r.tenant_id, r.job_priority DESC, r.run_after, r.job_id
+                     LIMIT v_window
+                    -- </claim-range>
+                    );
+            END IF;
+            IF pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.>) 0 THEN
+                -- what the keys' limits let this claim take (jobs without a key pass as they are)
+                IF pg_catalog.array_to_string(ARRAY(SELECT c.concurrency_key FROM pg_catalog.unnest(v_cands) AS c), '') OPERATOR(pg_catalog.<>) '' THEN
+                    SELECT a.p_keys, a.p_ids INTO v_admit
+                      FROM broker._admit_keyed(p_tenant_id, v_cands, p_keys, p_now, v_left) AS a;
+                    p_keys := v_admit.p_keys;
+                    v_ok := v_admit.p_ids;
+                ELSE
+                    v_ok := ARRAY(SELECT c.job_id FROM pg_catalog.unnest(v_cands) AS c);
+                END IF;
+                v_got := ARRAY(
+                    -- <claim-lock> those locked, skipping rows another transaction holds (the ids as an
+                    -- array, not a join: a join's generic plan can be a hash join over the table)
+                    SELECT r.job_id
+                      FROM broker.broker_jobs AS r
+                     WHERE r.job_id OPERATOR(pg_catalog.=) ANY (v_ok)
+                       AND broker._claimable_by_id(r.complete_status, r.pending_deps, r.parked)
+                     ORDER BY pg_catalog.array_position(v_ok, r.job_id)
+                     LIMIT v_left
+                       FOR NO KEY UPDATE SKIP LOCKED
+                    -- </claim-lock>
+                    );
+                p_ids := p_ids OPERATOR(pg_catalog.||) v_got;
+                v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_got);
+            END IF;
+            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+            IF v_src OPERATOR(pg_catalog.=) 'new' THEN
+                EXIT WHEN v_priority OPERATOR(pg_catalog.<>) v_hp;
+                -- then the hint's level from where it starts
+                v_src := 'from';
+                v_from_at := v_hr;
+                v_from_id := v_hid OPERATOR(pg_catalog.-) 1;
+                CONTINUE;
+            END IF;
+            -- a window not full: the level has no more; at most 4 windows a level
+            EXIT WHEN pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.<) v_window OR v_windows OPERATOR(pg_catalog.>=) 4;
+            v_last := v_cands[pg_catalog.cardinality(v_cands)];
+            v_from_at := v_last.run_after;
+            v_from_id := v_last.job_id;
+        END LOOP;
+        EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+        -- This level is drained (or what is left of it is locked elsewhere or held back by
+        -- its keys' limits): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+    IF p_first IS NULL THEN
+        p_first := ROW(p_tenant_id, NULL, NULL, NULL)::broker._claim_position;
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._claim_lane(integer, text, integer, timestamptz, xid8, xid8, xid8[], broker._claim_position, broker._claim_keys) IS
+    'Internal: one tenant''s part of a claim: locks up to p_want of its claimable jobs of a queue in claim order; returns them and where its ready jobs start.';
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
@@ -5411,67 +6454,64 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached. Highest
---   priority first, then earliest run_after, then lowest job_id. Each claimed
---   job becomes running (1) with a lease of p_lease_seconds (default: setting
+--   unfinished dependency (pending_deps = 0), run_after reached, not held
+--   back by a limit on their concurrency key. Each claimed job becomes
+--   running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   claimer are skipped. Each job's lease token is random, or, when the
+--   transaction are skipped. Each job's lease token is random, or, when the
 --   claimer gives the claim a token of its own (p_lease_token, as hard to
 --   guess as a random uuid), derived from it and the job id
 --   (_claim_job_token): a claimer that may lose the claim's answer (its
 --   connection dies while the claim commits) can then hand back the claim it
 --   never saw (broker_release_claim), while no job's token tells the claim's
---   token or another job's (a claim holds several tenants' jobs). Returns one row per claimed job, none when idle;
---   an autonomous job (autonomous = true) is run with
---   broker_autonomous_begin/_end outside a transaction, not broker_run.
---   It does no other work (deferred dependency releases are the runner's
---   maintenance, broker_apply_deferred_releases): a claim's cost is its own
---   queue's, whatever any tenant left to release.
+--   token or another job's (a claim holds several tenants' jobs). Returns
+--   one row per claimed job, none when idle; an autonomous job (autonomous =
+--   true) is run with broker_autonomous_begin/_end outside a transaction,
+--   not broker_run. It does no other work (deferred dependency releases are
+--   the runner's maintenance, broker_apply_deferred_releases): a claim's
+--   cost is its own queue's, whatever any tenant left to release.
 --
---   The claim index holds only pending, unblocked jobs. The probe finds the
---   first of them in claim order (a level whose first job is for later is
---   skipped whole, one level at a time), and the claim's range scan starts
---   at the job it found, so the cost does not depend on how many jobs are
---   finished, blocked or scheduled for later.
---   Under a snapshot held elsewhere (a long REPEATABLE READ transaction,
---   pg_dump, a replication slot, hot_standby_feedback) the index entries of
---   claimed jobs cannot be removed and sit before the ready ones; a claim
---   that started at the start of the index would step over all of them. So
---   a claim starts at the queue's hint (broker_claim_hint: where the ready
---   jobs started as of a snapshot; every ready job that snapshot saw is at
---   or after it) and adds the jobs made ready since, which it finds by the
---   transaction that made them ready (ready_xid, broker_jobs_ready_xid_idx:
---   not seen by the hint's snapshot). Levels below the hint's are read from
---   their start. A claim that has no transaction id yet when it probes
---   writes a new hint (sql/run/claim_hint.sql) once the hint is 100
---   transactions old, or 100 jobs or more were made ready since (the
---   probe's snapshot and what it found), so that a hint spans few claimed
---   jobs and few new ones.
---   Each statement is an index descent with LIMIT or an index range, no
---   join, so missing or stale statistics cannot turn one into a scan of
---   every ready job, and the plans are made with enable_seqscan off: a
---   session keeps the generic plans (plan_cache_mode) it made at its first
---   claim, and made on a small table they were sequential scans
---   (tests_sql/run/claim_is_index_backed.sql,
---   tests_sql/run/claim_plans_do_not_depend_on_statistics.sql). Generic
---   plans: a custom plan would be planned again at every call, at about the
---   cost of a claim of one job.
+--   Fair share: the claim serves the tenants that have claimable jobs in the
+--   queue in proportion to their weights (broker_tenant_weight, default 1):
+--   each gets the share of the batch its weight gives (floor), and the
+--   remainder goes by weight from a point that moves from claim to claim
+--   (the snapshot's xmax), so that over claims every tenant gets its share
+--   even of batches of one. A tenant with fewer jobs than its share leaves
+--   the rest to the others. Priority orders a tenant's own jobs (then age);
+--   it never puts one tenant ahead of another's share. With one tenant the
+--   order is priority, then age. Jobs are returned tenant by tenant, each in
+--   its claim order.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   leaves that tenant out (broker._paused_tenants, one lookup per claim).
+--   Parked jobs are out of the claim index: jobs dated later (until due;
+--   broker._unpark_due, run first, puts back those that are), and jobs over
+--   a limit on their key (until a slot frees or a token is due). So a claim
+--   costs the same however many jobs of any tenant are dated later, paused,
+--   over a limit or waiting on dependencies, and jobs locked elsewhere cost
+--   it at most a few windows (broker._claim_lane).
+--   Each tenant's part is broker._claim_lane. Under a snapshot held
+--   elsewhere (a long REPEATABLE READ transaction, pg_dump, a replication
+--   slot, hot_standby_feedback) the index entries of claimed jobs cannot be
+--   removed and sit before the ready ones; so a claim starts each tenant at
+--   its position in the queue's hint (broker_claim_hint) and adds the jobs
+--   made ready since. The tenants are those of the hint and those of the
+--   jobs made ready since it; without a usable hint, those of the claim
+--   index (one descent per tenant). A claim that has no transaction id yet
+--   when it starts writes a new hint, from its snapshot then and each
+--   tenant's first probe, once the hint is 100 transactions old, or 100 jobs
+--   or more were made ready since, so that a hint spans few claimed jobs and
+--   few new ones.
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
---   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   skips that tenant's jobs (broker._paused_tenants, one lookup per claim):
---   a filter of the claim's own scan, which reads the rows it locks anyway,
---   not of the level probe (an index-only check); a level whose ready jobs
---   are all paused claims nothing and the claim goes on below it.
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint, _claim_job_token
---   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
+--   Calls: _setting_int, _active_instance, _paused_tenants, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
+--   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
@@ -5500,27 +6540,33 @@ AS $$
 DECLARE
     v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
     v_left     integer := p_batch_size;
-    v_priority integer;
-    v_bound    bigint := 2147483648;  -- above every integer priority
     v_now      timestamptz := pg_catalog.statement_timestamp();
-    v_claimed  integer;
     v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
-    v_from_at  timestamptz;   -- where the level's claimable jobs start
-    v_from_id  bigint;
-    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
-    v_ids      bigint[];
-    -- the hint: every ready job its snapshot saw is at or after (v_hp, v_hr, v_hid) in claim order
+    -- the hint: every ready job of a tenant its snapshot saw is at or after the tenant's position
     v_hxmin    xid8;          -- its snapshot: ready_xid >= v_hxmax or in v_hxip (all >= v_hxmin):
     v_hxmax    xid8;          -- made ready since
     v_hxip     xid8[];
-    v_hp       integer;
-    v_hr       timestamptz;
-    v_hid      bigint;
-    v_psnap    pg_snapshot;   -- a probe's snapshot, when the claim had no xid yet
-    v_snap     pg_snapshot;   -- the first probe's, and what it found
-    v_fp       integer;
-    v_fr       timestamptz;
-    v_fid      bigint;
+    v_hint     broker._claim_position[];
+    v_snap     pg_snapshot := CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL
+                                   THEN pg_catalog.pg_current_snapshot() END;  -- for a new hint
+    v_tenants  text[];
+    v_weights  integer[];
+    v_done     boolean[];     -- a tenant that gave fewer than its share has no more now
+    v_first    broker._claim_position[] := '{}';
+    v_keys     broker._claim_keys := ROW('{}', 0);   -- what it did under the keys' limits
+    v_round_ids bigint[];
+    v_got      bigint[];
+    v_share    integer[];
+    v_wsum     bigint;
+    v_point    bigint;
+    v_turn     bigint;
+    v_step     double precision;
+    v_extra    integer;
+    v_acc      bigint;
+    v_round    integer := 0;
+    v_lane     record;
+    i          integer;
+    k          integer;
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
@@ -5548,17 +6594,17 @@ BEGIN
     END IF;
 
     SELECT pg_catalog.pg_snapshot_xmin(h.snapshot), pg_catalog.pg_snapshot_xmax(h.snapshot),
-           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.job_priority, h.run_after, h.job_id
-      INTO v_hxmin, v_hxmax, v_hxip, v_hp, v_hr, v_hid
+           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.positions
+      INTO v_hxmin, v_hxmax, v_hxip, v_hint
       FROM broker.broker_claim_hint AS h
      WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
        AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
        AND pg_catalog.pg_snapshot_xmax(h.snapshot)
            OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
-    IF v_hp IS NOT NULL
+    IF v_hxmin IS NOT NULL
        AND (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-               AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+               AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
                AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
              LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
         -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
@@ -5566,157 +6612,172 @@ BEGIN
         -- index and writes a new hint
         v_hxmin := NULL;
         v_hxmax := NULL;
-        v_hp := NULL;
+        v_hint := NULL;
     END IF;
 
-    LOOP
-        -- <priority-probe> The first pending, unblocked job below v_bound in claim order: the
-        -- least of the first job made ready since the hint above where it starts (a range of
-        -- broker_jobs_ready_xid_idx from the snapshot's xmin), the first of the hint's level
-        -- from where it starts, and the first of the levels below it. Each an index descent
-        -- with LIMIT 1 (no join: no statistics can make it a hash join over every ready job);
-        -- without a hint, only the last one, over every level. Paused tenants are the claim's
-        -- filter, not the probe's: the hint is where the ready jobs start, paused or not.
-        SELECT c.p, c.r, c.id, c.src,
-               CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN pg_catalog.pg_current_snapshot() END
-          INTO v_priority, v_from_at, v_from_id, v_src, v_psnap
-          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
-                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
-                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
-                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
-                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable(j.complete_status, j.pending_deps)
-                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
-                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
-                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable(j.complete_status, j.pending_deps)
-                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
-                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
-         ORDER BY c.p DESC NULLS LAST, c.r, c.id
-         LIMIT 1
-        -- </priority-probe>
-        ;
-        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
-            v_snap := v_psnap;
-            v_fp := v_priority;
-            v_fr := v_from_at;
-            v_fid := v_from_id;
-        END IF;
-        EXIT WHEN v_priority IS NULL;
-        IF v_from_at OPERATOR(pg_catalog.>) v_now THEN
-            -- the level's earliest job is for later, and so is all of it: the level below
-            v_bound := v_priority;
-            CONTINUE;
-        END IF;
+    -- jobs parked until now, or until a token of their key now due, are claimable again (after
+    -- the snapshot above: they are made ready by this transaction, which it does not see)
+    IF EXISTS (SELECT FROM broker.broker_jobs AS j
+                WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                  AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                  AND j.run_after OPERATOR(pg_catalog.<=) v_now)
+       OR EXISTS (SELECT FROM broker.broker_key_limit AS l WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now) THEN
+        PERFORM broker._unpark_due(p_job_queue);
+    END IF;
 
-        v_ids := '{}';
-        IF v_src OPERATOR(pg_catalog.=) 'new' THEN
-            v_ids := ARRAY(
-                -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                SELECT r.job_id
-                  FROM broker.broker_jobs AS r
-                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                   AND broker._claimable_by_xid(r.complete_status, r.pending_deps)
-                   AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                   AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                   AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
-                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
-                 ORDER BY r.run_after, r.job_id
-                 LIMIT v_left
-                   FOR NO KEY UPDATE SKIP LOCKED
-                -- </claim-new>
-                );
-            IF v_priority OPERATOR(pg_catalog.=) v_hp THEN
-                -- then the hint's level from where it starts
-                v_src := 'from';
-                v_from_at := v_hr;
-                v_from_id := v_hid;
+    IF v_hxmin IS NOT NULL THEN
+        -- the hint's tenants, and those of the jobs made ready since (fewer than 100: above)
+        v_tenants := ARRAY(
+            SELECT DISTINCT t.tenant_id FROM (
+                SELECT x.tenant_id FROM pg_catalog.unnest(v_hint) AS x WHERE x.job_id IS NOT NULL
+                UNION ALL
+                SELECT j.tenant_id FROM broker.broker_jobs AS j
+                 WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
+                   AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                   AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))) AS t
+             ORDER BY 1);
+    ELSE
+        -- the tenants of the claim index in this queue: one descent each
+        v_tenants := ARRAY(
+            -- <claim-tenants>
+            WITH RECURSIVE t (tenant) AS (
+                (SELECT j.tenant_id FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                  ORDER BY j.job_queue, j.tenant_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT j.tenant_id FROM broker.broker_jobs AS j
+                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                           AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                           AND j.tenant_id OPERATOR(pg_catalog.>) t.tenant
+                         ORDER BY j.job_queue, j.tenant_id LIMIT 1)
+                  FROM t WHERE t.tenant IS NOT NULL)
+            SELECT t.tenant FROM t WHERE t.tenant IS NOT NULL
+            -- </claim-tenants>
+            );
+    END IF;
+    k := COALESCE(pg_catalog.cardinality(v_tenants), 0);
+    IF k OPERATOR(pg_catalog.=) 0 THEN
+        v_first := '{}';
+    ELSE
+        IF k OPERATOR(pg_catalog.=) 1 THEN
+            -- one tenant: the whole claim is its (no weight, no point to share from)
+            v_weights := ARRAY[1];
+            v_done := ARRAY[v_paused IS NOT NULL AND v_tenants[1] OPERATOR(pg_catalog.=) ANY (v_paused)];
+            v_point := 0;
+        ELSE
+            v_weights := ARRAY(SELECT COALESCE(w.weight, 1) FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o)
+                                 LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) t.tenant
+                                ORDER BY t.o);
+            -- paused tenants take no share (their lanes are only probed, for the hint)
+            v_done := ARRAY(SELECT v_paused IS NOT NULL AND t.tenant OPERATOR(pg_catalog.=) ANY (v_paused)
+                              FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o) ORDER BY t.o);
+            -- where the remainder of each round's shares starts: moves from claim to claim
+            -- (and from claim to claim of one transaction: its turn)
+            v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.claim_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
+            PERFORM pg_catalog.set_config('broker.claim_turn', v_turn::text, true);
+            v_point := ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
+                        OPERATOR(pg_catalog.*) 2654435761) OPERATOR(pg_catalog.%) 4294967296;
+        END IF;
+        LOOP
+            v_round := v_round OPERATOR(pg_catalog.+) 1;
+            -- this round's shares: floor(left * weight / sum of weights), the remainder by weight
+            -- at evenly spaced points from v_point (systematic sampling)
+            v_wsum := 0;
+            FOR i IN 1 .. k LOOP
+                IF NOT v_done[i] THEN v_wsum := v_wsum OPERATOR(pg_catalog.+) v_weights[i]; END IF;
+            END LOOP;
+            v_share := pg_catalog.array_fill(0, ARRAY[k]);
+            v_round_ids := '{}';
+            IF v_wsum OPERATOR(pg_catalog.>) 0 THEN
+                v_extra := v_left;
+                FOR i IN 1 .. k LOOP
+                    IF NOT v_done[i] THEN
+                        v_share[i] := (v_left::bigint OPERATOR(pg_catalog.*) v_weights[i] OPERATOR(pg_catalog./) v_wsum)::integer;
+                        v_extra := v_extra OPERATOR(pg_catalog.-) v_share[i];
+                    END IF;
+                END LOOP;
+                v_step := v_wsum::double precision OPERATOR(pg_catalog./) GREATEST(v_extra, 1);
+                FOR e IN 0 .. v_extra OPERATOR(pg_catalog.-) 1 LOOP
+                    v_acc := ((v_point OPERATOR(pg_catalog.%) v_wsum)
+                              OPERATOR(pg_catalog.+) pg_catalog.floor(e OPERATOR(pg_catalog.*) v_step)::bigint)
+                             OPERATOR(pg_catalog.%) v_wsum;
+                    FOR i IN 1 .. k LOOP
+                        CONTINUE WHEN v_done[i];
+                        IF v_acc OPERATOR(pg_catalog.<) v_weights[i] THEN
+                            v_share[i] := v_share[i] OPERATOR(pg_catalog.+) 1;
+                            EXIT;
+                        END IF;
+                        v_acc := v_acc OPERATOR(pg_catalog.-) v_weights[i];
+                    END LOOP;
+                END LOOP;
             END IF;
-        END IF;
-        IF v_src OPERATOR(pg_catalog.<>) 'new' AND pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.<) v_left THEN
-            v_ids := v_ids OPERATOR(pg_catalog.||) ARRAY(
-                -- <claim-range> the level's jobs from where they start
-                SELECT r.job_id
-                  FROM broker.broker_jobs AS r
-                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                   AND broker._claimable(r.complete_status, r.pending_deps)
-                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                   AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>=) (v_from_at, v_from_id)
-                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
-                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
-                 ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
-                 LIMIT v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids)
-                   FOR NO KEY UPDATE SKIP LOCKED
-                -- </claim-range>
-                );
-        END IF;
+            FOR i IN 1 .. k LOOP
+                -- the first round probes every tenant (the hint needs each one's position)
+                CONTINUE WHEN v_round OPERATOR(pg_catalog.>) 1 AND (v_done[i] OR v_share[i] OPERATOR(pg_catalog.=) 0);
+                SELECT l.p_keys, l.p_ids, l.p_first INTO v_lane
+                  FROM broker._claim_lane(p_job_queue, v_tenants[i], CASE WHEN v_done[i] THEN 0 ELSE v_share[i] END,
+                                          v_now, v_hxmin, v_hxmax, v_hxip,
+                                          (SELECT x FROM pg_catalog.unnest(v_hint) AS x
+                                            WHERE x.tenant_id OPERATOR(pg_catalog.=) v_tenants[i]),
+                                          v_keys) AS l;
+                v_keys := v_lane.p_keys;
+                IF v_round OPERATOR(pg_catalog.=) 1 THEN
+                    v_first := v_first OPERATOR(pg_catalog.||) v_lane.p_first;
+                END IF;
+                CONTINUE WHEN v_done[i];
+                v_got := v_lane.p_ids;
+                v_round_ids := v_round_ids OPERATOR(pg_catalog.||) v_got;
+                v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_got);
+                IF pg_catalog.cardinality(v_got) OPERATOR(pg_catalog.<) v_share[i] THEN
+                    v_done[i] := true;   -- no more of this tenant's jobs can be had now
+                END IF;
+            END LOOP;
+            -- this round's jobs are claimed now: the next round's reads no longer see them as claimable
+            IF pg_catalog.cardinality(v_round_ids) OPERATOR(pg_catalog.>) 0 THEN
+                RETURN QUERY
+                -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
+                -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
+                WITH claimed AS (
+                    UPDATE broker.broker_jobs AS j
+                       SET complete_status = broker._state('running'),
+                           attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                           started_at = v_now,
+                           lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
+                                              ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
+                           lease_instance_id = p_instance_id,
+                           lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+                     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
+                    RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                              j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+                )
+                SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+                       c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+                  FROM claimed AS c
+                 ORDER BY pg_catalog.array_position(v_round_ids, c.job_id)
+                -- </claim-query>
+                ;
+            END IF;
+            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0 OR NOT (false OPERATOR(pg_catalog.=) ANY (v_done)) OR v_round OPERATOR(pg_catalog.>=) 8;
+        END LOOP;
+    END IF;
 
-        IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
-            RETURN QUERY
-            -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-            -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
-            WITH claimed AS (
-                UPDATE broker.broker_jobs AS j
-                   SET complete_status = broker._state('running'),
-                       attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                       started_at = v_now,
-                       lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
-                                          ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
-                       lease_instance_id = p_instance_id,
-                       lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-                 WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
-                RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                          j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
-            )
-            SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-                   c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
-              FROM claimed AS c
-             ORDER BY c.run_after, c.job_id
-            -- </claim-query>
-            ;
-            GET DIAGNOSTICS v_claimed = ROW_COUNT;
-            v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
-            EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
-        END IF;
-        -- This level is drained (or its remaining rows are locked by other
-        -- claimers, or belong to paused tenants): continue below it.
-        v_bound := v_priority;
-    END LOOP;
 
     -- a new hint once the one used is 100 transactions old (or there was none, or too many
-    -- jobs were made ready since), from the first probe, when it ran before this transaction
-    -- had an id of its own (its later writes then have ids the snapshot does not see, so they
-    -- count as made ready since)
+    -- jobs were made ready since), from the snapshot taken before this transaction had an id
+    -- of its own (its later writes then have ids the snapshot does not see, so they count as
+    -- made ready since) and each tenant's first probe, all made after that snapshot
     IF v_snap IS NOT NULL
        AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
                                OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
-        PERFORM broker._save_claim_hint(p_job_queue, v_snap, v_fp, v_fr, v_fid);
+        PERFORM broker._save_claim_hint(p_job_queue, v_snap,
+                                        ARRAY(SELECT x FROM pg_catalog.unnest(v_first) AS x WHERE x.job_id IS NOT NULL));
     END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
-    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, future and locked jobs.';
+    'Claims up to p_batch_size ready jobs of a queue, tenants served in proportion to their weights, each tenant''s by priority then age, with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, parked and locked jobs.';
 -- source: sql/run/claim_batches.sql
 -- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
 -- ---------------------------------------------------------------------------
@@ -7889,7 +8950,7 @@ BEGIN
     -- the rules of the jobs' fields, as for broker_add_job (named as this function's parameters)
     v_problem := broker._job_problem(ROW(s.schedule_name, s.execute_str, s.job_queue, s.job_priority, s.job_language,
         s.run_as, NULL, NULL, NULL, s.max_attempts, s.job_group, NULL, NULL, s.job_timeout, s.job_search_path,
-        s.autonomous)::broker._job_fields);
+        s.autonomous, s.concurrency_key)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
                                                                  WHEN 'timeout' THEN 'p_job_timeout'
@@ -7941,19 +9002,22 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
 --     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
---     p_tenant_id, p_autonomous)
+--     p_tenant_id, p_autonomous, p_concurrency_key)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
 --   and run as p_run_as (default: the caller). p_tenant_id names the tenant
 --   for this call only (as broker_add_job's).
 --   With p_autonomous its jobs run outside a transaction block (VACUUM,
 --   CREATE INDEX CONCURRENTLY, a CALL that commits, ...: see broker_add_job).
+--   p_concurrency_key is the concurrency key of its jobs (as broker_add_job's;
+--   NULL: none).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
+--   SELECT * FROM broker.broker_add_schedule('crm-sync', '*/5 * * * *', 'CALL crm.sync_all()', p_concurrency_key => 'crm-api');
 --   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -7975,7 +9039,8 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id     text     DEFAULT NULL,
-    p_autonomous    boolean  DEFAULT false)
+    p_autonomous    boolean  DEFAULT false,
+    p_concurrency_key text   DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -7991,7 +9056,7 @@ BEGIN
         RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
             p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
             p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
-            p_autonomous => p_autonomous) AS a;
+            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -8011,6 +9076,7 @@ BEGIN
     s.enabled := p_enabled;
     s.job_timeout := p_job_timeout;
     s.autonomous := p_autonomous;
+    s.concurrency_key := p_concurrency_key;
     v_next := broker._schedule_check('broker_add_schedule', s);
     IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
         RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
@@ -8031,16 +9097,16 @@ BEGIN
     INSERT INTO broker.broker_schedule AS t
            (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
             max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap, autonomous)
+            overlap, autonomous, concurrency_key)
     VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
             s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous)
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
-    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean, text) IS
+    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not, concurrency key) for the current tenant; returns (schedule_id, next_fire_at).';
 -- source: sql/schedules/manage.sql
 -- sql/schedules/manage.sql: changing schedules: alter, enable/disable, remove.
 -- ---------------------------------------------------------------------------
@@ -8098,8 +9164,9 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_alter_schedule(p_schedule_name, ...)
 --   Changes the given properties of a schedule (NULL leaves one as it is;
---   p_job_group '' resets it to the schedule name; p_autonomous makes its
---   jobs autonomous or not, checked as broker_add_schedule checks it) and
+--   p_job_group '' resets it to the schedule name; p_concurrency_key ''
+--   clears it, so that its jobs have no key; p_autonomous makes its jobs
+--   autonomous or not, checked as broker_add_schedule checks it) and
 --   returns (schedule_id, next_fire_at). A change of expression or time zone plans
 --   the next fire from now: fires missed meanwhile are dropped. p_tenant_id
 --   names the tenant for this call only (as broker_add_job's).
@@ -8107,6 +9174,7 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
+--   SELECT * FROM broker.broker_alter_schedule('crm-sync', p_concurrency_key => '');   -- its jobs without a key
 --   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -8128,7 +9196,8 @@ CREATE FUNCTION broker.broker_alter_schedule(
     p_search_path   text     DEFAULT NULL,
     p_new_name      text     DEFAULT NULL,
     p_autonomous    boolean  DEFAULT NULL,
-    p_tenant_id     text     DEFAULT NULL)
+    p_tenant_id     text     DEFAULT NULL,
+    p_concurrency_key text   DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -8155,6 +9224,8 @@ BEGIN
     s.job_timeout := COALESCE(p_job_timeout, s.job_timeout);
     s.job_search_path := COALESCE(p_search_path, s.job_search_path);
     s.autonomous := COALESCE(p_autonomous, s.autonomous);
+    s.concurrency_key := CASE WHEN p_concurrency_key OPERATOR(pg_catalog.=) '' THEN NULL
+                              ELSE COALESCE(p_concurrency_key, s.concurrency_key) END;
     v_next := broker._schedule_check('broker_alter_schedule', s);
     IF s.schedule_name OPERATOR(pg_catalog.<>) v_old.schedule_name AND EXISTS (
         SELECT 1 FROM broker.broker_schedule AS x
@@ -8176,15 +9247,16 @@ BEGIN
            time_zone = s.time_zone, job_queue = s.job_queue, job_priority = s.job_priority,
            job_language = s.job_language, run_as = s.run_as, max_attempts = s.max_attempts, job_group = s.job_group,
            catch_up = s.catch_up, catch_up_max = s.catch_up_max, overlap = s.overlap, job_timeout = s.job_timeout,
-           job_search_path = s.job_search_path, autonomous = s.autonomous, next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
+           job_search_path = s.job_search_path, autonomous = s.autonomous, concurrency_key = s.concurrency_key,
+           next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
     PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text) IS
-    'Changes a schedule (NULL arguments keep a property); returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text, text) IS
+    'Changes a schedule (NULL arguments keep a property; '''' resets its job group to its name, or clears its concurrency key); returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_enable_schedule(p_schedule_name, p_enabled, p_tenant_id)
@@ -8371,8 +9443,8 @@ COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
 --   Enqueues one job per fire time in p_fires for schedule row s, in the
---   schedule owner's name (enqueued_by = created_by), for its tenant, and
---   returns how many were new. The idempotency key
+--   schedule owner's name (enqueued_by = created_by), for its tenant, with
+--   its concurrency key, and returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
 --   Calls: none
@@ -8392,11 +9464,11 @@ BEGIN
         INSERT INTO broker.broker_jobs AS j
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
                 enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
-                autonomous)
+                autonomous, concurrency_key)
         VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
-                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous)
+                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous, s.concurrency_key)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -9217,8 +10289,9 @@ COMMENT ON FUNCTION broker._merge_finished_counts() IS
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
 --   status run as broker_runtime, which sees one tenant through row-level
 --   security). One row per queue and tenant with unfinished or recently
---   finished jobs, or a pause: ready, blocked (waiting on dependencies),
---   delayed (future run_after), running, and completed/failed/cancelled in
+--   finished jobs, or a pause: ready (claimable now), blocked (waiting on
+--   dependencies), delayed (future run_after; jobs held back by a limit on
+--   their key are in broker_key_stats), running, and completed/failed/cancelled in
 --   the last hour; paused (broker_pause_queue, for every tenant or this
 --   one); the age of the oldest ready job (seconds since its run_after);
 --   and in the last hour: attempts lost with their lease (recovered), cancel
@@ -9232,7 +10305,7 @@ COMMENT ON FUNCTION broker._merge_finished_counts() IS
 --   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _finished_minute, _merge_finished_counts, _claimable, _state
+--   Calls: _finished_minute, _merge_finished_counts, _claimable, _state, _parked
 --   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
@@ -9262,15 +10335,17 @@ BEGIN
     RETURN QUERY
     WITH s AS (
         SELECT j.job_queue, j.tenant_id,
-               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                                              AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
-               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+                                             AND j.pending_deps OPERATOR(pg_catalog.=) 0
+                                             AND j.parked OPERATOR(pg_catalog.<=) broker._parked('later')
                                              AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')) AS running,
                0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled,
-               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
+               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                                                      AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
                0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j
@@ -9343,45 +10418,119 @@ COMMENT ON FUNCTION broker.broker_queue_stats() IS
 --   runner reads on its one session connection at each poll instead of a
 --   claim per queue: it wakes a worker only where there is work, and it
 --   reports queue numbers that no runner of its configuration serves.
---   Reads the claim index only: one probe per queue number that has pending
---   unblocked jobs (a loose index scan), then one bounded probe of that
---   queue for a job due now.
+--   Reads the claim index: one probe per queue number that has claimable
+--   jobs (a loose index scan), then one bounded probe of that queue for a
+--   job due now; and likewise the parked jobs: per queue, whether its
+--   earliest job parked until a time is due (broker_jobs_later_idx), and
+--   the queues of jobs whose key's next token is due (broker_key_limit):
+--   the claim there unparks them.
 -- Example:
 --   SELECT broker.broker_ready_queues();   -- {1,3}
 --   Calls: _claimable
---   Tables: reads broker_jobs
+--   Tables: reads broker_jobs, broker_key_limit
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ready_queues()
 RETURNS integer[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 BEGIN
     RETURN ARRAY(
         WITH RECURSIVE queues (q) AS (
             (SELECT j.job_queue FROM broker.broker_jobs AS j
-              WHERE broker._claimable(j.complete_status, j.pending_deps)
+              WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
               ORDER BY j.job_queue LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_queue FROM broker.broker_jobs AS j
-                     WHERE broker._claimable(j.complete_status, j.pending_deps)
+                     WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
                        AND j.job_queue OPERATOR(pg_catalog.>) s.q
                      ORDER BY j.job_queue LIMIT 1)
               FROM queues AS s
              WHERE s.q IS NOT NULL
+        ),
+        -- queues with jobs parked until a time: the first of each (the earliest) says whether one is due
+        later (q, due) AS (
+            (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+               FROM broker.broker_jobs AS j
+              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+              ORDER BY j.job_queue, j.run_after LIMIT 1)
+            UNION ALL
+            SELECT n.job_queue, n.due
+              FROM later AS s,
+                   LATERAL (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp() AS due
+                              FROM broker.broker_jobs AS j
+                             WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                               AND j.job_queue OPERATOR(pg_catalog.>) s.q
+                             ORDER BY j.job_queue, j.run_after LIMIT 1) AS n
         )
-        SELECT s.q FROM queues AS s
-         WHERE s.q IS NOT NULL
-           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                        WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
-                          AND broker._claimable(j.complete_status, j.pending_deps)
-                          AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
-         ORDER BY s.q);
+        SELECT r.q FROM (
+            SELECT s.q FROM queues AS s
+             WHERE s.q IS NOT NULL
+               AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                            WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
+                              AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
+            UNION
+            SELECT l.q FROM later AS l WHERE l.due
+            UNION
+            -- the queues of jobs whose key's next token is due
+            SELECT p.job_queue
+              FROM broker.broker_key_limit AS k,
+                   LATERAL (SELECT j.job_queue FROM broker.broker_jobs AS j
+                             WHERE j.concurrency_key OPERATOR(pg_catalog.=) k.concurrency_key
+                               AND (k.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) k.tenant_id)
+                               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.>=) 2
+                             LIMIT 100) AS p
+             WHERE k.wake_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS r
+         ORDER BY r.q);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_ready_queues() IS
     'The queue numbers with a job claimable now, across tenants (what a runner polls on its session connection).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_next_due()
+--   When the next parked job becomes claimable by time alone, across every
+--   tenant and queue: the earliest run_after of the jobs parked until a time
+--   (one probe per queue number that has any, a loose scan of
+--   broker_jobs_later_idx), or the earliest wake_at of a key whose jobs wait
+--   for a token; NULL when none. The runner polls then, not only every
+--   queue_timer_sec, so that a delayed job or a rate's next burst starts on
+--   time.
+-- Example:
+--   SELECT broker.broker_next_due();   -- 2026-12-06 07:31:02.5+00, or NULL
+--   Calls: none
+--   Tables: reads broker_jobs, broker_key_limit
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_next_due()
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    RETURN LEAST(
+        (WITH RECURSIVE later (q, at) AS (
+             (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
+               WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+               ORDER BY j.job_queue, j.run_after LIMIT 1)
+             UNION ALL
+             SELECT n.job_queue, n.run_after
+               FROM later AS s,
+                    LATERAL (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
+                              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                                AND j.job_queue OPERATOR(pg_catalog.>) s.q
+                              ORDER BY j.job_queue, j.run_after LIMIT 1) AS n)
+         SELECT pg_catalog.min(l.at) FROM later AS l),
+        (SELECT k.wake_at FROM broker.broker_key_limit AS k
+          WHERE k.wake_at IS NOT NULL ORDER BY k.wake_at LIMIT 1));
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_next_due() IS
+    'When the next parked job becomes claimable by time alone (a delay, a rate''s next tokens), across every tenant; NULL when none. The runner polls then.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_job_activity()
@@ -9682,6 +10831,42 @@ CREATE POLICY broker_queue_pause_delete ON broker.broker_queue_pause FOR DELETE
            OR broker._is_broker_admin(CURRENT_USER));
 COMMENT ON POLICY broker_queue_pause_delete ON broker.broker_queue_pause IS
     'A tenant resumes its own jobs of a queue; administrators any pause.';
+-- source: sql/security/policies/broker_key_limit.sql
+-- sql/security/policies/broker_key_limit.sql: row-level security of broker.broker_key_limit (a tenant's own limits; limits across tenants (tenant_id NULL) are the administrators').
+ALTER TABLE broker.broker_key_limit ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_key_limit FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_key_limit_select ON broker.broker_key_limit FOR SELECT
+    USING (tenant_id IS NULL
+           OR (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+               AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_key_limit_select ON broker.broker_key_limit IS
+    'Read the limits across tenants and those of the current tenant (administrators: all).';
+CREATE POLICY broker_key_limit_write ON broker.broker_key_limit FOR ALL
+    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER))
+    WITH CHECK ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
+                 AND set_by OPERATOR(pg_catalog.=) CURRENT_USER)
+                OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_key_limit_write ON broker.broker_key_limit IS
+    'A tenant sets and removes its own limits; administrators any, and the limits across tenants.';
+-- source: sql/security/policies/broker_tenant_weight.sql
+-- sql/security/policies/broker_tenant_weight.sql: row-level security of broker.broker_tenant_weight (a tenant reads its own weight; administrators set them).
+ALTER TABLE broker.broker_tenant_weight ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_tenant_weight FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_tenant_weight_select ON broker.broker_tenant_weight FOR SELECT
+    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_tenant_weight_select ON broker.broker_tenant_weight IS
+    'A tenant reads its own weight; administrators all.';
+CREATE POLICY broker_tenant_weight_admin ON broker.broker_tenant_weight FOR ALL
+    USING (broker._is_broker_admin(CURRENT_USER))
+    WITH CHECK (broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_tenant_weight_admin ON broker.broker_tenant_weight IS
+    'Only administrators set weights.';
 -- source: sql/security/policies/broker_autonomous_role.sql
 -- sql/security/policies/broker_autonomous_role.sql: row-level security of broker.broker_autonomous_role, keyed on the role (as broker_tenant_roles).
 ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;

@@ -29,8 +29,8 @@ def test_list_and_show_a_dag_with_its_attempts(db):
         conn.execute("CREATE TABLE t (n int)")
         first = add_job(conn, "first", "INSERT INTO t VALUES (1), (2)", job_group="first")
         broken = add_job(conn, "broken", "SELECT 1/0", depends_on_groups=["first"], job_group="broken")
-        after = add_job(conn, "after", "SELECT 1", depends_on_groups=["broken"])
-        conn.execute("SELECT broker.broker_set_tenant('acme'); SELECT broker.broker_add_job('acme job', 'SELECT 1')")
+        after = add_job(conn, "after", "SELECT 1", depends_on_groups=["broken"], concurrency_key="crm-api")
+        conn.execute("SELECT broker.broker_set_tenant('acme'); SELECT broker.broker_add_job('acme job', 'SELECT 1', 2)")  # (its own queue: claims of queue 1 share by tenant)
         run_next(conn)
         run_next(conn)
     listed = cli(db, "jobs", "list", "--json")
@@ -52,6 +52,8 @@ def test_list_and_show_a_dag_with_its_attempts(db):
     assert "  waits on:\n    group 'first'" in shown.stdout
     assert f"job {after} 'after' (cancelled) via group 'broken'" in shown.stdout
     assert "#1 failed" in shown.stdout and "22012 division by zero" in shown.stdout
+    assert "  concurrency: -\n" in shown.stdout
+    assert "  concurrency: crm-api\n" in cli(db, "jobs", "show", str(after)).stdout
     detail = json.loads(cli(db, "jobs", "show", str(first), "--json").stdout)
     assert [(a["outcome"], a["command_status"], a["rows_affected"]) for a in detail["attempt_history"]] == [
         ("completed", "INSERT 0 2", 2)]

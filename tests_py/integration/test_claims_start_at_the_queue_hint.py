@@ -22,8 +22,10 @@ def new_hint(conn) -> tuple:
     return conn
 
 
-def hint(conn) -> tuple | None:
-    return conn.execute("SELECT job_priority, job_id FROM broker.broker_claim_hint WHERE job_queue = 1").fetchone()
+def hint(conn, tenant: str = "default") -> tuple | None:
+    """A tenant's position in queue 1's hint: (priority, job id)."""
+    return conn.execute("SELECT p.job_priority, p.job_id FROM broker.broker_claim_hint AS h, unnest(h.positions) AS p "
+                        "WHERE h.job_queue = 1 AND p.tenant_id = %s", (tenant,)).fetchone()
 
 
 def test_a_job_handed_back_below_the_hint_is_claimed_next(db):
@@ -85,8 +87,7 @@ def test_a_hint_of_another_server_start_is_not_used(db):
         # a hint that would hide every job the snapshot sees (as a dump restored from another
         # server could carry), marked as written by another start of the server
         conn.execute("""UPDATE broker.broker_claim_hint
-                           SET snapshot = pg_current_snapshot(), job_priority = -2147483648,
-                               run_after = 'infinity', job_id = 9223372036854775807,
+                           SET snapshot = pg_current_snapshot(), positions = '{}',
                                started_at = pg_postmaster_start_time() - interval '1 second'""")
         assert claim(conn, 1) == ["second"]
 
@@ -98,7 +99,7 @@ def test_a_repeatable_read_claim_works_beside_a_newer_hint(db):
         assert claim(new_hint(conn)) == ["r1"]   # writes a hint
         rr.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         rr.execute("SELECT 1").fetchone()        # its snapshot sees that hint
-        conn.execute("UPDATE broker.broker_claim_hint SET job_id = job_id")  # a newer version of it
+        conn.execute("UPDATE broker.broker_claim_hint SET positions = positions")  # a newer version of it
         for _ in range(101):                     # and the hint gets old enough to be written again
             conn.execute("SELECT pg_current_xact_id()")
         # rr would write one and cannot serialise: it leaves the hint as it is, and claims
@@ -115,12 +116,13 @@ def test_a_paused_tenants_jobs_before_the_hint_are_claimed_in_order_once_resumed
             add_job(conn, n, "SELECT 1")
         conn.execute("INSERT INTO broker.broker_queue_pause (job_queue, tenant_id) VALUES (1, 'acme')")
         assert claim(new_hint(conn)) == ["d-1"]
-        assert hint(conn) == (0, first), "the hint is where the ready jobs start, paused ones included"
+        assert hint(conn, "acme") == (0, first), "the hint is where each tenant's ready jobs start, paused ones included"
         for _ in range(101):   # the hint gets old enough to be written again, while acme is paused
             conn.execute("SELECT pg_current_xact_id()")
-        conn.execute("UPDATE broker.broker_claim_hint SET job_id = 0")   # (to see that it is)
+        conn.execute("UPDATE broker.broker_claim_hint SET positions = ARRAY(SELECT ROW(p.tenant_id, p.job_priority, "
+                     "'-infinity', 0)::broker._claim_position FROM unnest(positions) AS p)")   # (still true; to see that it is)
         assert claim(conn) == ["d-2"]
-        assert hint(conn) == (0, first)
+        assert hint(conn, "acme") == (0, first)
         conn.execute("DELETE FROM broker.broker_queue_pause")
         assert claim(conn, 5) == ["acme-1", "acme-2", "d-3"]
 

@@ -10,13 +10,14 @@ SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broke
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
                                    'broker_deferred_release', 'broker_schedule_count',
                                    'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role',
-                                   'broker_claim_hint']);
+                                   'broker_claim_hint', 'broker_key_limit', 'broker_tenant_weight']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
     'job_priority', 'run_as', 'enqueued_by', 'schedule_id', 'idempotency_key', 'max_attempts',
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
-    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'autonomous', 'cancel_cause_job_id', 'ready_xid']);
+    'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'autonomous', 'cancel_cause_job_id', 'ready_xid',
+    'concurrency_key', 'parked']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -32,7 +33,8 @@ SELECT col_is_fk('broker', 'broker_jobs', ARRAY['tenant_id', 'schedule_id'], 'jo
 SELECT indexes_are('broker', 'broker_jobs', ARRAY[
     'broker_jobs_pkey', 'broker_jobs_claim_idx', 'broker_jobs_lease_idx', 'broker_jobs_group_idx',
     'broker_jobs_idempotency_key_idx', 'broker_jobs_finished_idx', 'broker_jobs_schedule_idx',
-    'broker_jobs_cancel_cause_idx', 'broker_jobs_ready_xid_idx']);
+    'broker_jobs_cancel_cause_idx', 'broker_jobs_ready_xid_idx', 'broker_jobs_later_idx', 'broker_jobs_key_running_idx',
+    'broker_jobs_key_pending_idx']);
 SELECT index_is_unique('broker', 'broker_jobs', 'broker_jobs_idempotency_key_idx');
 SELECT index_is_unique('broker', 'broker_queueinstance', 'broker_queueinstance_one_active_idx');
 SELECT has_trigger('broker', 'broker_jobs', 'broker_jobs_after_insert_trg', 'enqueue trigger (group joins, NOTIFY) exists');
@@ -68,12 +70,16 @@ SELECT functions_are('broker', ARRAY[
     -- what the runner ended at shutdown
     'broker_interrupt_jobs',
     -- what a runner reads on its session connection, and shows
-    'broker_ready_queues', 'broker_job_activity',
+    'broker_ready_queues', 'broker_next_due', 'broker_job_activity',
 
     -- operating jobs: cancel running ones, retry, pause queues, attempt history and output
     '_cancel_requests', '_cancel_handed_back', '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
     '_job_action', 'broker_pause_queue', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
     'broker_set_output', 'broker_cancel_requests',
+
+    -- flow control: fair share, limits on concurrency keys, parked jobs
+    '_parked', '_claimable_by_id', '_key_lock_key', '_unpark_key', 'broker_set_limit', 'broker_set_tenant_weight', '_admit_keyed',
+    '_jobs_park_later', '_jobs_park_again', '_unpark_due', '_jobs_key_slot_freed', '_key_limit_changed', '_claim_lane',
 
     -- autonomous jobs: the enqueue-time checks, the arrangements, the runner's side
     '_sql_tokens', '_transaction_words', '_transaction_keywords', '_may_not_run_in_transaction', '_never_in_transaction', '_autonomous_kind', '_autonomous_refuse_kind',
@@ -81,7 +87,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_autonomous_begin', 'broker_autonomous_extend', 'broker_autonomous_end']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
-          'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'setof record');
+          'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'setof record');
 SELECT is((SELECT array_agg(a ORDER BY o)::text[] FROM unnest(
              (SELECT proargnames[1:12] FROM pg_proc WHERE oid = 'broker.broker_add_job'::regproc)) WITH ORDINALITY AS x(a, o)),
           ARRAY['p_job_name', 'p_execute_str', 'p_job_queue', 'p_job_priority', 'p_job_language', 'p_run_as',

@@ -2,7 +2,7 @@
 -- and general) and broker_add_schedule break each the same way, with the same SQLSTATE and one message naming
 -- the calling function (for broker_add_jobs also the element) and the field as that caller names it.
 BEGIN;
-SELECT plan(57);
+SELECT plan(65);
 
 -- 'SQLSTATE: message' of a statement, or 'no error'
 CREATE FUNCTION pg_temp.err(p_sql text) RETURNS text LANGUAGE plpgsql AS $f$
@@ -52,6 +52,10 @@ INSERT INTO rule_case VALUES
      '22023', 'must be at most 512 characters, got 513'),
     ('idempotency_key', $$p_idempotency_key => 'broker_schedule:1:1'$$, $${"idempotency_key": "broker_schedule:1:1"}$$, NULL,
      '22023', 'must not start with broker_schedule: (reserved for schedules)'),
+    ('concurrency_key', $$p_concurrency_key => ' '$$, $${"concurrency_key": " "}$$, $$p_concurrency_key => ' '$$,
+     '22023', 'must not be blank (NULL for none)'),
+    ('concurrency_key', $$p_concurrency_key => repeat('k', 201)$$, $${"concurrency_key": "$$ || repeat('k', 201) || $$"}$$,
+     $$p_concurrency_key => repeat('k', 201)$$, '22023', 'must be at most 200 characters, got 201'),
     ('depends_on_job_ids', $$p_depends_on_job_ids => ARRAY[NULL]::bigint[]$$, $${"depends_on_job_ids": [null]}$$, NULL,
      '22004', 'must not contain NULL'),
     ('depends_on_job_ids', $$p_depends_on_job_ids => ARRAY[[1], [2]]::bigint[]$$, $${"depends_on_job_ids": [[1], [2]]}$$, NULL,

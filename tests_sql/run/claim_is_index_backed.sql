@@ -1,6 +1,6 @@
--- The claim is index-backed: its cost must not grow with finished, blocked or future jobs.
+-- The claim is index-backed: its cost must not grow with finished, blocked, future or parked jobs.
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 
 -- A realistic mix: many finished, blocked and future jobs, a few ready ones.
 INSERT INTO broker.broker_jobs (job_name, job_group, execute_str, complete_status, finished_at)
@@ -16,26 +16,26 @@ ANALYZE broker.broker_jobs;
 \ir ../lib/claim_plan.psql
 
 SELECT ok(pg_temp.plan_of('claim-range') IS NOT NULL AND pg_temp.plan_of('priority-probe') IS NOT NULL
-          AND pg_temp.plan_of('claim-new') IS NOT NULL AND pg_temp.plan_of('claim-query') IS NOT NULL,
-          'broker_get has the marked probe and claim statements');
+          AND pg_temp.plan_of('claim-new') IS NOT NULL AND pg_temp.plan_of('claim-query') IS NOT NULL
+          AND pg_temp.plan_of('claim-lock') IS NOT NULL AND pg_temp.plan_of('claim-tenants') IS NOT NULL,
+          'the claim functions have the marked probe, tenant, window, lock and claim statements');
+SELECT is((SELECT count(*)::integer FROM broker.broker_jobs WHERE job_name = 'future' AND parked = 1), 3000,
+          'the jobs dated later are parked, out of the claim index');
 SET LOCAL plan_cache_mode = force_custom_plan;
-SELECT matches(pg_temp.plan_of('claim-range', false), '"Index Name": "broker_jobs_claim_idx"', 'custom plan: the claim uses broker_jobs_claim_idx');
+SELECT matches(pg_temp.plan_of('claim-range', false), '"Index Name": "broker_jobs_claim_idx"', 'custom plan: the window uses broker_jobs_claim_idx');
 SELECT doesnt_match(pg_temp.plan_of('claim-range', false) || pg_temp.plan_of('priority-probe', false), '"Node Type": "Seq Scan"',
                     'custom plans: no sequential scan');
 SELECT cmp_ok((SELECT count(*)::integer FROM regexp_matches(pg_temp.plan_of('priority-probe', false), '"Index Name": "broker_jobs_claim_idx"', 'g')),
           '>=', 2, 'custom plan: the probes from the hint and of the levels below it use broker_jobs_claim_idx');
--- the function's own settings from here (force_generic_plan among them)
-SELECT matches(pg_temp.plan_of('claim-range'), '"Index Name": "broker_jobs_claim_idx"', 'generic plan: the claim uses broker_jobs_claim_idx');
+-- the functions' own settings from here (force_generic_plan among them)
+SELECT matches(pg_temp.plan_of('claim-range'), '"Index Name": "broker_jobs_claim_idx"', 'generic plan: the window uses broker_jobs_claim_idx');
 SELECT doesnt_match(pg_temp.plan_of('claim-range') || pg_temp.plan_of('priority-probe') || pg_temp.plan_of('claim-new')
-                    || pg_temp.plan_of('claim-query'), '"Node Type": "Seq Scan"',
-                    'generic plans: no sequential scan');
--- with a tenant's pause (broker_pause_queue) the claim is the same index scan, with a filter
-SELECT matches(pg_temp.plan_of('claim-range', true, ARRAY['paused tenant']), '"Index Name": "broker_jobs_claim_idx"',
-               'generic plan, a tenant paused: the claim uses broker_jobs_claim_idx');
-SELECT doesnt_match(pg_temp.plan_of('claim-range', true, ARRAY['paused tenant'])
-                    || pg_temp.plan_of('claim-new', true, ARRAY['paused tenant'])
-                    || pg_temp.plan_of('priority-probe', true, ARRAY['paused tenant']),
-                    '"Node Type": "Seq Scan"', 'generic plans, a tenant paused: no sequential scan');
+                    || pg_temp.plan_of('claim-query') || pg_temp.plan_of('claim-lock') || pg_temp.plan_of('claim-tenants'),
+                    '"Node Type": "Seq Scan"', 'generic plans: no sequential scan');
+SELECT is((SELECT array_agg(DISTINCT index_name) FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-lock')) WHERE index_name IS NOT NULL),
+          ARRAY['broker_jobs_pkey']::text[], 'generic plan: the lock looks the window''s ids up in the primary key');
+SELECT is((SELECT array_agg(DISTINCT index_name) FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-tenants')) WHERE index_name IS NOT NULL),
+          ARRAY['broker_jobs_claim_idx']::text[], 'generic plan: the tenants are found by descents of the claim index');
 
 -- And the function as it runs: no sequential scan of broker_jobs at all.
 RESET plan_cache_mode;

@@ -20,7 +20,9 @@ INSERT INTO broker.broker_jobs (job_name, job_group, execute_str) VALUES ('few',
 SELECT is((SELECT array_agg(x.node) FROM (SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('priority-probe'))
                                             UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-range'))
                                             UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-new'))
-                                            UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-query'))) AS x
+                                            UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-query'))
+                                            UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-lock'))
+                                            UNION ALL SELECT node FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-tenants'))) AS x
             WHERE x.node = 'Seq Scan'), NULL, 'a table of a few rows: no sequential scan in the plans');
 DELETE FROM broker.broker_jobs;
 
@@ -35,7 +37,11 @@ SELECT 'claim', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-range'))
 UNION ALL
 SELECT 'new', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-new'))
 UNION ALL
-SELECT 'update', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-query'));
+SELECT 'update', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-query'))
+UNION ALL
+SELECT 'lock', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-lock'))
+UNION ALL
+SELECT 'tenants', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-tenants'));
 SELECT is((SELECT array_agg(node || ' ' || COALESCE(relation, '')) FROM claim_nodes
             WHERE node ~ 'Hash|Seq Scan|Join|Nested Loop' OR (relation = 'broker_jobs' AND node !~ 'Index|ModifyTable')),
           NULL, 'stale statistics: no hash, join or sequential scan, every read of broker_jobs by index');

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(71);
+SELECT plan(73);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -40,6 +40,10 @@ SELECT * FROM pg_temp.matrix('broker_tenant_roles');
 -- column grants of broker_enqueue: what it may write
 SELECT column_privs_are('broker', 'broker_jobs', 'execute_str', 'broker_enqueue', ARRAY['SELECT', 'INSERT'],
                         'enqueue may set execute_str when inserting');
+SELECT column_privs_are('broker', 'broker_jobs', 'concurrency_key', 'broker_enqueue', ARRAY['SELECT', 'INSERT'],
+                        'enqueue may set a job''s concurrency key when inserting, not change it');
+SELECT column_privs_are('broker', 'broker_schedule', 'concurrency_key', 'broker_enqueue', ARRAY['SELECT', 'INSERT', 'UPDATE'],
+                        'enqueue may set and change its schedules'' concurrency key');
 SELECT column_privs_are('broker', 'broker_jobs', 'cancel_reason', 'broker_enqueue', ARRAY['SELECT', 'UPDATE'],
                         'enqueue may only update cancel_reason');
 SELECT column_privs_are('broker', 'broker_jobs', 'complete_status', 'broker_enqueue', ARRAY['SELECT'],
@@ -54,10 +58,10 @@ SELECT column_privs_are('broker', 'broker_jobs', 'pending_deps', 'broker_enqueue
 -- functions x roles
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
+          'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'broker_enqueue', ARRAY['EXECUTE'], 'enqueue may add jobs');
 SELECT function_privs_are('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer', 'text', 'text[]',
-          'timestamp with time zone', 'interval', 'text', 'text', 'boolean'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
+          'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'broker_runtime', '{}'::text[], 'runtime does not enqueue');
 -- autonomous jobs: only an administrator allows them; only the runtime starts them and records them
 SELECT function_privs_are('broker', 'broker_allow_autonomous', ARRAY['text', 'text'], 'broker_enqueue', '{}'::text[],
                           'enqueue cannot allow autonomous jobs');
