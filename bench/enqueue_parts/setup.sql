@@ -60,7 +60,7 @@ BEGIN
             n := n + 1;
         WHEN 'job_problem' THEN
             r := broker._job_problem(ROW(v_name, v_sql, i, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL,
-                                         NULL, NULL, '"$user", public', false)::broker._job_fields);
+                                         NULL, NULL, '"$user", public', false, NULL)::broker._job_fields);
         WHEN 'tenant_allowed' THEN
             n := n + broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER)::int;
         WHEN 'check_autonomous' THEN
