@@ -112,8 +112,8 @@ BEGIN
                 v_tokens := LEAST(COALESCE(v_tokens, 'Infinity'),
                                   pg_catalog.floor(LEAST(v_limit.burst::double precision,
                                       COALESCE(v_limit.tokens, v_limit.burst) OPERATOR(pg_catalog.+)
-                                      GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(v_limit.tokens_at, p_now)), 0)
-                                      OPERATOR(pg_catalog.*) v_limit.per_second)));
+                                      (GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(v_limit.tokens_at, p_now)), 0)
+                                       OPERATOR(pg_catalog.*) v_limit.per_second))));
             END IF;
         END LOOP;
         IF NOT v_ok THEN
@@ -138,8 +138,8 @@ BEGIN
             -- the tokens this claim spends (a job it then finds locked by another claim spends one too)
             UPDATE broker.broker_key_limit AS l
                SET tokens = LEAST(l.burst::double precision, COALESCE(l.tokens, l.burst) OPERATOR(pg_catalog.+)
-                                  GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(l.tokens_at, p_now)), 0)
-                                  OPERATOR(pg_catalog.*) l.per_second) OPERATOR(pg_catalog.-) v_take,
+                                  (GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(l.tokens_at, p_now)), 0)
+                                   OPERATOR(pg_catalog.*) l.per_second)) OPERATOR(pg_catalog.-) v_take,
                    tokens_at = p_now
              WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
                AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
