@@ -68,6 +68,7 @@
 \i sql/flow/limits.sql
 \i sql/flow/keys.sql
 \i sql/flow/parking.sql
+\i sql/flow/stats.sql
 
 \i sql/run/claim_hint.sql
 \i sql/run/claim_lane.sql

@@ -328,6 +328,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_resume_instance(bigint),
     broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
+    broker._tenant_stats_every_tenant(interval),
+    broker._key_stats_every_tenant(),
     broker.broker_ready_queues(),
     broker.broker_next_due(),
     broker.broker_job_activity(),
@@ -391,6 +393,24 @@ GRANT INSERT (tenant_id, concurrency_key, max_running, per_second, burst, tokens
     ON broker.broker_key_limit TO broker_enqueue;
 -- its own weight (the policy shows a tenant its own row)
 GRANT SELECT ON broker.broker_tenant_weight TO broker_enqueue;
+-- flow control seen (sql/flow/stats.sql): each tenant its own rows (row-level security) and the
+-- totals its share and the limits across tenants are measured against; broker_runtime every tenant's
+GRANT EXECUTE ON FUNCTION
+    broker.broker_tenant_stats(interval),
+    broker.broker_key_stats(),
+    broker.broker_job_waiting(bigint),
+    broker._sees_every_tenant(),
+    broker._paused_tenants(integer),
+    broker._paused_for(text[], text)
+    TO broker_runtime, broker_enqueue;
+GRANT EXECUTE ON FUNCTION
+    broker._tenant_stats_rows(interval),
+    broker._key_stats_rows(),
+    broker._queue_totals(interval),
+    broker._key_totals(text)
+    TO broker_runtime, broker_enqueue;
+-- (why a job waits, for the runner's console: the limits and weight of the job's tenant, as a tenant reads them)
+GRANT SELECT ON broker.broker_key_limit, broker.broker_tenant_weight TO broker_runtime;
 -- schedules: the management functions (or, equivalently, column-limited writes
 -- that the policies check: owner = the writing role, a run_as it may use)
 GRANT EXECUTE ON FUNCTION

@@ -76,7 +76,7 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
+--   Calls: _setting_int, _active_instance, _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -230,14 +230,14 @@ BEGIN
         IF k OPERATOR(pg_catalog.=) 1 THEN
             -- one tenant: the whole claim is its (no weight, no point to share from)
             v_weights := ARRAY[1];
-            v_done := ARRAY[v_paused IS NOT NULL AND v_tenants[1] OPERATOR(pg_catalog.=) ANY (v_paused)];
+            v_done := ARRAY[broker._paused_for(v_paused, v_tenants[1])];
             v_point := 0;
         ELSE
             v_weights := ARRAY(SELECT COALESCE(w.weight, 1) FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o)
                                  LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) t.tenant
                                 ORDER BY t.o);
             -- paused tenants take no share (their lanes are only probed, for the hint)
-            v_done := ARRAY(SELECT v_paused IS NOT NULL AND t.tenant OPERATOR(pg_catalog.=) ANY (v_paused)
+            v_done := ARRAY(SELECT broker._paused_for(v_paused, t.tenant)
                               FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o) ORDER BY t.o);
             -- where the remainder of each round's shares starts: moves from claim to claim
             -- (and from claim to claim of one transaction: its turn)

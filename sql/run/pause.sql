@@ -22,6 +22,24 @@ COMMENT ON FUNCTION broker._paused_tenants(integer) IS
     'Internal: the tenants whose jobs of a queue are paused (an element NULL: every tenant), or NULL.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._paused_for(p_paused, p_tenant_id)
+--   Whether a tenant's jobs are paused, given the tenants paused in their
+--   queue (p_paused, what broker._paused_tenants returns): the queue is
+--   paused for every tenant, or for this one.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._paused_for(p_paused text[], p_tenant_id text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_paused IS NOT NULL
+           AND (pg_catalog.array_position(p_paused, NULL) IS NOT NULL OR p_tenant_id OPERATOR(pg_catalog.=) ANY (p_paused))
+$$;
+COMMENT ON FUNCTION broker._paused_for(text[], text) IS
+    'Internal: whether a tenant''s jobs are paused, given the tenants paused in their queue (_paused_tenants).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_pause_queue(p_job_queue, p_paused)
 --   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
 --   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(73);
+SELECT plan(78);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -116,6 +116,19 @@ SELECT is(ARRAY(SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'b
           'broker_retention reads and writes no table');
 SELECT function_privs_are('broker', 'broker_stale_instance_holder', ARRAY['interval'], 'broker_runtime', ARRAY['EXECUTE'],
                           'a standby may look for a lock left behind');
+
+-- flow control seen: both roles read the statistics (a tenant its own, by row-level security); only the
+-- monitoring role reads every tenant's
+SELECT function_privs_are('broker', 'broker_tenant_stats', ARRAY['interval'], 'broker_enqueue', ARRAY['EXECUTE'],
+                          'enqueue reads its tenant''s shares');
+SELECT function_privs_are('broker', 'broker_key_stats', '{}'::text[], 'broker_runtime', ARRAY['EXECUTE'],
+                          'runtime reads the keys'' limits and use');
+SELECT function_privs_are('broker', 'broker_job_waiting', ARRAY['bigint'], 'broker_enqueue', ARRAY['EXECUTE'],
+                          'enqueue reads why its jobs wait');
+SELECT function_privs_are('broker', '_tenant_stats_every_tenant', ARRAY['interval'], 'broker_enqueue', '{}'::text[],
+                          'enqueue cannot read every tenant''s shares');
+SELECT table_privs_are('broker', 'broker_key_limit', 'broker_runtime', ARRAY['SELECT'],
+                       'runtime reads limits (its tenant''s and those across tenants), writes none');
 
 SELECT * FROM finish();
 ROLLBACK;
