@@ -8,7 +8,7 @@ import sys
 import click
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import namedtuple_row
+from psycopg.rows import dict_row, namedtuple_row
 
 from . import __version__
 from .broker import Broker
@@ -16,7 +16,7 @@ from .config import ConfigError, load_databases
 from .install import InstallError, apply_roles, install, verify
 from .install.credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install.role_setup import check_roles, missing_roles, sharing_notice
-from .observe import logs
+from .observe import flow, job_queries, logs
 from .observe.logs import safe_text
 from .run import queries
 from .run.connect_errors import PermanentError, connect_message
@@ -269,7 +269,8 @@ STATUS_JOBS = 20
 @click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 def status_command(dsns, config_path) -> None:
-    """Print, per database, the active and standby instances, the jobs per queue and state, and the schedules.
+    """Print, per database, the active and standby instances, the jobs per queue and state, each tenant's share
+    of its queues and each concurrency key's limit and use, and the schedules.
 
     A broker_runtime login sees every tenant's jobs; a broker_enqueue login the jobs and schedules of
     the tenants it may act for (its mappings in broker_tenant_roles, and the default tenant)."""
@@ -285,6 +286,12 @@ def status_command(dsns, config_path) -> None:
             click.echo(f"database {safe_text(label)}: error: {safe_text(connect_message(exc))}", err=True)
             failed = True
     sys.exit(1 if failed else 0)
+
+
+def _flow_rows(conn: psycopg.Connection) -> tuple[list[dict], list[dict]]:
+    """Each tenant's part of its queues and each key's limit and use (observe/flow.py), as this login reads them."""
+    cur = conn.cursor(row_factory=dict_row)
+    return cur.execute(job_queries.TENANT_STATS).fetchall(), cur.execute(job_queries.KEY_STATS).fetchall()
 
 
 class NotInstalled(Exception):
@@ -318,19 +325,25 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
     click.echo("  queue tenant               ready blocked delayed running done/1h failed/1h cancelled/1h")
     if access.runtime:  # every tenant, through the SECURITY DEFINER function
         stats, schedules = conn.execute(queries.QUEUE_STATS).fetchall(), conn.execute(queries.SCHEDULES).fetchall()
+        tenants, limits = _flow_rows(conn)
     else:  # the login's own tenants, one transaction each (row-level security shows one tenant at a time)
-        stats, schedules = [], []
+        stats, schedules, tenants, limits = [], [], [], []
         for (tenant,) in conn.execute(queries.OWN_TENANTS).fetchall():
             with conn.transaction():
                 conn.execute(queries.SET_TENANT, {"tenant": tenant})
                 stats += conn.execute(queries.OWN_QUEUE_STATS).fetchall()
                 schedules += conn.execute(queries.SCHEDULES).fetchall()
+                own_tenants, own_limits = _flow_rows(conn)
+                tenants += own_tenants
+                limits += [r for r in own_limits if r not in limits]  # (the limits across tenants: once)
     for q in stats:
         click.echo(f"  {q.job_queue:5d} {safe_text(q.tenant_id):20.20s} {q.ready:5d} {q.blocked:7d} {q.delayed:7d} "
                    f"{q.running:7d} {q.completed_last_hour:7d} {q.failed_last_hour:9d} {q.cancelled_last_hour:12d}"
                    + ("  paused" if q.paused else ""))
     if not stats:
         click.echo("  (no jobs)")
+    for line in flow.tenant_lines(tenants) + flow.limit_lines(limits):
+        click.echo(line)
     if access.runtime and access.instances:
         _status_activity(conn, [r.queue_count for r in active])
     for name, expr, zone, enabled, next_at, last_at, skipped, capped, error in schedules:

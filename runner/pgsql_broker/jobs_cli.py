@@ -139,6 +139,8 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
                        ("tenant", "tenant_id"), ("run as", "run_as"), ("enqueued by", "enqueued_by"),
                        ("timeout", "job_timeout"), ("language", "job_language"), ("concurrency", "concurrency_key")):
         click.echo(f"  {label + ':':13}{safe_text(job[key]) if job[key] is not None else '-'}")
+    if job["waiting"]:
+        click.echo(f"  {'waiting:':13}{safe_text(job['waiting'].removeprefix('waiting: '))}")
     click.echo(f"  {'attempts:':13}{job['attempts']}/{job['max_attempts']} (interrupted {job['interruptions']})")
     click.echo(f"  {'created:':13}{_when(job['created_at'])}  run after {_when(job['run_after'])}  "
                f"started {_when(job['started_at'])}  finished {_when(job['finished_at'])}")

@@ -1,6 +1,7 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
 signs in with the token, filters, opens a failed job, reads its SQL and attempts, clicks Retry and sees it (and
-the job cancelled because of it) complete. The console logs in as the tenant's own login, so another tenant's
+the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
+each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
 jobs never show. Without a token configured it is read-only: actions are refused (403) and job SQL is not sent;
 with one, a request without it is refused (401) and CSRF-shaped requests too.
 
@@ -54,6 +55,8 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
     runner = start(user=tenants["runner"], extra=("--config", str(config)))
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     broken, after = failed_dag(db, tenants)
+    with connect(db) as owner:
+        owner.execute("SELECT broker.broker_set_limit('crm', 2, NULL, p_all_tenants => true)")
     with connect(db, user=tenants["acme"], autocommit=False) as conn:
         conn.execute("SELECT broker.broker_set_tenant('acme')")
         later = conn.execute("SELECT job_id FROM broker.broker_add_job('next month', 'SELECT 4', p_job_queue => 2, "
@@ -114,7 +117,10 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         text_in(browser, "#jobs", "mail the report")
         wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, "#jobs [data-state='failed']"))
 
-        click(browser, f"#jobs a[data-job='{later}']")  # a pending job: Cancel
+        click(browser, f"#jobs a[data-job='{later}']")  # a pending job: why it waits, and Cancel
+        text_in(browser, "#job-waiting", "due at")
+        text_in(browser, "#flow", "(all tenants)")  # the tenants and limits panel: the limit across tenants
+        assert "acme" in browser.find_element(By.ID, "flow").text  # and acme's part of queue 1
         click(browser, "#cancel-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
         text_in(browser, "#job", "cancelled by " + tenants["acme"])

@@ -103,6 +103,19 @@ function renderQueues(data) {
   document.getElementById("instances").replaceChildren(table(["id", "name", "host", "pid", "status", "started", "last ping"],
     data.instances.map(i => [i.instance_id, i.instance_name, i.hostname, i.os_pid, i.status, time(i.started_at), time(i.last_ping_at)])));
 }
+// flow control: each tenant's part of its queues, each concurrency key's limit and use (broker_tenant_stats, broker_key_stats)
+function renderFlow(data) {
+  const share = s => s == null ? "" : `${Math.round(100 * s)}%`;
+  document.getElementById("flow").replaceChildren(
+    el("h3", {}, "Tenants"),
+    table(["queue", "tenant", "weight", "ready", "running", "served (1 min)", "share served"],
+      data.tenants.map(t => [t.job_queue, t.tenant_id, t.weight, t.ready, t.running, t.served, share(t.share_served)]), [2, 3, 4, 5, 6]),
+    el("h3", {}, "Limits"),
+    table(["key", "tenant", "running/cap", "rate", "waiting"],
+      data.limits.map(k => [k.concurrency_key, k.tenant_id == null ? "(all tenants)" : k.tenant_id,
+                            `${k.running}/${k.max_running == null ? "-" : k.max_running}`,
+                            k.per_second == null ? "" : `${k.per_second}/s burst ${k.burst}`, k.waiting]), [2, 4]));
+}
 function filterQuery() {
   const params = new URLSearchParams({database: database()});
   for (const name of ["state", "queue", "tenant", "name"]) {
@@ -138,7 +151,9 @@ function renderJob(data) {
     controls.append(button("Retry", "retry-job", () => act(`/api/jobs/${Number(j.job_id)}/retry`, j.tenant_id)));
   const last = j.attempt_history.find(a => a.outcome === "completed");
   const parts = [controls, fields([
-    ["state", stateBadge(j.complete_status, j)], ["tenant", j.tenant_id], ["group", j.job_group], ["queue", j.job_queue],
+    ["state", stateBadge(j.complete_status, j)],
+    ["waiting", el("span", {id: "job-waiting"}, j.waiting ? j.waiting.replace(/^waiting: /, "") : "")],
+    ["concurrency key", j.concurrency_key], ["tenant", j.tenant_id], ["group", j.job_group], ["queue", j.job_queue],
     ["priority", j.job_priority], ["attempts", `${j.attempts}/${j.max_attempts}`], ["run as", j.run_as],
     ["enqueued by", j.enqueued_by], ["created", time(j.created_at)], ["run after", time(j.run_after)],
     ["started", time(j.started_at)], ["finished", time(j.finished_at)], ["cancel reason", j.cancel_reason],
@@ -174,6 +189,7 @@ async function refresh() {
     const state = await api("/api/state");
     render("runner", state, renderRunner);
     render("queues", await api("/api/queues?" + new URLSearchParams({database: database()})), renderQueues);
+    render("flow", await api("/api/flow?" + new URLSearchParams({database: database()})), renderFlow);
     render("jobs", await api("/api/jobs?" + filterQuery()), renderJobs);
     await refreshJob();
   } catch (e) { say(e.message); }

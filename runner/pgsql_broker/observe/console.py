@@ -2,7 +2,7 @@
 restart loses nothing.
 
 Two logins per database. The runner's own login reads what /metrics already shows (broker_queue_stats across
-tenants, the instances). The console login (databases[].console_dsn, else the runner's login) reads the jobs,
+tenants, the instances, each tenant's share and each key's limit). The console login (databases[].console_dsn, else the runner's login) reads the jobs,
 their attempts and dependencies, and performs cancel, retry and pause/resume through the public functions as
 itself: row-level security and the functions' checks decide what it may see and do, so a tenant's login acts
 only on its tenant, an administrator's on every tenant, and the runner's (broker_runtime) may act on nothing.
@@ -23,7 +23,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ..states import JobState
-from .job_queries import ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, PAUSE, QUEUES, RETRY, SET_TENANT, WAITED_ON_BY, WAITS_ON
+from .flow import bounded
+from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS,
+                          WAITED_ON_BY, WAITS_ON)
 from .logs import cap_text
 
 MAX_SESSIONS = 2
@@ -169,6 +171,12 @@ class ConsoleDatabase:
     def queues(self) -> dict:
         with self._session(self._runner_dsn) as cur:
             return {"queues": cur.execute(QUEUES).fetchall(), "instances": cur.execute(INSTANCES).fetchall()}
+
+    def flow(self) -> dict:
+        """Each tenant's part of its queues and each key's limit and use, as the runner's login reads them."""
+        with self._session(self._runner_dsn) as cur:
+            return {"tenants": bounded(cur.execute(TENANT_STATS).fetchall()),
+                    "limits": bounded(cur.execute(KEY_STATS).fetchall())}
 
     def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
         """cancel or retry job `target`, pause or resume queue `target`, as the console login."""

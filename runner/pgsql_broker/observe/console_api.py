@@ -105,6 +105,8 @@ class ConsoleAPI:
             return _json(200, {"database": db.name, "jobs": db.jobs(Filters.parse(query))})
         if path == "/api/queues":
             return _json(200, {"database": db.name, **db.queues()})
+        if path == "/api/flow":
+            return _json(200, {"database": db.name, **db.flow()})
         if match := _JOB.match(path):
             job = db.job(int(match.group(1)), tenant_of(query.get("tenant")), with_sql=authenticated)
             return _json(200, {"database": db.name, "sql_shown": authenticated, "job": job})

@@ -24,7 +24,7 @@ JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_
  LIMIT %(limit)s"""
 JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
        j.job_timeout::text AS job_timeout, j.cancel_reason, j.cancel_cause_job_id, j.interruptions, j.lease_instance_id,
-       j.lease_expires_at, j.concurrency_key,
+       j.lease_expires_at, j.concurrency_key, broker.broker_job_waiting(j.job_id) AS waiting,
        CASE WHEN %(with_sql)s THEN left(j.execute_str, 100000) END AS execute_str,
        length(j.execute_str) > 100000 AS execute_str_cut
   FROM broker.broker_jobs AS j
@@ -50,6 +50,11 @@ WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, d.depends_on_g
  ORDER BY j.job_id
  LIMIT 100"""
 QUEUES = "SELECT * FROM broker.broker_queue_stats() LIMIT 1000"
+# each tenant's part of its queues and each key's limit and use (observe/flow.py), as the runner's login reads them
+TENANT_STATS = """SELECT job_queue, tenant_id, weight, ready, running, served, share_served
+                    FROM broker.broker_tenant_stats(interval '1 minute') LIMIT 1000"""
+KEY_STATS = """SELECT concurrency_key, tenant_id, running, max_running, per_second, burst, waiting
+                 FROM broker.broker_key_stats() LIMIT 1000"""
 INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, started_at, last_ping_at, queue_count
   FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 CANCEL = "SELECT broker.broker_cancel_job(%(job_id)s, %(reason)s) AS result"

@@ -21,6 +21,20 @@ _QUEUE_GAUGES = {
     "broker_job_retries_last_hour": ("Jobs retried by an operator (broker_retry_job)", "retries_last_hour", sum),
 }
 
+# flow control (broker_tenant_stats, broker_key_stats; observe/flow.py): gauge name -> (help, column)
+_TENANT_GAUGES = {
+    "broker_tenant_ready": ("Jobs of the tenant claimable now in the queue (not paused, not parked)", "ready"),
+    "broker_tenant_running": ("Jobs of the tenant claimed in the queue", "running"),
+    "broker_tenant_share_served": ("The tenant's share (0..1) of the jobs the queue served in the last minute",
+                                   "share_served"),
+}
+_KEY_GAUGES = {
+    "broker_key_running": ("Jobs of the key running under its limit (tenant '': the limit across tenants)", "running"),
+    "broker_key_max_running": ("The key's cap (broker_set_limit p_max_running)", "max_running"),
+    "broker_key_per_second": ("The key's rate (broker_set_limit p_per_second)", "per_second"),
+    "broker_key_waiting": ("Pending jobs of the key (parked by its limit or not)", "waiting"),
+}
+
 
 class Metrics:
     def __init__(self) -> None:
@@ -61,6 +75,11 @@ class Metrics:
                               registry=self.registry)
         self._unserved_labels: dict[str, set[str]] = {}
         self._gauge_labels: dict[str, set[tuple[str, ...]]] = {}
+        self.flow_gauges = {name: Gauge(name, doc, ["database", "queue", "tenant"], registry=self.registry)
+                            for name, (doc, _) in _TENANT_GAUGES.items()}
+        self.flow_gauges.update({name: Gauge(name, doc, ["database", "key", "tenant"], registry=self.registry)
+                                 for name, (doc, _) in _KEY_GAUGES.items()})
+        self._flow_labels: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.listen_connected = Gauge("broker_listen_connected", "1 when the LISTEN connection is up", ["database"],
                                       registry=self.registry)
 
@@ -93,6 +112,22 @@ class Metrics:
             for labels in self._gauge_labels.get(database, set()) - rows.keys():
                 self.queue_gauges[name].remove(*labels)
         self._gauge_labels[database] = set(rows)
+
+    def set_flow(self, database: str, tenants: list[dict], keys: list[dict]) -> None:
+        """The flow-control gauges from bounded rows of broker_tenant_stats and broker_key_stats (observe/flow.py);
+        a column that is NULL (no cap, no rate, a queue that served none) has no series."""
+        for gauges, rows, first in ((_TENANT_GAUGES, tenants, "job_queue"), (_KEY_GAUGES, keys, "concurrency_key")):
+            for name, (_, column) in gauges.items():
+                current = set()
+                for row in rows:
+                    if row[column] is None:
+                        continue
+                    labels = (database, str(row[first]), row["tenant_id"] or "")
+                    self.flow_gauges[name].labels(*labels).set(float(row[column]))
+                    current.add(labels)
+                for labels in self._flow_labels.get((database, name), set()) - current:
+                    self.flow_gauges[name].remove(*labels)
+                self._flow_labels[(database, name)] = current
 
 
 def observe_many(child, amounts: list[float]) -> None:

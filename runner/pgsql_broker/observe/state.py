@@ -42,6 +42,8 @@ class DatabaseView:
         self.failures: deque[dict] = deque(maxlen=20)
         self.finished_at: deque[float] = deque(maxlen=100_000)
         self.queue_stats: list[dict] = []
+        self.tenant_stats: list[dict] = []  # flow control (observe/flow.py)
+        self.key_stats: list[dict] = []
         self.instances: list[dict] = []
         self.unserved: list[int] = []  # queue numbers with ready jobs beyond queue_count
         self.workers = 0
@@ -114,5 +116,6 @@ class DatabaseView:
                              "age_seconds": round(now - v.started, 1), "activity": v.activity}
                             for v in self.running.values()],
                 "failures": list(self.failures), "queues": self.queue_stats, "instances": self.instances,
+                "tenants": self.tenant_stats, "limits": self.key_stats,
                 "completed_per_minute": [sum(1 for t in self.finished_at if now - 60 * (m + 1) < t <= now - 60 * m)
                                          for m in range(10)]}

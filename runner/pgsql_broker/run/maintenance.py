@@ -10,6 +10,7 @@ import time
 import psycopg
 from psycopg.rows import dict_row, namedtuple_row
 
+from ..observe import flow, job_queries
 from ..observe.metrics import bounded_stats
 from . import queries, stopping
 
@@ -81,6 +82,9 @@ async def _stats_and_activity(runner, conn: psycopg.AsyncConnection, now: float)
         _report_paused(runner, stats)
         view.queue_stats = bounded_stats(stats, db.queue_count)
         view.metrics.set_depth(db.name, view.queue_stats)
+        view.tenant_stats = flow.bounded(await (await cur.execute(job_queries.TENANT_STATS)).fetchall())
+        view.key_stats = flow.bounded(await (await cur.execute(job_queries.KEY_STATS)).fetchall())
+        view.metrics.set_flow(db.name, view.tenant_stats, view.key_stats)
         view.instances = await (await cur.execute(queries.INSTANCES)).fetchall()
         t["stats"] = now + settings.queue_depth_poll_sec
     if now >= t["activity"]:
