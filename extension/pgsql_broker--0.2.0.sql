@@ -5752,15 +5752,19 @@ COMMENT ON TRIGGER broker_key_limit_changed_trg ON broker.broker_key_limit IS
 -- ---------------------------------------------------------------------------
 -- Type: broker._claim_candidate
 --   A job a claim looked at (in claim order) before it locks any: its id,
---   its concurrency key and its run_after (where the next look starts).
+--   its concurrency key, its run_after (where the next look starts) and the
+--   row version it saw (row_tid: the lock fetches that version directly,
+--   with no index descent; a version updated since is skipped, or rechecked
+--   when it was updated after the lock's snapshot).
 -- ---------------------------------------------------------------------------
 CREATE TYPE broker._claim_candidate AS (
     job_id          bigint,
     concurrency_key text,
-    run_after       timestamptz
+    run_after       timestamptz,
+    row_tid         tid
 );
 COMMENT ON TYPE broker._claim_candidate IS
-    'Internal: a job a claim looked at before locking it (id and concurrency key).';
+    'Internal: a job a claim looked at before locking it (id, concurrency key, run_after and the row version seen).';
 
 -- ---------------------------------------------------------------------------
 -- Type: broker._claim_keys
@@ -5905,7 +5909,7 @@ BEGIN
                    AND l.tokens OPERATOR(pg_catalog.<) 1;
             END IF;
         END IF;
-        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, o)
+        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, row_tid, o)
                             WHERE x.concurrency_key OPERATOR(pg_catalog.=) v_key ORDER BY x.o);
         IF v_park IS NOT NULL AND p_keys.parked OPERATOR(pg_catalog.<) 1000 THEN
             -- the key's other pending jobs of this tenant, not only this window's, in claim order, up
@@ -6685,7 +6689,8 @@ DECLARE
     v_hr       timestamptz;
     v_hid      bigint;
     v_cands    broker._claim_candidate[];
-    v_ok       bigint[];
+    v_tids     tid[];
+    v_keyed    boolean;       -- a candidate has a concurrency key: its limits decide
     v_admit    record;
     v_got      bigint[];
     v_windows  integer;
@@ -6770,7 +6775,7 @@ BEGIN
             IF v_src OPERATOR(pg_catalog.=) 'new' THEN
                 v_cands := ARRAY(
                     -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND broker._claimable_by_xid(r.complete_status, r.pending_deps, r.parked)
@@ -6787,7 +6792,7 @@ BEGIN
             ELSE
                 v_cands := ARRAY(
                     -- <claim-range> a window of the level's jobs from where they start, not locked
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
@@ -6802,22 +6807,27 @@ BEGIN
             END IF;
             IF pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.>) 0 THEN
                 -- what the keys' limits let this claim take (jobs without a key pass as they are)
-                IF pg_catalog.array_to_string(ARRAY(SELECT c.concurrency_key FROM pg_catalog.unnest(v_cands) AS c), '') OPERATOR(pg_catalog.<>) '' THEN
+                SELECT pg_catalog.array_agg(c.row_tid), pg_catalog.bool_or(c.concurrency_key IS NOT NULL)
+                  INTO v_tids, v_keyed
+                  FROM pg_catalog.unnest(v_cands) AS c;
+                IF v_keyed THEN
                     SELECT a.p_keys, a.p_ids INTO v_admit
                       FROM broker._admit_keyed(p_tenant_id, v_cands, p_keys, p_now, v_left) AS a;
                     p_keys := v_admit.p_keys;
-                    v_ok := v_admit.p_ids;
-                ELSE
-                    v_ok := ARRAY(SELECT c.job_id FROM pg_catalog.unnest(v_cands) AS c);
+                    v_tids := ARRAY(SELECT c.row_tid FROM pg_catalog.unnest(v_cands) AS c
+                                     WHERE c.job_id OPERATOR(pg_catalog.=) ANY (v_admit.p_ids));
                 END IF;
                 v_got := ARRAY(
-                    -- <claim-lock> those locked, skipping rows another transaction holds (the ids as an
-                    -- array, not a join: a join's generic plan can be a hash join over the table)
+                    -- <claim-lock> those locked, skipping rows another transaction holds: the row
+                    -- versions the window read, fetched by their tids (no index descent); one updated
+                    -- since is not found, or, updated after this statement's snapshot, rechecked as
+                    -- its latest version (the ids as an array, not a join: a join's generic plan can
+                    -- be a hash join over the table)
                     SELECT r.job_id
                       FROM broker.broker_jobs AS r
-                     WHERE r.job_id OPERATOR(pg_catalog.=) ANY (v_ok)
+                     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (v_tids)
                        AND broker._claimable_by_id(r.complete_status, r.pending_deps, r.parked)
-                     ORDER BY pg_catalog.array_position(v_ok, r.job_id)
+                     ORDER BY r.job_priority DESC, r.run_after, r.job_id
                      LIMIT v_left
                        FOR NO KEY UPDATE SKIP LOCKED
                     -- </claim-lock>
@@ -7176,7 +7186,8 @@ BEGIN
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
                   FROM claimed AS c
-                 ORDER BY pg_catalog.array_position(v_round_ids, c.job_id)
+                 -- (tenant by tenant, each in its claim order: the order the lanes took them in)
+                 ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
                 -- </claim-query>
                 ;
             END IF;

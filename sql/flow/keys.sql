@@ -3,15 +3,19 @@
 -- ---------------------------------------------------------------------------
 -- Type: broker._claim_candidate
 --   A job a claim looked at (in claim order) before it locks any: its id,
---   its concurrency key and its run_after (where the next look starts).
+--   its concurrency key, its run_after (where the next look starts) and the
+--   row version it saw (row_tid: the lock fetches that version directly,
+--   with no index descent; a version updated since is skipped, or rechecked
+--   when it was updated after the lock's snapshot).
 -- ---------------------------------------------------------------------------
 CREATE TYPE broker._claim_candidate AS (
     job_id          bigint,
     concurrency_key text,
-    run_after       timestamptz
+    run_after       timestamptz,
+    row_tid         tid
 );
 COMMENT ON TYPE broker._claim_candidate IS
-    'Internal: a job a claim looked at before locking it (id and concurrency key).';
+    'Internal: a job a claim looked at before locking it (id, concurrency key, run_after and the row version seen).';
 
 -- ---------------------------------------------------------------------------
 -- Type: broker._claim_keys
@@ -156,7 +160,7 @@ BEGIN
                    AND l.tokens OPERATOR(pg_catalog.<) 1;
             END IF;
         END IF;
-        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, o)
+        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, row_tid, o)
                             WHERE x.concurrency_key OPERATOR(pg_catalog.=) v_key ORDER BY x.o);
         IF v_park IS NOT NULL AND p_keys.parked OPERATOR(pg_catalog.<) 1000 THEN
             -- the key's other pending jobs of this tenant, not only this window's, in claim order, up

@@ -321,7 +321,8 @@ BEGIN
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
                   FROM claimed AS c
-                 ORDER BY pg_catalog.array_position(v_round_ids, c.job_id)
+                 -- (tenant by tenant, each in its claim order: the order the lanes took them in)
+                 ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
                 -- </claim-query>
                 ;
             END IF;

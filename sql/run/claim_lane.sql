@@ -61,7 +61,8 @@ DECLARE
     v_hr       timestamptz;
     v_hid      bigint;
     v_cands    broker._claim_candidate[];
-    v_ok       bigint[];
+    v_tids     tid[];
+    v_keyed    boolean;       -- a candidate has a concurrency key: its limits decide
     v_admit    record;
     v_got      bigint[];
     v_windows  integer;
@@ -146,7 +147,7 @@ BEGIN
             IF v_src OPERATOR(pg_catalog.=) 'new' THEN
                 v_cands := ARRAY(
                     -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND broker._claimable_by_xid(r.complete_status, r.pending_deps, r.parked)
@@ -163,7 +164,7 @@ BEGIN
             ELSE
                 v_cands := ARRAY(
                     -- <claim-range> a window of the level's jobs from where they start, not locked
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
@@ -178,22 +179,27 @@ BEGIN
             END IF;
             IF pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.>) 0 THEN
                 -- what the keys' limits let this claim take (jobs without a key pass as they are)
-                IF pg_catalog.array_to_string(ARRAY(SELECT c.concurrency_key FROM pg_catalog.unnest(v_cands) AS c), '') OPERATOR(pg_catalog.<>) '' THEN
+                SELECT pg_catalog.array_agg(c.row_tid), pg_catalog.bool_or(c.concurrency_key IS NOT NULL)
+                  INTO v_tids, v_keyed
+                  FROM pg_catalog.unnest(v_cands) AS c;
+                IF v_keyed THEN
                     SELECT a.p_keys, a.p_ids INTO v_admit
                       FROM broker._admit_keyed(p_tenant_id, v_cands, p_keys, p_now, v_left) AS a;
                     p_keys := v_admit.p_keys;
-                    v_ok := v_admit.p_ids;
-                ELSE
-                    v_ok := ARRAY(SELECT c.job_id FROM pg_catalog.unnest(v_cands) AS c);
+                    v_tids := ARRAY(SELECT c.row_tid FROM pg_catalog.unnest(v_cands) AS c
+                                     WHERE c.job_id OPERATOR(pg_catalog.=) ANY (v_admit.p_ids));
                 END IF;
                 v_got := ARRAY(
-                    -- <claim-lock> those locked, skipping rows another transaction holds (the ids as an
-                    -- array, not a join: a join's generic plan can be a hash join over the table)
+                    -- <claim-lock> those locked, skipping rows another transaction holds: the row
+                    -- versions the window read, fetched by their tids (no index descent); one updated
+                    -- since is not found, or, updated after this statement's snapshot, rechecked as
+                    -- its latest version (the ids as an array, not a join: a join's generic plan can
+                    -- be a hash join over the table)
                     SELECT r.job_id
                       FROM broker.broker_jobs AS r
-                     WHERE r.job_id OPERATOR(pg_catalog.=) ANY (v_ok)
+                     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (v_tids)
                        AND broker._claimable_by_id(r.complete_status, r.pending_deps, r.parked)
-                     ORDER BY pg_catalog.array_position(v_ok, r.job_id)
+                     ORDER BY r.job_priority DESC, r.run_after, r.job_id
                      LIMIT v_left
                        FOR NO KEY UPDATE SKIP LOCKED
                     -- </claim-lock>

@@ -43,8 +43,9 @@ SELECT 'lock', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-lock'))
 UNION ALL
 SELECT 'tenants', * FROM pg_temp.plan_nodes(pg_temp.plan_of('claim-tenants'));
 SELECT is((SELECT array_agg(node || ' ' || COALESCE(relation, '')) FROM claim_nodes
-            WHERE node ~ 'Hash|Seq Scan|Join|Nested Loop' OR (relation = 'broker_jobs' AND node !~ 'Index|ModifyTable')),
-          NULL, 'stale statistics: no hash, join or sequential scan, every read of broker_jobs by index');
+            WHERE node ~ 'Hash|Seq Scan|Join|Nested Loop'
+               OR (relation = 'broker_jobs' AND node !~ 'Index|ModifyTable' AND (stmt, node) <> ('lock', 'Tid Scan'))),
+          NULL, 'stale statistics: no hash, join or sequential scan, every read of broker_jobs by index (the lock by tid)');
 
 SELECT pg_temp.forget_statistics();
 SELECT is((SELECT reltuples FROM pg_class WHERE oid = 'broker.broker_jobs'::regclass), -1::real,
