@@ -5882,7 +5882,9 @@ COMMENT ON TRIGGER broker_jobs_key_slot_freed_trg ON broker.broker_jobs IS
 -- A tenant (broker_enqueue) reads these through row-level security: its own jobs, limits and weight,
 -- and of the other tenants only the totals its share and the limits across tenants are measured
 -- against (_queue_totals, _key_totals). The monitoring roles (broker_runtime, administrators) read
--- every tenant, as broker_queue_stats does.
+-- every tenant, as broker_queue_stats does. Each reads through the indexes that hold what it counts
+-- (enable_seqscan off: with many finished jobs the planner would otherwise read the whole table for a
+-- few thousand ready ones; tests_sql/flow/statistics_read_what_they_count_not_the_whole_table.sql).
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._queue_totals(p_window)
@@ -5899,6 +5901,7 @@ CREATE FUNCTION broker._queue_totals(p_window interval)
 RETURNS TABLE (job_queue integer, running bigint, served bigint, running_weight bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window;
@@ -5942,6 +5945,7 @@ COMMENT ON FUNCTION broker._queue_totals(interval) IS
 CREATE FUNCTION broker._key_totals(p_key text, OUT running bigint, OUT waiting bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 BEGIN
     IF NOT EXISTS (SELECT FROM broker.broker_key_limit AS l
@@ -5974,6 +5978,7 @@ RETURNS TABLE (job_queue integer, tenant_id text, weight integer, ready bigint, 
                share_served double precision)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_now   timestamptz := pg_catalog.statement_timestamp();
@@ -6032,6 +6037,7 @@ RETURNS TABLE (concurrency_key text, tenant_id text, running bigint, max_running
                burst integer, waiting bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 BEGIN
     RETURN QUERY
@@ -6216,6 +6222,7 @@ CREATE FUNCTION broker.broker_job_waiting(p_job_id bigint)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job     record;
