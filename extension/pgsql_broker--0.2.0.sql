@@ -354,8 +354,10 @@ COMMENT ON FUNCTION broker._key_lock_key(text, text) IS
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
 -- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'
--- (a queue has a job to claim) or '<database>/cancel/<job id>' (a running job
--- has a cancel request). broker._notify_queue and broker._notify_cancel write
+-- (a queue has a job to claim), '<database>/cancel/<job id>' (a running job
+-- has a cancel request) or '<database>/due' (a job was parked until a time:
+-- the runner asks broker_next_due again, so that its poll comes then).
+-- broker._notify_queue, broker._notify_cancel and broker._notify_due write
 -- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
@@ -428,6 +430,26 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/cancel/<job id>'' (sent on commit): a running job has a cancel request.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_due()
+--   NOTIFY pgsql_broker, '<database>/due' (sent on commit): a job was parked
+--   until a time (enqueued or retried for later, or held back by its key's
+--   rate until its next tokens), so the time the runner's poll waits for
+--   (broker_next_due) may have come nearer; the runner asks it again instead
+--   of at its next regular poll. Called by the parking triggers and the
+--   claim, never on the path of a job due now.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_due()
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker', pg_catalog.current_database() OPERATOR(pg_catalog.||) '/due')
+$$;
+COMMENT ON FUNCTION broker._notify_due() IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/due'' (sent on commit): a job was parked until a time; runners ask broker_next_due again.';
 
 -- Group: tenancy: the current tenant, strict tenancy, run_as rights (table defaults call broker_current_tenant)
 -- source: sql/tenancy/tenant.sql
@@ -5795,7 +5817,8 @@ COMMENT ON TYPE broker._claim_keys IS
 --     burst since it was last read.
 --   The key's other pending jobs of the tenant (up to 1,000, first in claim
 --   order) are parked when the cap is reached (parked cap) or the tokens are
---   spent (parked rate, and wake_at is set to when the bucket is full again):
+--   spent (parked rate, and wake_at is set to when the bucket is full again,
+--   which the runners hear of: _notify_due):
 --   out of the claim index, so that neither the claim's cost nor the other
 --   jobs of the queue wait on them. A candidate locked by
 --   someone else is neither taken nor parked. At most p_want of a key are
@@ -5803,7 +5826,7 @@ COMMENT ON TYPE broker._claim_keys IS
 --   limits so far, across its tenants (broker._claim_keys): it parks at most
 --   1,000 jobs in all.
 --   Returns the ids taken, in claim order.
---   Calls: _key_lock_key, _parked
+--   Calls: _key_lock_key, _parked, _notify_due
 --   Tables: reads broker_key_limit, broker_jobs; writes broker_key_limit (tokens), broker_jobs (parked)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._admit_keyed(
@@ -5907,6 +5930,9 @@ BEGIN
                    AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
                    AND l.per_second IS NOT NULL
                    AND l.tokens OPERATOR(pg_catalog.<) 1;
+                IF FOUND THEN
+                    PERFORM broker._notify_due();   -- (a time the runner's poll did not know yet)
+                END IF;
             END IF;
         END IF;
         v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, row_tid, o)
@@ -5962,8 +5988,9 @@ COMMENT ON FUNCTION broker._admit_keyed(text, broker._claim_candidate[], broker.
 --   BEFORE INSERT of a pending job dated later (run_after after the
 --   statement's time) that is not parked: it parks it (parked later), so that
 --   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
---   and cost a claim nothing. broker._unpark_due puts them back once due.
---   Calls: _parked
+--   and cost a claim nothing. broker._unpark_due puts them back once due; the
+--   runners hear of it (_notify_due), so that their poll comes then.
+--   Calls: _parked, _notify_due
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_later()
@@ -5973,6 +6000,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     NEW.parked := broker._parked('later');
+    PERFORM broker._notify_due();
     RETURN NEW;
 END;
 $$;
@@ -5996,8 +6024,8 @@ COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
 --   or an unpark does): parked later when it is dated later, else not parked.
 --   So a job never comes back pending still parked by a limit that may be
 --   gone (a cancelled job retried), and a backoff is spent outside the claim
---   index.
---   Calls: _parked
+--   index. A job parked later is told to the runners (_notify_due).
+--   Calls: _parked, _notify_due
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_again()
@@ -6006,8 +6034,12 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    NEW.parked := CASE WHEN NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
-                       THEN broker._parked('later') ELSE broker._parked('none') END;
+    IF NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
+        NEW.parked := broker._parked('later');
+        PERFORM broker._notify_due();
+    ELSE
+        NEW.parked := broker._parked('none');
+    END IF;
     RETURN NEW;
 END;
 $$;

@@ -301,6 +301,7 @@ GRANT EXECUTE ON FUNCTION
     broker._state(text),
     broker._parked(text),
     broker._notify_queue(integer),
+    broker._notify_due(),
     broker._claimable(smallint, integer, smallint),
     broker.broker_cron_next(text, timestamptz, text),
     broker._cron_parse(text),

@@ -1,8 +1,10 @@
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
 -- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'
--- (a queue has a job to claim) or '<database>/cancel/<job id>' (a running job
--- has a cancel request). broker._notify_queue and broker._notify_cancel write
+-- (a queue has a job to claim), '<database>/cancel/<job id>' (a running job
+-- has a cancel request) or '<database>/due' (a job was parked until a time:
+-- the runner asks broker_next_due again, so that its poll comes then).
+-- broker._notify_queue, broker._notify_cancel and broker._notify_due write
 -- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
@@ -75,3 +77,23 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/cancel/<job id>'' (sent on commit): a running job has a cancel request.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._notify_due()
+--   NOTIFY pgsql_broker, '<database>/due' (sent on commit): a job was parked
+--   until a time (enqueued or retried for later, or held back by its key's
+--   rate until its next tokens), so the time the runner's poll waits for
+--   (broker_next_due) may have come nearer; the runner asks it again instead
+--   of at its next regular poll. Called by the parking triggers and the
+--   claim, never on the path of a job due now.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._notify_due()
+RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.pg_notify('pgsql_broker', pg_catalog.current_database() OPERATOR(pg_catalog.||) '/due')
+$$;
+COMMENT ON FUNCTION broker._notify_due() IS
+    'Internal: NOTIFY pgsql_broker, ''<database>/due'' (sent on commit): a job was parked until a time; runners ask broker_next_due again.';

@@ -46,7 +46,8 @@ COMMENT ON TYPE broker._claim_keys IS
 --     burst since it was last read.
 --   The key's other pending jobs of the tenant (up to 1,000, first in claim
 --   order) are parked when the cap is reached (parked cap) or the tokens are
---   spent (parked rate, and wake_at is set to when the bucket is full again):
+--   spent (parked rate, and wake_at is set to when the bucket is full again,
+--   which the runners hear of: _notify_due):
 --   out of the claim index, so that neither the claim's cost nor the other
 --   jobs of the queue wait on them. A candidate locked by
 --   someone else is neither taken nor parked. At most p_want of a key are
@@ -54,7 +55,7 @@ COMMENT ON TYPE broker._claim_keys IS
 --   limits so far, across its tenants (broker._claim_keys): it parks at most
 --   1,000 jobs in all.
 --   Returns the ids taken, in claim order.
---   Calls: _key_lock_key, _parked
+--   Calls: _key_lock_key, _parked, _notify_due
 --   Tables: reads broker_key_limit, broker_jobs; writes broker_key_limit (tokens), broker_jobs (parked)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._admit_keyed(
@@ -158,6 +159,9 @@ BEGIN
                    AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
                    AND l.per_second IS NOT NULL
                    AND l.tokens OPERATOR(pg_catalog.<) 1;
+                IF FOUND THEN
+                    PERFORM broker._notify_due();   -- (a time the runner's poll did not know yet)
+                END IF;
             END IF;
         END IF;
         v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, row_tid, o)

@@ -5,8 +5,9 @@
 --   BEFORE INSERT of a pending job dated later (run_after after the
 --   statement's time) that is not parked: it parks it (parked later), so that
 --   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
---   and cost a claim nothing. broker._unpark_due puts them back once due.
---   Calls: _parked
+--   and cost a claim nothing. broker._unpark_due puts them back once due; the
+--   runners hear of it (_notify_due), so that their poll comes then.
+--   Calls: _parked, _notify_due
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_later()
@@ -16,6 +17,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     NEW.parked := broker._parked('later');
+    PERFORM broker._notify_due();
     RETURN NEW;
 END;
 $$;
@@ -39,8 +41,8 @@ COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
 --   or an unpark does): parked later when it is dated later, else not parked.
 --   So a job never comes back pending still parked by a limit that may be
 --   gone (a cancelled job retried), and a backoff is spent outside the claim
---   index.
---   Calls: _parked
+--   index. A job parked later is told to the runners (_notify_due).
+--   Calls: _parked, _notify_due
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_again()
@@ -49,8 +51,12 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    NEW.parked := CASE WHEN NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
-                       THEN broker._parked('later') ELSE broker._parked('none') END;
+    IF NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
+        NEW.parked := broker._parked('later');
+        PERFORM broker._notify_due();
+    ELSE
+        NEW.parked := broker._parked('none');
+    END IF;
     RETURN NEW;
 END;
 $$;

@@ -6,7 +6,8 @@ at its defaults except where named:
 - a cap of 2 on 6 workers: never more than 2 of the key's jobs run at once, and 2 do; unkeyed jobs enqueued after
   them complete while they wait;
 - a rate of 10 a second: 40 jobs start over at least 2.5 s (the limiter's own bound);
-- a cap holds across two queues and across two runners, the standby taking over mid-run.
+- a cap holds across two queues and across two runners, the standby taking over mid-run;
+- a runner whose next regular poll is an hour away starts a job dated a second later, and a rate's next jobs.
 Order and overlap are read from what the jobs themselves wrote (a sequence, the database's clock around each
 run), not from the test's timing."""
 from __future__ import annotations
@@ -149,3 +150,23 @@ def test_a_cap_holds_across_queues_and_a_standby_that_takes_over(db, start):
     second.kill()
     done = [s for s in spans(db, "k2") if s[2]]
     assert most_at_once(done) <= 2, f"k2 jobs at once across queues and runners: {most_at_once(done)}"
+
+
+def test_an_idle_runner_polls_when_a_later_job_or_a_rate_comes_due(db, start):
+    """A runner whose regular poll is an hour away still starts a job enqueued for a second later, and a rate's
+    next tokens: the parking tells it when (NOTIFY '<database>/due'), it does not wait for that poll."""
+    setup(db)
+    with connect(db) as conn:
+        conn.execute("SELECT broker.broker_set_limit('r2', NULL, 2, 2)")
+    runner = start(db, extra=("--queue-timer-sec", "3600", "--workers-per-queue", "2"))
+    runner.wait_for(lambda r: r.role(db) == "active", what="the runner active")
+    enqueue(db, "default", [span_job("warm", None, 0)])
+    wait_until(lambda: len(spans(db)) == 1, 60, "the first job (the runner idle after it)")
+    enqueue(db, "default", [span_job(f"r2 {i}", "r2", 0) for i in range(6)])
+    wait_until(lambda: sum(1 for s in spans(db, "r2") if s[2]) == 6, 60, "the 6 r2 jobs, 2 per token refill")
+    with connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_job('later', %s, p_job_language => 'plpgsql', "
+                     "p_run_after => now() + interval '1 second')",
+                     (span_job("later", "later", 0)["execute_str"],))
+    wait_until(lambda: len(spans(db, "later")) == 1, 60, "the job dated a second later")
+    runner.kill()

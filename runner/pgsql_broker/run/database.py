@@ -30,7 +30,7 @@ from .cancelling import Canceller
 from .connect_errors import PermanentCounter
 from .connections import connect, deadline, with_tcp_defaults
 from .login import LoginRefused, check_login
-from .maintenance import PING_SEC, TIMERS, run_timers
+from .maintenance import PING_SEC, TIMERS, poll_soon, run_timers
 from .pool import RunnerBudget, WorkerPool
 from .pooling import refuse_transaction_pooling
 from .retention import Retention
@@ -347,6 +347,9 @@ class DatabaseRunner(Workers):
             async for note in conn.notifies(timeout=max(0.0, min(wait, STOP_POLL_SEC))):
                 if note.channel == queries.SCHEDULE_CHANNEL:
                     self._ticker.changed()
+                elif note.payload == prefix + queries.DUE_HINT:
+                    poll_soon(self, time.monotonic())
+                    break  # (the poll runs with the timers)
                 elif note.payload.startswith(prefix) and not self._cancels.hint(note.payload[len(prefix):]):
                     self._wake_queue(note.channel, note.payload[len(prefix):])
                 if self.stopping.is_set():

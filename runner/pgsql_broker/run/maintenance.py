@@ -28,6 +28,13 @@ TIMERS = ("poll", "release", "recover", "stats", "activity", "purge", "ping")
 SESSION_BATCHES = 5  # purge batches per state and pass on the session connection
 
 
+def poll_soon(runner, now: float) -> None:
+    """A job was parked until a time (NOTIFY '<database>/due', broker._notify_due): poll again soon, so that
+    broker_next_due is asked again and the poll comes when that job is due, not at the next regular poll. Any
+    login may NOTIFY: at most one poll per MIN_POLL_SEC however many arrive."""
+    runner._next["poll"] = min(runner._next.get("poll", now), now + MIN_POLL_SEC)
+
+
 async def run_timers(runner, conn: psycopg.AsyncConnection, now: float) -> None:
     """Whatever is due now (runner._next holds when each timer is due next); each step under the deadline of
     the runner's own statements (statement_deadline_sec), which a stalled connection does not meet."""

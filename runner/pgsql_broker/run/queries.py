@@ -151,6 +151,8 @@ SCHEDULES = """SELECT schedule_name, cron_expr, time_zone, enabled, next_fire_at
 QUEUE_STATS = "SELECT * FROM broker.broker_queue_stats()"
 # The session's poll: the queue numbers with a job claimable now (wake a worker there; report those not served).
 READY_QUEUES = "SELECT broker.broker_ready_queues()"
+# NOTIFY payload after '<database>/': a job was parked until a time (broker._notify_due); the poll asks NEXT_DUE again
+DUE_HINT = "due"
 # seconds until the next parked job is claimable by time alone (a delay, a rate's next tokens); NULL: none
 NEXT_DUE = "SELECT extract(epoch FROM broker.broker_next_due() - clock_timestamp())::float8"
 JOB_ACTIVITY = "SELECT job_id, job_queue, tenant_id, job_name, started_at, activity FROM broker.broker_job_activity()"
