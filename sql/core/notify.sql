@@ -91,9 +91,12 @@ COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._notify_due()
 RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker', pg_catalog.current_database() OPERATOR(pg_catalog.||) '/due')
+BEGIN
+    PERFORM pg_catalog.pg_notify('pgsql_broker', pg_catalog.current_database() OPERATOR(pg_catalog.||) '/due');
+END;
 $$;
 COMMENT ON FUNCTION broker._notify_due() IS
     'Internal: NOTIFY pgsql_broker, ''<database>/due'' (sent on commit): a job was parked until a time; runners ask broker_next_due again.';

@@ -59,7 +59,10 @@ COMMENT ON FUNCTION broker._parked(text) IS
 --   Whether a job may be claimed, run_after aside: pending, waiting on no
 --   dependency, and not parked (by its run_after or its key's limit). The
 --   claim index broker_jobs_claim_idx has this predicate written out
---   (sql/tables/broker_jobs.sql); inlined, this function is the same
+--   (sql/tables/broker_jobs.sql), and so has the WHEN of the trigger
+--   broker_jobs_ready_xid_trg (sql/run/claim_hint.sql; held to it by
+--   tests_sql/run/ready_xid_trigger_condition_is_claimable_written_out.sql);
+--   inlined, this function is the same
 --   expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
 --   Calls: none

@@ -29,11 +29,17 @@ $$;
 COMMENT ON FUNCTION broker._jobs_ready_xid() IS
     'Internal trigger: a row version that becomes or stays pending and unblocked records its transaction in ready_xid.';
 
+-- (broker._claimable written out, as the claim index's predicate is: every UPDATE statement on
+-- broker_jobs prepares this WHEN, and a function call in it is inlined there each time, parsing the
+-- function's body; tests_sql/run/ready_xid_trigger_condition_is_claimable_written_out.sql holds the
+-- two to the same rows)
 CREATE TRIGGER broker_jobs_ready_xid_trg
     BEFORE UPDATE ON broker.broker_jobs
     FOR EACH ROW
-    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps, NEW.parked)
-          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps, OLD.parked)
+    WHEN (NEW.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.pending_deps OPERATOR(pg_catalog.=) 0
+          AND NEW.parked OPERATOR(pg_catalog.=) 0
+          AND (NOT (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND OLD.pending_deps OPERATOR(pg_catalog.=) 0
+                    AND OLD.parked OPERATOR(pg_catalog.=) 0)
                OR NEW.job_queue OPERATOR(pg_catalog.<>) OLD.job_queue OR NEW.job_priority OPERATOR(pg_catalog.<>) OLD.job_priority
                OR NEW.tenant_id OPERATOR(pg_catalog.<>) OLD.tenant_id
                OR NEW.run_after OPERATOR(pg_catalog.<>) OLD.run_after))
