@@ -104,9 +104,10 @@ COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer, smallint) IS
 --   _claimable written so that no partial index's predicate matches it (in a
 --   CASE, which the planner does not prove index predicates from; the
 --   columns are NOT NULL, so the rows are the same). A statement
---   that locks jobs by their ids says this: with _claimable, a generic plan
---   can read the whole claim index and filter on the ids instead of looking
---   each id up in the primary key (sql/run/claim_lane.sql).
+--   that locks given jobs (by their row versions, the claim's lock in
+--   sql/run/claim_lane.sql) says this: with _claimable, a generic plan can
+--   read the whole claim index and filter on the given rows instead of
+--   fetching each.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -118,4 +119,4 @@ AS $$
                      AND p_parked OPERATOR(pg_catalog.=) 0 THEN true ELSE false END
 $$;
 COMMENT ON FUNCTION broker._claimable_by_id(smallint, integer, smallint) IS
-    'Internal: _claimable written so that no partial index matches it, for statements that lock jobs by id (inlined).';
+    'Internal: _claimable written so that no partial index matches it, for statements that lock given jobs (inlined).';
