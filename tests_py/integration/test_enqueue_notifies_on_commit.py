@@ -1,4 +1,5 @@
-"""NOTIFY on enqueue: one per statement and queue, tiny payload, only on commit."""
+"""NOTIFY on enqueue: one per statement and queue, tiny payload, only on commit; a job parked until a time sends
+'<database>/due' instead of waking its queue."""
 from __future__ import annotations
 
 import json
@@ -41,7 +42,8 @@ def test_rolled_back_future_and_blocked_jobs_do_not_notify(db):
         producer.rollback()
     producer = connect(db)
     producer.execute("SELECT broker.broker_add_job('later', 'SELECT 1', 4, p_run_after => now() + interval '1 hour')")
-    assert _drain(listener) == []
+    # a job for later wakes no queue: it tells the runners that a parked job's time may come sooner
+    assert _drain(listener) == [f"{db}/due"]
 
     with connect(db, autocommit=False) as tx:
         first = add_job(tx, "first", "SELECT 1", job_queue=5)
@@ -63,4 +65,5 @@ def test_broker_add_jobs_notifies_each_queue_with_a_claimable_job_once(db):
              {"job_name": "blocked", "execute_str": "SELECT 1", "job_queue": 4, "depends_on_groups": ["n1"]},
              {"job_name": "free", "execute_str": "SELECT 1", "job_queue": 5, "depends_on_groups": ["nobody"]}]
     producer.execute("SELECT count(*) FROM broker.broker_add_jobs(%s::jsonb)", (json.dumps(jobs),))
-    assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2", f"{db}/5"]  # not the future or the blocked job
+    # not the queues of the future or the blocked job (the future one is parked: '<database>/due')
+    assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2", f"{db}/5", f"{db}/due"]
