@@ -20,6 +20,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -122,6 +123,21 @@ def _loopback_host(host_header: str | None) -> bool:
     return host == "localhost" or is_loopback(host)
 
 
+def request_target(raw: str, host_header: str | None) -> tuple[str, str, str | None] | None:
+    """(path, origin-form target, host) of a request line's target, parsed once for the routing, the loopback check
+    and the console alike: a path (origin form), or an absolute http(s) URL (absolute form, whose host stands in
+    for the Host header, RFC 9112 3.2.2). None for anything else, which is refused: asterisk or authority form,
+    another scheme, and a path starting with // (a URL parser reads a host there, so the console would route
+    another path than the check saw)."""
+    if raw.startswith("/") and not raw.startswith("//"):
+        return raw.partition("?")[0], raw, host_header
+    url = urlsplit(raw)
+    if url.scheme.lower() not in ("http", "https") or not url.netloc:
+        return None
+    path = url.path or "/"
+    return path, path + (f"?{url.query}" if url.query else ""), url.netloc
+
+
 def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, job_details_anywhere: bool = False,
           console: ConsoleAPI | None = None, max_connections: int = MAX_CONNECTIONS,
           idle_timeout: float = IDLE_TIMEOUT_SEC, deadline: float = REQUEST_DEADLINE_SEC) -> BoundedHTTPServer:
@@ -137,18 +153,22 @@ def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, 
             self._dispatch("POST")
 
         def _dispatch(self, method: str) -> None:
-            path = self.path.split("?", 1)[0]
+            parsed = request_target(self.path, self.headers.get("Host"))
+            if parsed is None:
+                self._send(400, "text/plain", b"the request target must be a path or an http(s) URL\n")
+                return
+            path, target, host = parsed
             details = path in JOB_DETAILS or (console is not None and console.serves(path))
             if details and not job_details_anywhere and not (
                     is_loopback(self.connection.getsockname()[0]) and is_loopback(self.client_address[0])
-                    and _loopback_host(self.headers.get("Host"))):
+                    and _loopback_host(host)):
                 self._send(403, "text/plain; charset=utf-8", _LOCAL_ONLY)
             elif method == "POST":
                 length = self.headers.get("Content-Length") or "0"
                 if not length.isdigit() or int(length) > MAX_BODY_BYTES or console is None:
                     self._send(413 if console else 404, "text/plain", b"refused\n")
                     return
-                self._reply(console.handle("POST", self.path, self.headers, self.rfile.read(int(length))))
+                self._reply(console.handle("POST", target, self.headers, self.rfile.read(int(length))))
             elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry))
             elif path == "/healthz":
@@ -162,7 +182,7 @@ def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, 
             elif path == "/api/state":
                 self._send(200, "application/json", json.dumps(state(), default=str).encode())
             elif console is not None and console.serves(path):
-                self._reply(console.handle("GET", self.path, self.headers))
+                self._reply(console.handle("GET", target, self.headers))
             else:
                 self._send(404, "text/plain", b"not found\n")
 

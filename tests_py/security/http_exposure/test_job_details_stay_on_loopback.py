@@ -115,3 +115,26 @@ def test_the_host_header_check_reads_names_addresses_and_ports():
                                                 "::1", "[::ffff:127.0.0.1]:1"))
     assert not any(web._loopback_host(h) for h in (None, "", "rebound.example", "10.0.0.1:9469", "[2001:db8::1]:80",
                                                    "localhost.evil.example", "127.0.0.1.nip.io"))
+
+
+def test_an_absolute_form_target_is_checked_as_its_path(server):
+    """`POST http://host/api/jobs/N/cancel HTTP/1.1` names the same route as `POST /api/jobs/N/cancel`: it gets the
+    same loopback check (here from a remote peer: refused). A target that is neither a path nor an http(s) URL is
+    refused outright, and a path starting with // reaches no route."""
+    port = server()
+    for method, target in (("GET", "http://127.0.0.1/api/state"), ("GET", f"http://127.0.0.1:{port}/"),
+                           ("POST", "http://127.0.0.1/api/jobs/1/cancel"), ("POST", "HTTP://127.0.0.1/api/jobs/1/retry")):
+        status, body = http_get("127.0.0.1", port, target, source="127.0.0.2", method=method)
+        assert status == 403 and b"dashboard_public" in body and b"payroll" not in body, (target, status, body[:200])
+    for method, target in (("GET", "*"), ("GET", "api/state"), ("GET", "ftp://127.0.0.1/api/state")):
+        status, body = http_get("127.0.0.1", port, target, source="127.0.0.2", method=method)
+        assert status == 400 and b"payroll" not in body, (target, status, body[:200])
+    # (http.server itself turns a leading // into one /: no route then)
+    for method, target in (("GET", "//127.0.0.1/api/state"), ("POST", "//x/api/jobs/1/cancel")):
+        status, body = http_get("127.0.0.1", port, target, source="127.0.0.2", method=method)
+        assert status in (400, 404) and b"payroll" not in body, (target, status, body[:200])
+    # the operator's own absolute-form request still works, and a remote one naming a loopback host in the URL but
+    # sent from afar does not
+    status, body = http_get("127.0.0.1", port, f"http://127.0.0.1:{port}/api/state")
+    assert status == 200 and b"secret payroll export" in body
+    assert http_get("127.0.0.1", port, "http://evil.example/api/state")[0] == 403
