@@ -127,14 +127,14 @@ def request_target(raw: str, host_header: str | None) -> tuple[str, str, str | N
     """(path, origin-form target, host) of a request line's target, parsed once for the routing, the loopback check
     and the console alike: a path (origin form), or an absolute http(s) URL (absolute form, whose host stands in
     for the Host header, RFC 9112 3.2.2). None for anything else, which is refused: asterisk or authority form,
-    another scheme, and a path starting with // (a URL parser reads a host there, so the console would route
-    another path than the check saw)."""
+    another scheme, and a path starting with //, in either form (a URL parser reads a host there, so the console
+    would route another path than the check saw)."""
     if raw.startswith("/") and not raw.startswith("//"):
         return raw.partition("?")[0], raw, host_header
     url = urlsplit(raw)
-    if url.scheme.lower() not in ("http", "https") or not url.netloc:
-        return None
     path = url.path or "/"
+    if url.scheme.lower() not in ("http", "https") or not url.netloc or path.startswith("//"):
+        return None
     return path, path + (f"?{url.query}" if url.query else ""), url.netloc
 
 

@@ -126,7 +126,8 @@ def test_an_absolute_form_target_is_checked_as_its_path(server):
                            ("POST", "http://127.0.0.1/api/jobs/1/cancel"), ("POST", "HTTP://127.0.0.1/api/jobs/1/retry")):
         status, body = http_get("127.0.0.1", port, target, source="127.0.0.2", method=method)
         assert status == 403 and b"dashboard_public" in body and b"payroll" not in body, (target, status, body[:200])
-    for method, target in (("GET", "*"), ("GET", "api/state"), ("GET", "ftp://127.0.0.1/api/state")):
+    for method, target in (("GET", "*"), ("GET", "api/state"), ("GET", "ftp://127.0.0.1/api/state"),
+                           ("POST", "http://127.0.0.1//x/api/jobs/1/cancel")):
         status, body = http_get("127.0.0.1", port, target, source="127.0.0.2", method=method)
         assert status == 400 and b"payroll" not in body, (target, status, body[:200])
     # (http.server itself turns a leading // into one /: no route then)
