@@ -154,14 +154,22 @@ COMMENT ON TABLE broker.broker_config IS
 -- outside them stops the upgrade here, naming the constraint).
 ALTER TABLE broker.broker_jobs
     DROP CONSTRAINT broker_jobs_job_queue_check,
-    ADD CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    ADD CONSTRAINT broker_jobs_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    DROP CONSTRAINT broker_jobs_job_language_check,
+    ADD CONSTRAINT broker_jobs_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
     DROP CONSTRAINT broker_jobs_idempotency_key_check,
     ADD CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512);
 ALTER TABLE broker.broker_schedule
     DROP CONSTRAINT broker_schedule_job_queue_check,
     ADD CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000);
-COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
 COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key (at most 512 characters) returns this job while it is pending or running.';
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
@@ -543,6 +551,32 @@ COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue.';
 COMMENT ON COLUMN broker.broker_queue_pause.tenant_id IS 'The tenant whose jobs are paused there; NULL: every tenant''s.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_by IS 'Role that paused it.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_at IS 'When.';
+-- source: sql/tables/broker_task_queue.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_task_queue
+--   Each task name's own claim queue. A task (broker_jobs.job_language
+--   'task', sql/tasks/) is claimed by name (broker_claim_tasks), so each name
+--   is a queue of the claim machinery: its jobs sit in broker_jobs under the
+--   negative job_queue given here, which no runner serves (runners claim
+--   queues 1 to 1000). So a name's backlog never slows the claims of another
+--   name, and fair share between tenants, key limits, parking and the claim
+--   hint hold for tasks as they do for SQL jobs. Rows are made on the first
+--   enqueue of a name (broker._task_queue) and never change.
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_task_queue (
+    task_name  text        NOT NULL,
+    job_queue  integer     NOT NULL GENERATED ALWAYS AS IDENTITY (MINVALUE -2147483648 MAXVALUE -1 START WITH -1 INCREMENT BY -1),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_task_queue_pkey PRIMARY KEY (task_name),
+    CONSTRAINT broker_task_queue_job_queue_key UNIQUE (job_queue),
+    CONSTRAINT broker_task_queue_task_name_check
+        CHECK (pg_catalog.btrim(task_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(task_name) OPERATOR(pg_catalog.<=) 200)
+);
+COMMENT ON TABLE broker.broker_task_queue IS
+    'Each task name''s claim queue: its tasks sit in broker_jobs under this negative job_queue, which no runner serves.';
+COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';
+COMMENT ON COLUMN broker.broker_task_queue.job_queue IS 'Its queue in broker_jobs (negative: tasks only).';
+COMMENT ON COLUMN broker.broker_task_queue.created_at IS 'When the name was first enqueued.';
 -- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 -- source: sql/tables/dump.sql
@@ -577,6 +611,8 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_key_limit', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue_job_queue_seq', '');
 -- </extension-only>
 COMMENT ON COLUMN broker.broker_jobs.pending_deps IS 'Dependencies still blocking the job (unfinished ones, and finished ones whose release is deferred); claimable only at 0.';
 
@@ -3147,10 +3183,14 @@ AS $$
             THEN ARRAY['22023', 'job_name', 'must be 1 to 200 characters and not blank', NULL]
         WHEN pg_catalog.btrim(j.execute_str) OPERATOR(pg_catalog.=) ''
             THEN ARRAY['22023', 'execute_str', 'is empty; give the SQL the job should run', NULL]
-        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql', 'task'])
             THEN ARRAY['22023', 'job_language', pg_catalog.format('must be sql or plpgsql, got %L', j.job_language),
                        'Use ''sql'' or ''plpgsql''.']
-        WHEN j.job_queue OPERATOR(pg_catalog.<) 1
+        -- a task sits in its name's queue (negative: no runner serves it), which broker_add_task finds
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.=) 'task'
+             AND (j.job_queue OPERATOR(pg_catalog.>=) 0 OR COALESCE(j.autonomous, false))
+            THEN ARRAY['22023', 'job_language', 'task: tasks are enqueued with broker_add_task', 'Call broker.broker_add_task(task, args, ...).']
+        WHEN j.job_queue OPERATOR(pg_catalog.<) 1 AND pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) 'task'
             THEN ARRAY['22023', 'job_queue', pg_catalog.format('must be >= 1, got %s', j.job_queue), NULL]
         -- queues are 1..1000 (metric series, runner memory)
         WHEN j.job_queue OPERATOR(pg_catalog.>) 1000
@@ -3339,7 +3379,9 @@ BEGIN
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
     -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
     -- most calls skip the check's call)
-    IF COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str) THEN
+    -- (a task's execute_str is its arguments, run by application code: no SQL to check, no executor)
+    IF v_language OPERATOR(pg_catalog.<>) 'task'
+       AND (COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str)) THEN
         PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
     END IF;
 
@@ -3387,7 +3429,7 @@ BEGIN
 
     -- The job will run inside its run_as role's executor: make sure it has one
     -- (a look-up by name here; broker_create_executor and the run check it fully).
-    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+    IF v_language OPERATOR(pg_catalog.<>) 'task' AND pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
            'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;
@@ -4914,6 +4956,9 @@ DECLARE
 BEGIN
     IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
         RETURN 'DO';
+    END IF;
+    IF p_language OPERATOR(pg_catalog.=) 'task' THEN
+        RETURN NULL;  -- (its text is its arguments)
     END IF;
     -- string functions, not regular expressions over the whole text: a third of the cost, once per job
     IF v_n OPERATOR(pg_catalog.>) 0 THEN
@@ -6741,15 +6786,19 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
+--   broker_get checks its arguments and the instance; broker._claim, which
+--   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
+--   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
+--   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_get(
-    p_job_queue     integer DEFAULT 1,
-    p_instance_id   bigint  DEFAULT NULL,
-    p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1,
-    p_lease_token   uuid    DEFAULT NULL)
+CREATE FUNCTION broker._claim(
+    p_job_queue     integer,
+    p_instance_id   bigint,
+    p_lease_seconds integer,
+    p_batch_size    integer,
+    p_lease_token   uuid,
+    p_tenant_id     text)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -6763,13 +6812,13 @@ RETURNS TABLE (
     lease_token      uuid,
     lease_expires_at timestamptz,
     autonomous       boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $$
 DECLARE
-    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_lease    integer := p_lease_seconds;
     v_left     integer := p_batch_size;
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
@@ -6799,27 +6848,6 @@ DECLARE
     i          integer;
     k          integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
-    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
-        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
-                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
-                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
-    END IF;
-    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
     IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
         RETURN;  -- paused for every tenant (broker_pause_queue)
     END IF;
@@ -6868,6 +6896,8 @@ BEGIN
                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))) AS t
              ORDER BY 1);
+    ELSIF p_tenant_id IS NOT NULL THEN
+        v_tenants := ARRAY[p_tenant_id];
     ELSE
         -- the tenants of the claim index in this queue: one descent each
         v_tenants := ARRAY(
@@ -6887,6 +6917,10 @@ BEGIN
             SELECT t.tenant FROM t WHERE t.tenant IS NOT NULL
             -- </claim-tenants>
             );
+    END IF;
+    IF p_tenant_id IS NOT NULL THEN
+        -- a claim for one tenant (broker_claim_tasks) serves that tenant alone
+        v_tenants := ARRAY(SELECT t FROM pg_catalog.unnest(v_tenants) AS t WHERE t OPERATOR(pg_catalog.=) p_tenant_id);
     END IF;
     k := COALESCE(pg_catalog.cardinality(v_tenants), 0);
     IF k OPERATOR(pg_catalog.=) 0 THEN
@@ -7000,12 +7034,64 @@ BEGIN
     -- jobs were made ready since), from the snapshot taken before this transaction had an id
     -- of its own (its later writes then have ids the snapshot does not see, so they count as
     -- made ready since) and each tenant's first probe, all made after that snapshot
-    IF v_snap IS NOT NULL
+    -- (not by a claim for one tenant: its hint would lack the other tenants' positions)
+    IF v_snap IS NOT NULL AND p_tenant_id IS NULL
        AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
                                OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
         PERFORM broker._save_claim_hint(p_job_queue, v_snap,
                                         ARRAY(SELECT x FROM pg_catalog.unnest(v_first) AS x WHERE x.job_id IS NOT NULL));
     END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text) IS
+    'Internal: the claim of broker_get and broker_claim_tasks (fair share, lanes, the hint), for a queue, a lease (seconds, checked by the caller), a batch size, a claim token and optionally one tenant.';
+
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1,
+    p_lease_token   uuid    DEFAULT NULL)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    autonomous       boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
+    END IF;
+    IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT * FROM broker._claim(p_job_queue, p_instance_id, v_lease, p_batch_size, p_lease_token, NULL);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
@@ -8669,6 +8755,444 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending running jobs that no session is executing: at once and without counting the attempt when they were claimed before the server last started; when their lease expired, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
+-- source: sql/tasks/queues.sql
+-- sql/tasks/queues.sql: each task name's claim queue (broker_task_queue).
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_queue_is(p_task, p_job_queue)
+--   Whether p_job_queue is task p_task's queue: the insert policy of
+--   broker_jobs holds every task row to it, so that a claim of a name
+--   (broker_claim_tasks) only ever returns tasks of that name.
+--   Calls: none
+--   Tables: reads broker_task_queue
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_queue_is(p_task text, p_job_queue integer)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM broker.broker_task_queue AS q
+                    WHERE q.task_name OPERATOR(pg_catalog.=) p_task
+                      AND q.job_queue OPERATOR(pg_catalog.=) p_job_queue)
+$$;
+COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
+    'Policy helper: whether a queue is the task name''s own (broker_task_queue).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_queue(p_fn, p_task)
+--   Task p_task's queue, made on its first enqueue. Checks the name: 22004
+--   NULL, 22023 blank or over 200 characters (as p_fn's p_task).
+--   Calls: none
+--   Tables: reads and writes broker_task_queue
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_queue(p_fn text, p_task text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue integer;
+BEGIN
+    PERFORM broker._check_task_name(p_fn, 'p_task', p_task);
+    SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+    IF FOUND THEN
+        RETURN v_queue;
+    END IF;
+    INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
+    ON CONFLICT (task_name) DO NOTHING
+    RETURNING q.job_queue INTO v_queue;
+    IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
+        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+    END IF;
+    RETURN v_queue;
+END;
+$$;
+COMMENT ON FUNCTION broker._task_queue(text, text) IS
+    'Internal: a task name''s queue (negative), made on its first enqueue; checks the name.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._check_task_name(p_fn, p_param, p_task)
+--   Raises 22004 for a NULL task name, 22023 for a blank one or one over 200
+--   characters, naming p_fn and its parameter p_param.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_task_name(p_fn text, p_param text, p_task text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_task IS NULL THEN
+        RAISE EXCEPTION '%: % must not be NULL', p_fn, p_param USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.btrim(p_task) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_task) OPERATOR(pg_catalog.>) 200 THEN
+        RAISE EXCEPTION '%: % must be 1 to 200 characters and not blank', p_fn, p_param
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_task_name(text, text, text) IS
+    'Internal: checks a task name (22004 NULL, 22023 blank or over 200 characters).';
+-- source: sql/tasks/add_task.sql
+-- sql/tasks/add_task.sql: enqueueing a task, a job run by application code (broker_add_task).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_task(p_task, p_args, p_priority,
+--     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
+--     p_depends_on_groups, p_run_after, p_timeout, p_tenant_id,
+--     p_concurrency_key)
+--   Enqueues task p_task with arguments p_args (any JSON value) for the
+--   caller's tenant and returns (job_id, is_new). A task is a row of
+--   broker_jobs (job_language 'task', job_name the task name, execute_str
+--   its arguments) under every rule of a job: dependencies by id and group
+--   both ways with SQL jobs, idempotency keys, retries with backoff,
+--   priorities, delays, timeouts, cancel, retry, tenancy, fair share and the
+--   limits of its concurrency key. No runner runs it: a worker claims it by
+--   name (broker_claim_tasks) and ends it (broker_complete_task,
+--   broker_fail_task). Its queue is its name's (broker_task_queue), so a
+--   name's backlog never slows the claims of another; priority orders a
+--   tenant's tasks of one name. The other parameters are broker_add_job's,
+--   with its defaults and errors. SECURITY INVOKER, as broker_add_job: the
+--   row is written with the caller's rights, under the policies.
+-- Errors: 22004 NULL task or arguments; 22023 a task name blank or over 200
+--   characters; those of broker_add_job.
+-- Example:
+--   SELECT * FROM broker.broker_add_task('send_email', '{"to": "ada@example.com"}',
+--                                     p_max_attempts => 5, p_depends_on_job_ids => ARRAY[41]);
+--   Calls: _task_queue, broker_add_job
+--   Tables: writes broker_jobs (through broker_add_job), broker_task_queue (through _task_queue)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_task(
+    p_task               text,
+    p_args               jsonb       DEFAULT '{}',
+    p_priority           integer     DEFAULT 0,
+    p_depends_on_job_ids bigint[]    DEFAULT NULL,
+    p_idempotency_key    text        DEFAULT NULL,
+    p_max_attempts       integer     DEFAULT 1,
+    p_job_group          text        DEFAULT NULL,
+    p_depends_on_groups  text[]      DEFAULT NULL,
+    p_run_after          timestamptz DEFAULT NULL,
+    p_timeout            interval    DEFAULT NULL,
+    p_tenant_id          text        DEFAULT NULL,
+    p_concurrency_key    text        DEFAULT NULL)
+RETURNS TABLE (job_id bigint, is_new boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue integer := broker._task_queue('broker_add_task', p_task);
+BEGIN
+    IF p_args IS NULL THEN
+        RAISE EXCEPTION 'broker_add_task: p_args must not be NULL' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Give ''{}'' for a task without arguments.';
+    END IF;
+    RETURN QUERY
+    SELECT a.job_id, a.is_new
+      FROM broker.broker_add_job(p_task, p_args::text, v_queue, p_priority, 'task',
+                                 p_depends_on_job_ids => p_depends_on_job_ids,
+                                 p_idempotency_key => p_idempotency_key,
+                                 p_max_attempts => p_max_attempts,
+                                 p_job_group => p_job_group,
+                                 p_depends_on_groups => p_depends_on_groups,
+                                 p_run_after => p_run_after,
+                                 p_timeout => p_timeout,
+                                 p_search_path => '',
+                                 p_tenant_id => p_tenant_id,
+                                 p_concurrency_key => p_concurrency_key) AS a;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
+    'Enqueues a task (a job run by application code, claimed by name with broker_claim_tasks) with JSON arguments and broker_add_job''s options; returns (job_id, is_new).';
+-- source: sql/tasks/claim.sql
+-- sql/tasks/claim.sql: claiming tasks by name (broker_claim_tasks).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_claim_tasks(p_tasks, p_limit, p_lease_seconds)
+--   Claims up to p_limit ready tasks named in p_tasks for the caller's
+--   tenant (broker.tenant_id; under strict tenancy the worker's login must
+--   be mapped to it, as an enqueuer's is). Each becomes running with one
+--   more attempt and a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60), which the worker renews (broker_extend_task)
+--   while it runs; a lease that runs out while nobody renews it is
+--   recovered as a SQL job's is (the runner's maintenance). Each name is a
+--   queue of its own (broker_task_queue), claimed with the claim of SQL
+--   jobs (broker._claim: priority then age, parked and blocked tasks left
+--   out, key limits applied, locked rows skipped); names share a claim
+--   starting from a name that moves from claim to claim. Returns one row per
+--   claimed task: its id, name, arguments, tenant, attempt number, attempts
+--   allowed, lease token and expiry, and its timeout (NULL: none), which the
+--   worker applies. Unknown names claim nothing.
+-- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
+--   a blank name or one over 200 characters, p_limit outside 1..1000, a
+--   lease outside 1..3600 seconds; 42501 the login may not act for the
+--   tenant (strict tenancy).
+-- Example:
+--   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
+--   Calls: _check_task_name, _setting_int, _tenant_allowed, _claim
+--   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_claim_tasks(
+    p_tasks         text[],
+    p_limit         integer DEFAULT 1,
+    p_lease_seconds integer DEFAULT NULL)
+RETURNS TABLE (
+    job_id           bigint,
+    task             text,
+    args             jsonb,
+    tenant_id        text,
+    attempt          integer,
+    max_attempts     integer,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    timeout          interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant text := broker.broker_current_tenant();
+    v_lease  integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left   integer := p_limit;
+    v_queues integer[];
+    v_ids    bigint[];
+    v_all    bigint[] := '{}';
+    v_turn   bigint;
+    n        integer;
+    i        integer;
+BEGIN
+    IF p_tasks IS NULL THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF COALESCE(pg_catalog.cardinality(p_tasks), 0) OPERATOR(pg_catalog.<) 1
+       OR pg_catalog.cardinality(p_tasks) OPERATOR(pg_catalog.>) 100 OR pg_catalog.array_ndims(p_tasks) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must name 1 to 100 tasks, got %', COALESCE(pg_catalog.cardinality(p_tasks), 0)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM broker._check_task_name('broker_claim_tasks', 'a task name in p_tasks', t) FROM pg_catalog.unnest(p_tasks) AS t;
+    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 OR p_limit OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
+    END IF;
+    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
+        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(SESSION_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    v_queues := ARRAY(SELECT q.job_queue FROM broker.broker_task_queue AS q
+                       WHERE q.task_name OPERATOR(pg_catalog.=) ANY (p_tasks) ORDER BY q.job_queue DESC);
+    n := pg_catalog.cardinality(v_queues);
+    IF n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
+    -- where this claim starts among the names: moves from claim to claim, so that no name's
+    -- backlog always fills the claim first
+    v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.task_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
+    PERFORM pg_catalog.set_config('broker.task_turn', v_turn::text, true);
+    v_turn := (pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
+              OPERATOR(pg_catalog.%) n;
+    FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
+        v_ids := ARRAY(SELECT c.job_id
+                         FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
+                                            NULL, v_lease, v_left, NULL, v_tenant) AS c);
+        v_all := v_all OPERATOR(pg_catalog.||) v_ids;
+        v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids);
+        EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+    END LOOP;
+    -- (a statement of its own: it sees the rows the claims above wrote)
+    RETURN QUERY
+    SELECT j.job_id, j.job_name, j.execute_str::jsonb, j.tenant_id, j.attempts, j.max_attempts,
+           j.lease_token, j.lease_expires_at, j.job_timeout
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_all)
+     ORDER BY pg_catalog.array_position(v_all, j.job_id);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
+    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout).';
+-- source: sql/tasks/finish.sql
+-- sql/tasks/finish.sql: a worker's heartbeat and the end of a task (broker_extend_task,
+-- broker_complete_task, broker_fail_task).
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_lease(p_fn, p_job_id, p_lease_token)
+--   The caller's claimed task p_job_id, locked (FOR NO KEY UPDATE) until the
+--   caller's transaction ends, or NULL when its lease is no longer
+--   p_lease_token's (it expired and the task was recovered, claimed again or
+--   ended). Only a task of the caller's tenant is found, and under strict
+--   tenancy only by a login mapped to it.
+-- Errors: 22004 NULL id or token; 42501 the login may not act for the
+--   tenant; P0002 no such task in the tenant (as p_fn).
+--   Calls: broker_current_tenant, _tenant_allowed
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
+RETURNS broker.broker_jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant text := broker.broker_current_tenant();
+    v_job    broker.broker_jobs;
+BEGIN
+    IF p_job_id IS NULL OR p_lease_token IS NULL THEN
+        RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(SESSION_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.job_language OPERATOR(pg_catalog.=) 'task'
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: task % does not exist', p_fn, p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running')
+       OR v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
+    'Internal: the caller''s claimed task, locked, or NULL when the lease is no longer the token''s.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_extend_task(p_job_id, p_lease_token, p_lease_seconds)
+--   The heartbeat of a running task: its lease runs p_lease_seconds (default:
+--   setting lease_seconds, else 60) from now. Returns 'extended'; 'cancelled'
+--   when a cancel request was made for this attempt (broker_cancel_job: the
+--   lease is extended, so that the worker can stop the handler and call
+--   broker_fail_task, which ends the task cancelled); 'lost' when the lease
+--   is no longer the token's (the worker must stop and roll back: the task
+--   is someone else's).
+-- Errors: those of _task_lease; 22023 a lease outside 1..3600 seconds.
+-- Example:
+--   SELECT broker.broker_extend_task(42, '9b2f...'::uuid, 60);
+--   Calls: _setting_int, _task_lease, _cancel_requested
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_extend_task(p_job_id bigint, p_lease_token uuid, p_lease_seconds integer DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_job   broker.broker_jobs;
+BEGIN
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_extend_task: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_job := broker._task_lease('broker_extend_task', p_job_id, p_lease_token);
+    IF v_job.job_id IS NULL THEN
+        RETURN 'lost';
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET lease_expires_at = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    RETURN CASE WHEN broker._cancel_requested(p_job_id) IS NULL THEN 'extended' ELSE 'cancelled' END;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_extend_task(bigint, uuid, integer) IS
+    'The heartbeat of a running task: renews its lease; returns extended, cancelled (a cancel request: stop, then broker_fail_task) or lost.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_complete_task(p_job_id, p_lease_token, p_output)
+--   Completes a running task: its attempt is recorded with p_output (its
+--   JSON text, at most 2,000 characters) and the jobs waiting on it are
+--   released, as a SQL job's completion does. Called in the transaction
+--   where the worker wrote the task's effects, they commit together or not
+--   at all. Returns true; false when the lease is no longer the token's:
+--   the worker must then roll back (the task was recovered and may run
+--   again, or another worker holds it).
+-- Errors: those of _task_lease; 57014 a cancel request was made for this
+--   attempt (roll back, then call broker_fail_task: the task ends cancelled).
+-- Example:
+--   BEGIN; INSERT INTO mail_log ...; SELECT broker.broker_complete_task(42, '9b2f...'::uuid, '{"sent": true}'); COMMIT;
+--   Calls: _task_lease, _cancel_requested, _record_attempts, _complete_job
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_complete_task(p_job_id bigint, p_lease_token uuid, p_output jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs := broker._task_lease('broker_complete_task', p_job_id, p_lease_token);
+    v_reason text;
+BEGIN
+    IF v_job.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_complete_task: task % was cancelled while it ran: %', p_job_id, v_reason
+            USING ERRCODE = 'query_canceled',
+                  HINT = 'Roll back, then call broker_fail_task: the task ends cancelled.';
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL,
+                                    ARRAY[pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(p_output::text, '')]);
+    PERFORM broker._complete_job(p_job_id);
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_complete_task(bigint, uuid, jsonb) IS
+    'Completes a running task (its output recorded, its dependents released) in the caller''s transaction, with the task''s own writes; false when the lease was lost (roll back).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_fail_task(p_job_id, p_lease_token, p_error, p_retry)
+--   Ends a running task's attempt as failed with message p_error: with
+--   p_retry (default) it runs again after the retry backoff while it has
+--   attempts left, else it fails for good and its dependents are cancelled,
+--   as for a SQL job (SQLSTATE 38000, an error in application code). An
+--   attempt with a cancel request ends the task cancelled instead. Returns
+--   true; false when the lease is no longer the token's.
+-- Errors: those of _task_lease; 22004 NULL p_retry.
+-- Example:
+--   SELECT broker.broker_fail_task(42, '9b2f...'::uuid, 'SMTP 451: try again later');
+--   Calls: _task_lease, _cancel_requested, _record_attempts, _end_cancelled, _fail_attempt, _fail_job
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_fail_task(p_job_id bigint, p_lease_token uuid, p_error text, p_retry boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job     broker.broker_jobs;
+    v_message text := COALESCE(NULLIF(pg_catalog.btrim(p_error), ''), 'the task failed');
+    v_reason  text;
+BEGIN
+    IF p_retry IS NULL THEN
+        RAISE EXCEPTION 'broker_fail_task: p_retry must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_job := broker._task_lease('broker_fail_task', p_job_id, p_lease_token);
+    IF v_job.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NOT NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'cancelled', ARRAY['57014'], ARRAY[v_message]);
+        PERFORM broker._end_cancelled(p_job_id, v_reason);
+    ELSIF p_retry THEN
+        PERFORM broker._fail_attempt(p_job_id, '38000', v_message);
+    ELSE
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY['38000'], ARRAY[v_message]);
+        PERFORM broker._fail_job(p_job_id, '38000', v_message);
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_fail_task(bigint, uuid, text, boolean) IS
+    'Ends a running task''s attempt as failed: retried after the backoff while attempts are left (p_retry), else failed for good with its dependents cancelled; false when the lease was lost.';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which
@@ -10899,12 +11423,13 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND broker._may_run_as(run_as, CURRENT_USER)
                 AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
+                AND (job_language OPERATOR(pg_catalog.<>) 'task' OR broker._task_queue_is(job_name, job_queue))
                 AND attempts OPERATOR(pg_catalog.=) 0
                 AND pending_deps OPERATOR(pg_catalog.=) 0
                 AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
                          ELSE true END);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, a task in its name''s queue, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
 CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
@@ -11121,6 +11646,14 @@ ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
+-- source: sql/security/policies/broker_task_queue.sql
+-- sql/security/policies/broker_task_queue.sql: row-level security of broker.broker_task_queue (task names are not tenant data; only the broker's functions write them).
+ALTER TABLE broker.broker_task_queue ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_task_queue FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_task_queue_select ON broker.broker_task_queue FOR SELECT
+    USING (true);
+COMMENT ON POLICY broker_task_queue_select ON broker.broker_task_queue IS
+    'Task names and their queues are readable by every role granted SELECT (like queue numbers, they belong to no tenant); only the broker''s functions add them.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/security/grants.sql

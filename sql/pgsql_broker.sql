@@ -37,6 +37,7 @@
 \i sql/tables/broker_key_limit.sql
 \i sql/tables/broker_tenant_weight.sql
 \i sql/tables/broker_autonomous_role.sql
+\i sql/tables/broker_task_queue.sql
 \i sql/tables/dump.sql
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -83,6 +84,12 @@
 \i sql/run/retry.sql
 \i sql/run/recovery.sql
 
+-- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end
+\i sql/tasks/queues.sql
+\i sql/tasks/add_task.sql
+\i sql/tasks/claim.sql
+\i sql/tasks/finish.sql
+
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 \i sql/compat/executor_fallback.sql
 
@@ -122,4 +129,5 @@
 \i sql/security/policies/broker_key_limit.sql
 \i sql/security/policies/broker_tenant_weight.sql
 \i sql/security/policies/broker_autonomous_role.sql
+\i sql/security/policies/broker_task_queue.sql
 \i sql/security/grants.sql

@@ -21,6 +21,10 @@
 --                   its own job executor (in its own schema). No BYPASSRLS.
 --   broker_retention  broker_purge_jobs only: for a runner login that purges on
 --                   its retention policy (granted by the operator, not by default).
+--   broker_worker   claim, extend, complete and fail tasks of its tenant
+--                   (application code, sql/tasks/) and nothing else: no SQL
+--                   jobs, no reads of the tables (granted by the operator to
+--                   worker logins).
 -- LOGIN and passwords are left to the installer (ALTER ROLE ... LOGIN PASSWORD).
 -- It hands to broker_admin only what pgsql_broker made, and first refuses
 -- (42501, changing nothing) a database whose schema broker or executor
@@ -64,7 +68,7 @@ BEGIN
                                  CASE WHEN r.rolsuper THEN 'a superuser' ELSE 'BYPASSRLS' END), ', ' ORDER BY r.rolname)
       INTO v_found
       FROM pg_catalog.pg_roles AS r
-     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue', 'broker_retention'])
+     WHERE (r.rolname OPERATOR(pg_catalog.=) ANY (ARRAY['broker_runtime', 'broker_enqueue', 'broker_retention', 'broker_worker'])
             AND (r.rolsuper OR r.rolbypassrls))
         OR (r.rolname OPERATOR(pg_catalog.=) 'broker_admin' AND r.rolsuper);
     IF v_found IS NOT NULL THEN
@@ -176,6 +180,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
         CREATE ROLE broker_retention NOLOGIN;
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_worker') THEN
+        CREATE ROLE broker_worker NOLOGIN;
+    END IF;
     -- Only what differs: naming SUPERUSER or BYPASSRLS at all (even to keep them
     -- as they are) needs a superuser, and $check_roles$ refused what only one may change.
     IF (SELECT r.rolsuper OR NOT r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
@@ -190,12 +197,16 @@ BEGIN
     IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
         ALTER ROLE broker_retention NOSUPERUSER NOBYPASSRLS;
     END IF;
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_worker') THEN
+        ALTER ROLE broker_worker NOSUPERUSER NOBYPASSRLS;
+    END IF;
     ALTER ROLE broker_admin NOCREATEROLE;
     -- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
     -- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
     ALTER ROLE broker_runtime NOCREATEROLE NOINHERIT;
     ALTER ROLE broker_enqueue NOCREATEROLE;
     ALTER ROLE broker_retention NOCREATEROLE;
+    ALTER ROLE broker_worker NOCREATEROLE;
     -- Handing an object to broker_admin takes membership in it (a superuser needs none);
     -- a CREATEROLE installer may grant it to itself.
     IF NOT v_super AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'broker_admin', 'USAGE') THEN
@@ -206,6 +217,7 @@ $roles$;
 COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
+COMMENT ON ROLE broker_worker IS 'pgsql_broker: claim, extend, complete and fail tasks of its own tenant (application code) and nothing else.';
 COMMENT ON ROLE broker_retention IS 'pgsql_broker: purge finished jobs (broker_purge_jobs) and nothing else; granted to a runner login that purges on its retention policy.';
 
 -- Ownership: what pgsql_broker made in broker (the rule above), and its
@@ -347,6 +359,21 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 REVOKE EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) FROM broker_runtime;
 GRANT USAGE ON SCHEMA broker TO broker_retention;
 GRANT EXECUTE ON FUNCTION broker.broker_purge_jobs(interval, integer, smallint) TO broker_retention;
+-- broker_worker: tasks of its tenant (sql/tasks/: the functions check the tenant, as strict
+-- tenancy maps the worker's login) and nothing else; it reads no table
+GRANT USAGE ON SCHEMA broker TO broker_worker;
+GRANT EXECUTE ON FUNCTION
+    broker.broker_current_tenant(),
+    broker.broker_set_tenant(text),
+    broker._set_tenant(text, text),
+    broker.broker_claim_tasks(text[], integer, integer),
+    broker.broker_extend_task(bigint, uuid, integer),
+    broker.broker_complete_task(bigint, uuid, jsonb),
+    broker.broker_fail_task(bigint, uuid, text, boolean)
+    TO broker_worker;
+-- task names and their queues (no tenant's data): the insert policy checks a task's queue, the
+-- runner names task queues
+GRANT SELECT ON broker.broker_task_queue TO broker_runtime, broker_enqueue;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 
@@ -380,7 +407,10 @@ GRANT EXECUTE ON FUNCTION
     broker._check_run_as(text, text),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
     broker._dependency_lock_key(text, text, bigint),
-    broker._notify_queues(integer[])
+    broker._notify_queues(integer[]),
+    broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text),
+    broker._task_queue(text, text),
+    broker._task_queue_is(text, integer)
     TO broker_enqueue;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, broker.broker_job_attempts,
                 broker.broker_job_actions, broker.broker_queue_pause TO broker_enqueue;

@@ -120,7 +120,9 @@ BEGIN
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
     -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
     -- most calls skip the check's call)
-    IF COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str) THEN
+    -- (a task's execute_str is its arguments, run by application code: no SQL to check, no executor)
+    IF v_language OPERATOR(pg_catalog.<>) 'task'
+       AND (COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str)) THEN
         PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
     END IF;
 
@@ -168,7 +170,7 @@ BEGIN
 
     -- The job will run inside its run_as role's executor: make sure it has one
     -- (a look-up by name here; broker_create_executor and the run check it fully).
-    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+    IF v_language OPERATOR(pg_catalog.<>) 'task' AND pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
            'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;

@@ -102,10 +102,14 @@ AS $$
             THEN ARRAY['22023', 'job_name', 'must be 1 to 200 characters and not blank', NULL]
         WHEN pg_catalog.btrim(j.execute_str) OPERATOR(pg_catalog.=) ''
             THEN ARRAY['22023', 'execute_str', 'is empty; give the SQL the job should run', NULL]
-        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql', 'task'])
             THEN ARRAY['22023', 'job_language', pg_catalog.format('must be sql or plpgsql, got %L', j.job_language),
                        'Use ''sql'' or ''plpgsql''.']
-        WHEN j.job_queue OPERATOR(pg_catalog.<) 1
+        -- a task sits in its name's queue (negative: no runner serves it), which broker_add_task finds
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.=) 'task'
+             AND (j.job_queue OPERATOR(pg_catalog.>=) 0 OR COALESCE(j.autonomous, false))
+            THEN ARRAY['22023', 'job_language', 'task: tasks are enqueued with broker_add_task', 'Call broker.broker_add_task(task, args, ...).']
+        WHEN j.job_queue OPERATOR(pg_catalog.<) 1 AND pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) 'task'
             THEN ARRAY['22023', 'job_queue', pg_catalog.format('must be >= 1, got %s', j.job_queue), NULL]
         -- queues are 1..1000 (metric series, runner memory)
         WHEN j.job_queue OPERATOR(pg_catalog.>) 1000

@@ -76,15 +76,19 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   Calls: _setting_int, _active_instance, _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
+--   broker_get checks its arguments and the instance; broker._claim, which
+--   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
+--   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
+--   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_get(
-    p_job_queue     integer DEFAULT 1,
-    p_instance_id   bigint  DEFAULT NULL,
-    p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1,
-    p_lease_token   uuid    DEFAULT NULL)
+CREATE FUNCTION broker._claim(
+    p_job_queue     integer,
+    p_instance_id   bigint,
+    p_lease_seconds integer,
+    p_batch_size    integer,
+    p_lease_token   uuid,
+    p_tenant_id     text)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -98,13 +102,13 @@ RETURNS TABLE (
     lease_token      uuid,
     lease_expires_at timestamptz,
     autonomous       boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $$
 DECLARE
-    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_lease    integer := p_lease_seconds;
     v_left     integer := p_batch_size;
     v_now      timestamptz := pg_catalog.statement_timestamp();
     v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
@@ -134,27 +138,6 @@ DECLARE
     i          integer;
     k          integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
-    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
-        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
-                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
-                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
-    END IF;
-    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
     IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
         RETURN;  -- paused for every tenant (broker_pause_queue)
     END IF;
@@ -203,6 +186,8 @@ BEGIN
                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))) AS t
              ORDER BY 1);
+    ELSIF p_tenant_id IS NOT NULL THEN
+        v_tenants := ARRAY[p_tenant_id];
     ELSE
         -- the tenants of the claim index in this queue: one descent each
         v_tenants := ARRAY(
@@ -222,6 +207,10 @@ BEGIN
             SELECT t.tenant FROM t WHERE t.tenant IS NOT NULL
             -- </claim-tenants>
             );
+    END IF;
+    IF p_tenant_id IS NOT NULL THEN
+        -- a claim for one tenant (broker_claim_tasks) serves that tenant alone
+        v_tenants := ARRAY(SELECT t FROM pg_catalog.unnest(v_tenants) AS t WHERE t OPERATOR(pg_catalog.=) p_tenant_id);
     END IF;
     k := COALESCE(pg_catalog.cardinality(v_tenants), 0);
     IF k OPERATOR(pg_catalog.=) 0 THEN
@@ -335,12 +324,64 @@ BEGIN
     -- jobs were made ready since), from the snapshot taken before this transaction had an id
     -- of its own (its later writes then have ids the snapshot does not see, so they count as
     -- made ready since) and each tenant's first probe, all made after that snapshot
-    IF v_snap IS NOT NULL
+    -- (not by a claim for one tenant: its hint would lack the other tenants' positions)
+    IF v_snap IS NOT NULL AND p_tenant_id IS NULL
        AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
                                OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
         PERFORM broker._save_claim_hint(p_job_queue, v_snap,
                                         ARRAY(SELECT x FROM pg_catalog.unnest(v_first) AS x WHERE x.job_id IS NOT NULL));
     END IF;
+END;
+$$;
+COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text) IS
+    'Internal: the claim of broker_get and broker_claim_tasks (fair share, lanes, the hint), for a queue, a lease (seconds, checked by the caller), a batch size, a claim token and optionally one tenant.';
+
+CREATE FUNCTION broker.broker_get(
+    p_job_queue     integer DEFAULT 1,
+    p_instance_id   bigint  DEFAULT NULL,
+    p_lease_seconds integer DEFAULT NULL,
+    p_batch_size    integer DEFAULT 1,
+    p_lease_token   uuid    DEFAULT NULL)
+RETURNS TABLE (
+    job_id           bigint,
+    job_name         text,
+    job_queue        integer,
+    job_priority     integer,
+    job_language     text,
+    tenant_id        text,
+    attempts         integer,
+    max_attempts     integer,
+    job_timeout      interval,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    autonomous       boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+BEGIN
+    IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
+    IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
+        RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
+                THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
+                ELSE pg_catalog.format('instance %s is not the active instance', p_instance_id) END
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
+    END IF;
+    IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY SELECT * FROM broker._claim(p_job_queue, p_instance_id, v_lease, p_batch_size, p_lease_token, NULL);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS

@@ -63,8 +63,14 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_group_check
         CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
-    CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
-    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    -- (a task, run by application code, sits in its name's queue: negative, which no runner serves;
+    -- broker_task_queue)
+    CONSTRAINT broker_jobs_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    CONSTRAINT broker_jobs_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
     CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0),
@@ -150,9 +156,9 @@ COMMENT ON COLUMN broker.broker_jobs.job_id IS 'Job id.';
 COMMENT ON COLUMN broker.broker_jobs.tenant_id IS 'Owning tenant (broker.tenant_id at enqueue, default ''default'').';
 COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 characters).';
 COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
-COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
-COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
-COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
 COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
 COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
 COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';

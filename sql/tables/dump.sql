@@ -29,4 +29,6 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_key_limit', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue_job_queue_seq', '');
 -- </extension-only>

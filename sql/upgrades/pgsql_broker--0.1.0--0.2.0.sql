@@ -68,14 +68,22 @@ COMMENT ON TABLE broker.broker_config IS
 -- outside them stops the upgrade here, naming the constraint).
 ALTER TABLE broker.broker_jobs
     DROP CONSTRAINT broker_jobs_job_queue_check,
-    ADD CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    ADD CONSTRAINT broker_jobs_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    DROP CONSTRAINT broker_jobs_job_language_check,
+    ADD CONSTRAINT broker_jobs_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
     DROP CONSTRAINT broker_jobs_idempotency_key_check,
     ADD CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512);
 ALTER TABLE broker.broker_schedule
     DROP CONSTRAINT broker_schedule_job_queue_check,
     ADD CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000);
-COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
 COMMENT ON COLUMN broker.broker_jobs.idempotency_key IS 'Enqueueing again with the same key (at most 512 characters) returns this job while it is pending or running.';
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
@@ -163,6 +171,7 @@ COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
 \i sql/tables/broker_job_attempts.sql
 \i sql/tables/broker_job_actions.sql
 \i sql/tables/broker_queue_pause.sql
+\i sql/tables/broker_task_queue.sql
 -- pg_dump registration of every data table: a table 0.1.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 \i sql/tables/dump.sql
@@ -252,6 +261,7 @@ DROP POLICY broker_tenant_roles_own ON broker.broker_tenant_roles;
 \i sql/security/policies/broker_key_limit.sql
 \i sql/security/policies/broker_tenant_weight.sql
 \i sql/security/policies/broker_autonomous_role.sql
+\i sql/security/policies/broker_task_queue.sql
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 \i sql/security/grants.sql

@@ -9,7 +9,7 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
                                    'broker_deferred_release', 'broker_schedule_count',
-                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role',
+                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role', 'broker_task_queue',
                                    'broker_claim_hint', 'broker_key_limit', 'broker_tenant_weight']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
@@ -23,8 +23,8 @@ SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'comp
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
 SELECT col_default_is('broker', 'broker_jobs', 'max_attempts', '1', 'one attempt by default');
 SELECT col_has_check('broker', 'broker_jobs', 'complete_status', 'status is a closed domain');
-SELECT col_has_check('broker', 'broker_jobs', 'job_language', 'language is a closed domain');
-SELECT col_has_check('broker', 'broker_jobs', 'job_queue', 'queue is checked');
+SELECT col_has_check('broker', 'broker_jobs', ARRAY['job_language', 'job_queue'], 'language is a closed domain, a task''s queue its own');
+SELECT col_has_check('broker', 'broker_jobs', ARRAY['job_queue', 'job_language'], 'queue is checked (a task''s is negative)');
 SELECT col_has_check('broker', 'broker_jobs', 'max_attempts', 'max_attempts is checked');
 SELECT col_has_check('broker', 'broker_queueinstance', 'status', 'instance status is a closed domain');
 SELECT col_is_fk('broker', 'broker_job_dependency', 'job_id', 'edges belong to a job');
@@ -86,7 +86,11 @@ SELECT functions_are('broker', ARRAY[
     -- autonomous jobs: the enqueue-time checks, the arrangements, the runner's side
     '_sql_tokens', '_transaction_words', '_transaction_keywords', '_may_not_run_in_transaction', '_never_in_transaction', '_autonomous_kind', '_autonomous_refuse_kind',
     '_autonomous_via', '_check_autonomous', 'broker_allow_autonomous', 'broker_disallow_autonomous',
-    'broker_autonomous_begin', 'broker_autonomous_extend', 'broker_autonomous_end']);
+    'broker_autonomous_begin', 'broker_autonomous_extend', 'broker_autonomous_end',
+
+    -- tasks: jobs run by application code, and the claim they share with SQL jobs
+    '_claim', '_check_task_name', '_task_queue', '_task_queue_is', '_task_lease', 'broker_add_task', 'broker_claim_tasks',
+    'broker_extend_task', 'broker_complete_task', 'broker_fail_task']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'setof record');

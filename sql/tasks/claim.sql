@@ -1,0 +1,110 @@
+-- sql/tasks/claim.sql: claiming tasks by name (broker_claim_tasks).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_claim_tasks(p_tasks, p_limit, p_lease_seconds)
+--   Claims up to p_limit ready tasks named in p_tasks for the caller's
+--   tenant (broker.tenant_id; under strict tenancy the worker's login must
+--   be mapped to it, as an enqueuer's is). Each becomes running with one
+--   more attempt and a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60), which the worker renews (broker_extend_task)
+--   while it runs; a lease that runs out while nobody renews it is
+--   recovered as a SQL job's is (the runner's maintenance). Each name is a
+--   queue of its own (broker_task_queue), claimed with the claim of SQL
+--   jobs (broker._claim: priority then age, parked and blocked tasks left
+--   out, key limits applied, locked rows skipped); names share a claim
+--   starting from a name that moves from claim to claim. Returns one row per
+--   claimed task: its id, name, arguments, tenant, attempt number, attempts
+--   allowed, lease token and expiry, and its timeout (NULL: none), which the
+--   worker applies. Unknown names claim nothing.
+-- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
+--   a blank name or one over 200 characters, p_limit outside 1..1000, a
+--   lease outside 1..3600 seconds; 42501 the login may not act for the
+--   tenant (strict tenancy).
+-- Example:
+--   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
+--   Calls: _check_task_name, _setting_int, _tenant_allowed, _claim
+--   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_claim_tasks(
+    p_tasks         text[],
+    p_limit         integer DEFAULT 1,
+    p_lease_seconds integer DEFAULT NULL)
+RETURNS TABLE (
+    job_id           bigint,
+    task             text,
+    args             jsonb,
+    tenant_id        text,
+    attempt          integer,
+    max_attempts     integer,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    timeout          interval)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant text := broker.broker_current_tenant();
+    v_lease  integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left   integer := p_limit;
+    v_queues integer[];
+    v_ids    bigint[];
+    v_all    bigint[] := '{}';
+    v_turn   bigint;
+    n        integer;
+    i        integer;
+BEGIN
+    IF p_tasks IS NULL THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF COALESCE(pg_catalog.cardinality(p_tasks), 0) OPERATOR(pg_catalog.<) 1
+       OR pg_catalog.cardinality(p_tasks) OPERATOR(pg_catalog.>) 100 OR pg_catalog.array_ndims(p_tasks) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must name 1 to 100 tasks, got %', COALESCE(pg_catalog.cardinality(p_tasks), 0)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM broker._check_task_name('broker_claim_tasks', 'a task name in p_tasks', t) FROM pg_catalog.unnest(p_tasks) AS t;
+    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 OR p_limit OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_claim_tasks: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
+    END IF;
+    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
+        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(SESSION_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
+    END IF;
+
+    v_queues := ARRAY(SELECT q.job_queue FROM broker.broker_task_queue AS q
+                       WHERE q.task_name OPERATOR(pg_catalog.=) ANY (p_tasks) ORDER BY q.job_queue DESC);
+    n := pg_catalog.cardinality(v_queues);
+    IF n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN;
+    END IF;
+    -- where this claim starts among the names: moves from claim to claim, so that no name's
+    -- backlog always fills the claim first
+    v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.task_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
+    PERFORM pg_catalog.set_config('broker.task_turn', v_turn::text, true);
+    v_turn := (pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
+              OPERATOR(pg_catalog.%) n;
+    FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
+        v_ids := ARRAY(SELECT c.job_id
+                         FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
+                                            NULL, v_lease, v_left, NULL, v_tenant) AS c);
+        v_all := v_all OPERATOR(pg_catalog.||) v_ids;
+        v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids);
+        EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
+    END LOOP;
+    -- (a statement of its own: it sees the rows the claims above wrote)
+    RETURN QUERY
+    SELECT j.job_id, j.job_name, j.execute_str::jsonb, j.tenant_id, j.attempts, j.max_attempts,
+           j.lease_token, j.lease_expires_at, j.job_timeout
+      FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_all)
+     ORDER BY pg_catalog.array_position(v_all, j.job_id);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
+    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout).';

@@ -1,0 +1,179 @@
+-- sql/tasks/finish.sql: a worker's heartbeat and the end of a task (broker_extend_task,
+-- broker_complete_task, broker_fail_task).
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_lease(p_fn, p_job_id, p_lease_token)
+--   The caller's claimed task p_job_id, locked (FOR NO KEY UPDATE) until the
+--   caller's transaction ends, or NULL when its lease is no longer
+--   p_lease_token's (it expired and the task was recovered, claimed again or
+--   ended). Only a task of the caller's tenant is found, and under strict
+--   tenancy only by a login mapped to it.
+-- Errors: 22004 NULL id or token; 42501 the login may not act for the
+--   tenant; P0002 no such task in the tenant (as p_fn).
+--   Calls: broker_current_tenant, _tenant_allowed
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
+RETURNS broker.broker_jobs
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_tenant text := broker.broker_current_tenant();
+    v_job    broker.broker_jobs;
+BEGIN
+    IF p_job_id IS NULL OR p_lease_token IS NULL THEN
+        RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(SESSION_USER),
+            pg_catalog.quote_literal(v_tenant)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT * INTO v_job FROM broker.broker_jobs AS j
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
+       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+       AND j.job_language OPERATOR(pg_catalog.=) 'task'
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: task % does not exist', p_fn, p_job_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running')
+       OR v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
+    'Internal: the caller''s claimed task, locked, or NULL when the lease is no longer the token''s.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_extend_task(p_job_id, p_lease_token, p_lease_seconds)
+--   The heartbeat of a running task: its lease runs p_lease_seconds (default:
+--   setting lease_seconds, else 60) from now. Returns 'extended'; 'cancelled'
+--   when a cancel request was made for this attempt (broker_cancel_job: the
+--   lease is extended, so that the worker can stop the handler and call
+--   broker_fail_task, which ends the task cancelled); 'lost' when the lease
+--   is no longer the token's (the worker must stop and roll back: the task
+--   is someone else's).
+-- Errors: those of _task_lease; 22023 a lease outside 1..3600 seconds.
+-- Example:
+--   SELECT broker.broker_extend_task(42, '9b2f...'::uuid, 60);
+--   Calls: _setting_int, _task_lease, _cancel_requested
+--   Tables: writes broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_extend_task(p_job_id bigint, p_lease_token uuid, p_lease_seconds integer DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_job   broker.broker_jobs;
+BEGIN
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_extend_task: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_job := broker._task_lease('broker_extend_task', p_job_id, p_lease_token);
+    IF v_job.job_id IS NULL THEN
+        RETURN 'lost';
+    END IF;
+    UPDATE broker.broker_jobs AS j
+       SET lease_expires_at = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
+    RETURN CASE WHEN broker._cancel_requested(p_job_id) IS NULL THEN 'extended' ELSE 'cancelled' END;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_extend_task(bigint, uuid, integer) IS
+    'The heartbeat of a running task: renews its lease; returns extended, cancelled (a cancel request: stop, then broker_fail_task) or lost.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_complete_task(p_job_id, p_lease_token, p_output)
+--   Completes a running task: its attempt is recorded with p_output (its
+--   JSON text, at most 2,000 characters) and the jobs waiting on it are
+--   released, as a SQL job's completion does. Called in the transaction
+--   where the worker wrote the task's effects, they commit together or not
+--   at all. Returns true; false when the lease is no longer the token's:
+--   the worker must then roll back (the task was recovered and may run
+--   again, or another worker holds it).
+-- Errors: those of _task_lease; 57014 a cancel request was made for this
+--   attempt (roll back, then call broker_fail_task: the task ends cancelled).
+-- Example:
+--   BEGIN; INSERT INTO mail_log ...; SELECT broker.broker_complete_task(42, '9b2f...'::uuid, '{"sent": true}'); COMMIT;
+--   Calls: _task_lease, _cancel_requested, _record_attempts, _complete_job
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_complete_task(p_job_id bigint, p_lease_token uuid, p_output jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job    broker.broker_jobs := broker._task_lease('broker_complete_task', p_job_id, p_lease_token);
+    v_reason text;
+BEGIN
+    IF v_job.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NOT NULL THEN
+        RAISE EXCEPTION 'broker_complete_task: task % was cancelled while it ran: %', p_job_id, v_reason
+            USING ERRCODE = 'query_canceled',
+                  HINT = 'Roll back, then call broker_fail_task: the task ends cancelled.';
+    END IF;
+    PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL,
+                                    ARRAY[pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(p_output::text, '')]);
+    PERFORM broker._complete_job(p_job_id);
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_complete_task(bigint, uuid, jsonb) IS
+    'Completes a running task (its output recorded, its dependents released) in the caller''s transaction, with the task''s own writes; false when the lease was lost (roll back).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_fail_task(p_job_id, p_lease_token, p_error, p_retry)
+--   Ends a running task's attempt as failed with message p_error: with
+--   p_retry (default) it runs again after the retry backoff while it has
+--   attempts left, else it fails for good and its dependents are cancelled,
+--   as for a SQL job (SQLSTATE 38000, an error in application code). An
+--   attempt with a cancel request ends the task cancelled instead. Returns
+--   true; false when the lease is no longer the token's.
+-- Errors: those of _task_lease; 22004 NULL p_retry.
+-- Example:
+--   SELECT broker.broker_fail_task(42, '9b2f...'::uuid, 'SMTP 451: try again later');
+--   Calls: _task_lease, _cancel_requested, _record_attempts, _end_cancelled, _fail_attempt, _fail_job
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_fail_task(p_job_id bigint, p_lease_token uuid, p_error text, p_retry boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job     broker.broker_jobs;
+    v_message text := COALESCE(NULLIF(pg_catalog.btrim(p_error), ''), 'the task failed');
+    v_reason  text;
+BEGIN
+    IF p_retry IS NULL THEN
+        RAISE EXCEPTION 'broker_fail_task: p_retry must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_job := broker._task_lease('broker_fail_task', p_job_id, p_lease_token);
+    IF v_job.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_reason := broker._cancel_requested(p_job_id);
+    IF v_reason IS NOT NULL THEN
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'cancelled', ARRAY['57014'], ARRAY[v_message]);
+        PERFORM broker._end_cancelled(p_job_id, v_reason);
+    ELSIF p_retry THEN
+        PERFORM broker._fail_attempt(p_job_id, '38000', v_message);
+    ELSE
+        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY['38000'], ARRAY[v_message]);
+        PERFORM broker._fail_job(p_job_id, '38000', v_message);
+    END IF;
+    RETURN true;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_fail_task(bigint, uuid, text, boolean) IS
+    'Ends a running task''s attempt as failed: retried after the backoff while attempts are left (p_retry), else failed for good with its dependents cancelled; false when the lease was lost.';
