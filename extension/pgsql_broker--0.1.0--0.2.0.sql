@@ -983,7 +983,9 @@ COMMENT ON FUNCTION broker._key_lock_key(text, text) IS
 -- has a cancel request) or '<database>/due' (a job was parked until a time:
 -- the runner asks broker_next_due again, so that its poll comes then).
 -- broker._notify_queue, broker._notify_cancel and broker._notify_due write
--- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
+-- them, and nothing else notifies that channel (task workers LISTEN on
+-- pgsql_broker_task, where _notify_queue tells a task name's queue,
+-- '<database>/<negative queue>', broker_task_queue) (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
 -- dependents, and by the enqueue functions once they have added a job's
@@ -1007,11 +1009,12 @@ CREATE FUNCTION broker._notify_queue(p_queue integer)
 RETURNS void
 LANGUAGE sql VOLATILE
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker',
+    -- (a task's queue is negative: its workers, not the runners, listen on pgsql_broker_task)
+    SELECT pg_catalog.pg_notify(CASE WHEN p_queue OPERATOR(pg_catalog.<) 0 THEN 'pgsql_broker_task' ELSE 'pgsql_broker' END,
                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
 $$;
 COMMENT ON FUNCTION broker._notify_queue(integer) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up; for a task''s queue (negative), on pgsql_broker_task, its workers'' wake-up.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._notify_queues(p_queues)
@@ -9193,6 +9196,35 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_fail_task(bigint, uuid, text, boolean) IS
     'Ends a running task''s attempt as failed: retried after the backoff while attempts are left (p_retry), else failed for good with its dependents cancelled; false when the lease was lost.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_task(p_job_id, p_lease_token)
+--   A worker hands back a claimed task it will not run, or whose handler it
+--   stopped at its shutdown deadline (its transaction rolled back, so
+--   nothing of the attempt is left): the task returns to pending at once,
+--   the attempt not counted, interruptions + 1, as the runner's hand-back of
+--   SQL jobs (broker_interrupt_jobs). Returns true; false when the lease is
+--   no longer the token's.
+-- Errors: those of _task_lease.
+-- Example:
+--   SELECT broker.broker_release_task(42, '9b2f...'::uuid);
+--   Calls: _task_lease, broker_interrupt_jobs
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_task(p_job_id bigint, p_lease_token uuid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (broker._task_lease('broker_release_task', p_job_id, p_lease_token)).job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT FROM broker.broker_interrupt_jobs(ARRAY[p_job_id], ARRAY[p_lease_token]));
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
+    'Hands back a claimed task (a worker''s shutdown): pending again at once, the attempt not counted; false when the lease was lost.';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which

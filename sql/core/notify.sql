@@ -5,7 +5,9 @@
 -- has a cancel request) or '<database>/due' (a job was parked until a time:
 -- the runner asks broker_next_due again, so that its poll comes then).
 -- broker._notify_queue, broker._notify_cancel and broker._notify_due write
--- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
+-- them, and nothing else notifies that channel (task workers LISTEN on
+-- pgsql_broker_task, where _notify_queue tells a task name's queue,
+-- '<database>/<negative queue>', broker_task_queue) (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
 -- dependents, and by the enqueue functions once they have added a job's
@@ -29,11 +31,12 @@ CREATE FUNCTION broker._notify_queue(p_queue integer)
 RETURNS void
 LANGUAGE sql VOLATILE
 AS $$
-    SELECT pg_catalog.pg_notify('pgsql_broker',
+    -- (a task's queue is negative: its workers, not the runners, listen on pgsql_broker_task)
+    SELECT pg_catalog.pg_notify(CASE WHEN p_queue OPERATOR(pg_catalog.<) 0 THEN 'pgsql_broker_task' ELSE 'pgsql_broker' END,
                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
 $$;
 COMMENT ON FUNCTION broker._notify_queue(integer) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up; for a task''s queue (negative), on pgsql_broker_task, its workers'' wake-up.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._notify_queues(p_queues)

@@ -177,3 +177,32 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_fail_task(bigint, uuid, text, boolean) IS
     'Ends a running task''s attempt as failed: retried after the backoff while attempts are left (p_retry), else failed for good with its dependents cancelled; false when the lease was lost.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_release_task(p_job_id, p_lease_token)
+--   A worker hands back a claimed task it will not run, or whose handler it
+--   stopped at its shutdown deadline (its transaction rolled back, so
+--   nothing of the attempt is left): the task returns to pending at once,
+--   the attempt not counted, interruptions + 1, as the runner's hand-back of
+--   SQL jobs (broker_interrupt_jobs). Returns true; false when the lease is
+--   no longer the token's.
+-- Errors: those of _task_lease.
+-- Example:
+--   SELECT broker.broker_release_task(42, '9b2f...'::uuid);
+--   Calls: _task_lease, broker_interrupt_jobs
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_release_task(p_job_id bigint, p_lease_token uuid)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (broker._task_lease('broker_release_task', p_job_id, p_lease_token)).job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT FROM broker.broker_interrupt_jobs(ARRAY[p_job_id], ARRAY[p_lease_token]));
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
+    'Hands back a claimed task (a worker''s shutdown): pending again at once, the attempt not counted; false when the lease was lost.';

@@ -3,7 +3,7 @@
 -- request reaches a running task through its heartbeat and its completion; an expired lease is
 -- recovered as a SQL job's is; a key's cap holds for tasks.
 BEGIN;
-SELECT plan(21);
+SELECT plan(24);
 
 CREATE FUNCTION pg_temp.claim(p_task text) RETURNS TABLE (job_id bigint, lease_token uuid) LANGUAGE sql AS $f$
     SELECT c.job_id, c.lease_token FROM broker.broker_claim_tasks(ARRAY[p_task], 1, 60) AS c;
@@ -69,6 +69,15 @@ SELECT is((SELECT complete_status FROM broker.broker_recover_stale_jobs() WHERE 
           'an expired lease: pending again');
 SELECT is(broker.broker_complete_task((SELECT job_id FROM c), (SELECT lease_token FROM c)), false,
           'the worker that lost it cannot complete it');
+
+-- a worker's shutdown hands a task back, not counted
+CREATE TEMP TABLE t5 AS SELECT job_id AS id FROM broker.broker_add_task('handed back', '{}');
+TRUNCATE c;
+INSERT INTO c SELECT * FROM pg_temp.claim('handed back');
+SELECT is(broker.broker_release_task((SELECT job_id FROM c), (SELECT lease_token FROM c)), true, 'a worker hands a task back');
+SELECT is((SELECT (complete_status, attempts, interruptions)::text FROM broker.broker_jobs WHERE job_id = (SELECT id FROM t5)),
+          '(0,0,1)', 'pending, its attempt not counted');
+SELECT is(broker.broker_release_task((SELECT job_id FROM c), (SELECT lease_token FROM c)), false, 'once');
 
 -- a key's cap holds for tasks
 SELECT ok(broker.broker_set_limit('smtp', 1, NULL), 'smtp: one at a time');
