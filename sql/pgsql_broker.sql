@@ -93,11 +93,12 @@
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 \i sql/compat/executor_fallback.sql
 
--- Group: schedules: cron parsing and next fire, adding and changing schedules, their triggers, the tick
+-- Group: schedules: cron parsing and next fire, adding and changing schedules, running one now, their triggers, the tick
 \i sql/schedules/cron_parse.sql
 \i sql/schedules/cron_next.sql
 \i sql/schedules/schedules.sql
 \i sql/schedules/manage.sql
+\i sql/schedules/run_now.sql
 \i sql/schedules/triggers.sql
 \i sql/schedules/tick.sql
 

@@ -452,6 +452,7 @@ GRANT EXECUTE ON FUNCTION
                                  text, interval, text, text, boolean, text, text),
     broker.broker_enable_schedule(text, boolean, text),
     broker.broker_remove_schedule(text, boolean, text),
+    broker.broker_run_schedule_now(text, text),
     broker._call_tenant(text, text),
     broker._end_call_tenant(text, text),
     broker._schedule_check(text, broker.broker_schedule),
@@ -484,7 +485,7 @@ GRANT INSERT (schedule_name, cron_expr, time_zone, execute_str, job_language, jo
     ON broker.broker_schedule TO broker_enqueue;
 GRANT UPDATE (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
               max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-              overlap, last_error, autonomous, concurrency_key)
+              overlap, last_error, autonomous, concurrency_key, last_job_id)
     ON broker.broker_schedule TO broker_enqueue;
 GRANT DELETE ON broker.broker_schedule TO broker_enqueue;
 GRANT INSERT (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,

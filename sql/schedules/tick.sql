@@ -163,7 +163,9 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
 --     skipped more adds the cap and sets skipped_fires_capped, so the
 --     column is then a lower bound.
 --   * Overlap: with overlap = skip (default), nothing is enqueued while the
---     previous job of the schedule (last_job_id) is pending or running.
+--     previous job of the schedule (last_job_id, a job of its tenant: its
+--     owner may write the column, broker_run_schedule_now) is pending or
+--     running.
 --   * A schedule whose owner (created_by) may no longer run jobs as run_as
 --     or act for its tenant, or that cannot be evaluated any more (say its
 --     time zone was removed), is disabled, with the reason in last_error.
@@ -234,7 +236,7 @@ BEGIN
                   FROM broker._schedule_due(s, p_now) AS d;                     -- v_next NULL: never again
                 IF s.overlap = 'skip' AND EXISTS (
                     SELECT 1 FROM broker.broker_jobs AS j
-                     WHERE j.job_id = s.last_job_id AND j.complete_status <= 1) THEN
+                     WHERE j.job_id = s.last_job_id AND j.tenant_id = s.tenant_id AND j.complete_status <= 1) THEN
                     v_fires := ARRAY[]::timestamptz[];
                 END IF;
                 IF pg_catalog.cardinality(v_fires) > 0 THEN

@@ -57,7 +57,7 @@ SELECT functions_are('broker', ARRAY[
     '_count_pending_deps', '_executor_schema', 'broker_queue_stats',
     -- cron schedules
     'broker_cron_next', '_cron_parse', '_cron_field', '_cron_next_wall', '_cron_utc_offset', 'broker_add_schedule',
-    'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_schedule_tick',
+    'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_run_schedule_now', 'broker_schedule_tick',
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write', '_schedule_count',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', 'broker_add_jobs_arrays', '_jobs_of_arrays', '_job_problem', '_job_field_error', '_blank_in', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_waiters', '_dependency_node_key', '_dependency_lock_key',
