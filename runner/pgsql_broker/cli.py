@@ -357,3 +357,7 @@ def _print_status(conn: psycopg.Connection, label: str) -> None:
 from .jobs_cli import register as _register_operate  # noqa: E402  (after main exists)
 _register_operate(main)
 
+
+# schedules: list, show, pause, resume, run-now (schedules_cli.py)
+from .schedules_cli import schedules as _schedules  # noqa: E402  (after main exists)
+main.add_command(_schedules)
