@@ -17,8 +17,9 @@ ROLES_SQL = (Path(__file__).resolve().parent.parent / "sql" / "roles.sql").read_
 
 
 class OwnCluster:
-    def __init__(self, max_connections: int, port: int, tcp: bool = False):
-        """tcp: also listen on 127.0.0.1:port (loopback only, never beyond), so a proxy can front it."""
+    def __init__(self, max_connections: int, port: int, tcp: bool = False, extra_conf: str = ""):
+        """tcp: also listen on 127.0.0.1:port (loopback only, never beyond), so a proxy can front it; extra_conf:
+        more lines of postgresql.conf (shared_preload_libraries = 'pg_cron', ...)."""
         self.bin = Path(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"))
         self.dir = Path(tempfile.mkdtemp(prefix="pgsql_broker_own_cluster."))
         self.dir.chmod(0o755)
@@ -30,7 +31,7 @@ class OwnCluster:
         with open(self.dir / "data" / "postgresql.conf", "a") as conf:
             conf.write(f"listen_addresses = '{'127.0.0.1' if tcp else ''}'\n"
                        f"unix_socket_directories = '{self.dir}'\nport = {port}\n"
-                       f"max_connections = {max_connections}\nfsync = off\nlog_min_messages = warning\n")
+                       f"max_connections = {max_connections}\nfsync = off\nlog_min_messages = warning\n{extra_conf}\n")
         self._hba = (self.dir / "data" / "pg_hba.conf").read_text()
         self._start()
 
@@ -72,6 +73,12 @@ class OwnCluster:
 
     def hba_restore(self) -> None:
         (self.dir / "data" / "pg_hba.conf").write_text(self._hba)
+        self._reload()
+
+    def authenticate(self, hba: str, ident: str = "") -> None:
+        """Replace pg_hba.conf (and pg_ident.conf) and reload: logins from then on are checked by these lines."""
+        (self.dir / "data" / "pg_ident.conf").write_text(ident)
+        (self.dir / "data" / "pg_hba.conf").write_text(hba)
         self._reload()
 
     def _reload(self) -> None:

@@ -12,7 +12,7 @@ from psycopg.rows import dict_row, namedtuple_row
 
 from . import __version__
 from .broker import Broker
-from .config import ConfigError, load_databases
+from .config import DSN_FALLBACK, ConfigError, libpq_default
 from .install import InstallError, apply_roles, install, verify
 from .install.credentials import ADMIN_PASSWORD, ADMIN_USER, ROLE_PASSWORDS
 from .install.role_setup import check_roles, missing_roles, sharing_notice
@@ -27,26 +27,20 @@ from .settings import load as load_settings
 
 
 def _describe(dsn: str) -> str:
-    """A connection target for messages: never the password. A malformed DSN is a usage error naming --dsn
-    (psycopg's message quotes the keyword at fault, not the value)."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise click.UsageError(f"--dsn: not a valid connection string: {connect_message(exc)}") from None
-    return f"{params.get('dbname') or '(default database)'} on {params.get('host') or '(default host)'}"
+    """A connection target for messages: never the password (libpq's defaults where the DSN names nothing)."""
+    params = conninfo_to_dict(dsn)
+    return (f"{params.get('dbname') or libpq_default('dbname') or libpq_default('user') or '(default database)'} on "
+            f"{params.get('host') or libpq_default('host') or '(default socket)'}")
 
 
 def _targets(dsns: tuple[str, ...], config_path: str | None) -> list[tuple[str, str]]:
-    """(label, dsn) of every database named by --dsn and --config."""
-    targets = [(_describe(dsn), dsn) for dsn in dsns]
-    if config_path:
-        try:
-            targets += [(db.name, db.dsn()) for db in load_databases(config_path)]
-        except ConfigError as exc:
-            raise click.UsageError(str(exc)) from None
-    if not targets:
-        raise click.UsageError("name the database(s): --dsn DSN (repeatable) or --config broker.yaml")
-    return targets
+    """(label, dsn) of every database that `start` would serve with these --dsn and --config (settings.load:
+    the file checked as start checks it; without either, PGBROKER_DSN, else libpq's environment)."""
+    try:
+        databases = load_settings(config_path, dsns=list(dsns)).databases
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    return [(_describe(db.raw_dsn) if db.raw_dsn is not None else db.name, db.dsn()) for db in databases]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,7 +50,8 @@ def main() -> None:
 
 
 @main.command("install")
-@click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="libpq connection string or URI (repeatable).")
+@click.option("--dsn", "dsns", multiple=True, metavar="DSN",
+              help=f"libpq connection string or URI (repeatable). {DSN_FALLBACK}")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
 @click.option("--no-extension", is_flag=True, help="Install as tracked migrations even where CREATE EXTENSION works.")
 @click.option("--verify-only", is_flag=True, help="Report version, pending migrations and differences; change nothing.")
@@ -192,7 +187,8 @@ def runner_options(command):
         command = click.option(f"--{f.name.replace('_', '-')}", f.name, type=kind, default=None,
                                help=_FLAG_HELP.get(f.name, f"broker.{f.name} (default {f.default})."))(command)
     for decorator in (
-        click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database to serve (repeatable)."),
+        click.option("--dsn", "dsns", multiple=True, metavar="DSN",
+                     help=f"Database to serve (repeatable), besides the config file's. {DSN_FALLBACK}"),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML or JSON config file."),
         click.option("--queue-count", type=click.IntRange(1, 1000), help="Queues per --dsn database (default 4)."),
         click.option("--max-open-conns", type=int, help="databases.max_open_conns for --dsn databases (default 25)."),
@@ -237,7 +233,7 @@ def start_command(**options) -> None:
 @click.version_option(__version__, prog_name="pgbroker-runner")
 @runner_options
 def runner_main(**options) -> None:
-    """Run the broker over the databases given with --dsn (or --config, PGBROKER_DSN)."""
+    """Run the broker over the databases given with --dsn (or --config, PGBROKER_DSN, libpq's environment)."""
     _run(**options)
 
 
@@ -266,8 +262,9 @@ STATUS_JOBS = 20
 
 
 @main.command("status")
-@click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="Database (repeatable).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file: every database in it.")
+@click.option("--dsn", "dsns", multiple=True, metavar="DSN", help=f"Database (repeatable). {DSN_FALLBACK}")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Config file: every database in it, the file checked as start checks it.")
 def status_command(dsns, config_path) -> None:
     """Print, per database, the active and standby instances, the jobs per queue and state, each tenant's share
     of its queues and each concurrency key's limit and use, and the schedules.

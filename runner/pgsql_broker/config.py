@@ -1,15 +1,17 @@
 """Database entries of configuration files (YAML or JSON), with the original broker's field names.
 
-settings.py reads the whole file (broker and logging sections too); the install
-command only needs the databases.
+settings.py reads the whole file (broker and logging sections too); every command reads it
+through settings.load, so that each checks a file as `start` does.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import yaml
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
@@ -37,8 +39,10 @@ class DatabaseConfig:
     name: str
     database: str
     user: str
-    host: str = "localhost"
-    port: int = 5432
+    # None: what libpq does without them (PGHOST / PGPORT, else the local socket and 5432), as psql does; a TCP
+    # default here made logins with local peer authentication fail with "no password supplied"
+    host: str | None = None
+    port: int | None = None
     password: str | None = None
     sslmode: str = "disable"
     queue_count: int = 4
@@ -53,7 +57,9 @@ class DatabaseConfig:
     @classmethod
     def from_dsn(cls, dsn: str, index: int) -> "DatabaseConfig":
         params = conninfo_to_dict(dsn)
-        return cls(name=params.get("dbname") or f"db{index}", database=params.get("dbname") or "",
+        # an empty conninfo (libpq's environment) is named after the database libpq will choose
+        name = params.get("dbname") or (libpq_default("dbname") or libpq_default("user") if not params else None)
+        return cls(name=name or f"db{index}", database=params.get("dbname") or "",
                    user=params.get("user") or "", raw_dsn=dsn)
 
     def dsn(self, user: str | None = None, password: str | None = None) -> str:
@@ -61,6 +67,35 @@ class DatabaseConfig:
             return make_conninfo(self.raw_dsn, **({"user": user, "password": password} if user else {}))
         return make_conninfo(host=self.host, port=self.port, dbname=self.database, user=user or self.user,
                              password=password if user else (password or self.password), sslmode=self.sslmode)
+
+
+# for --help: which connection wins (connection_strings decides it)
+DSN_FALLBACK = ("Without --dsn: PGBROKER_DSN (several separated by ';'), else libpq's own environment and "
+                "defaults (PGHOST, PGPORT, PGDATABASE, PGUSER, PGSERVICE, ...; the local socket), as psql.")
+
+
+def connection_strings(flag_dsns: list[str] | tuple[str, ...], env: Mapping[str, str],
+                       file_has_databases: bool = False) -> tuple[list[str], str]:
+    """The connection strings of the databases a command works on besides a config file's, and where they come
+    from (for messages). Flags win over PGBROKER_DSN; with neither, and no config file naming databases, one empty
+    conninfo: libpq then reads its own environment (PGHOST, PGDATABASE, PGSERVICE, ...) as psql does."""
+    if flag_dsns:
+        return list(flag_dsns), "command line: --dsn"
+    env_dsns = [d.strip() for d in env.get("PGBROKER_DSN", "").split(";") if d.strip()]
+    if env_dsns:
+        return env_dsns, "environment: PGBROKER_DSN"
+    if file_has_databases:
+        return [], ""
+    return [""], "libpq environment (PGHOST, PGDATABASE, ...)"
+
+
+def libpq_default(keyword: str) -> str | None:
+    """What libpq takes for `keyword` when a conninfo omits it: its environment variable, else its compiled
+    default (None for dbname and host: the user's name, the local socket)."""
+    for option in pq.Conninfo.get_defaults():
+        if option.keyword.decode() == keyword:
+            return option.val.decode() if option.val else None
+    return None
 
 
 _REQUIRED = ("name", "database", "user")
@@ -104,10 +139,6 @@ def _parse_error(exc: Exception) -> str:
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem and mark is not None:
         return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
     return " ".join(str(exc).split())
-
-
-def load_databases(path: str | Path) -> list[DatabaseConfig]:
-    return parse_databases(read_config_file(path).get("databases"), str(path))
 
 
 def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:

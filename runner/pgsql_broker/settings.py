@@ -6,7 +6,8 @@ variables, command-line flags. Every error names the field and where it came fro
 Environment variables: PGBROKER_<FIELD> for the ``broker`` section (for example
 PGBROKER_LEASE_SECONDS, PGBROKER_METRICS_PORT), PGBROKER_LOG_LEVEL and
 PGBROKER_LOG_FORMAT for ``logging``, PGBROKER_DSN (one or more libpq
-connection strings separated by ';') for databases, and PGBROKER_<FIELD> of the
+connection strings separated by ';') for databases when no --dsn is given (with neither, and no
+databases in the file, libpq's own environment: config.connection_strings), and PGBROKER_<FIELD> of the
 per-database fields (PGBROKER_QUEUE_COUNT, PGBROKER_MAX_OPEN_CONNS, ...) for the databases
 given as connection strings. Any other PGBROKER_* variable is refused (but PGBROKER_TEST_*, the test suite's). A connection string carries
 host, port, database, user, password and sslmode itself.
@@ -22,7 +23,8 @@ from typing import Any, Mapping
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from .config import MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, parse_databases, parse_duration, read_config_file
+from .config import (MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, connection_strings, parse_databases, parse_duration,
+                     read_config_file)
 
 
 @dataclass
@@ -233,12 +235,11 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
     if unknown:
         raise ConfigError(f"environment: {unknown[0]} is not a known variable (PGBROKER_<setting>: see "
                           "`pgbroker-runner --help` and docs/runner.md)")
-    env_dsns = [d.strip() for d in env.get(prefix + "DSN", "").split(";") if d.strip()]
-    for index, dsn in enumerate(list(dsns or []) or env_dsns):
+    chosen, where = connection_strings(dsns or [], env, file_has_databases=bool(settings.databases))
+    for index, dsn in enumerate(chosen):
         try:
             db = DatabaseConfig.from_dsn(dsn, index)
         except psycopg.ProgrammingError as exc:  # its message quotes the keyword at fault, never the value
-            where = "command line: --dsn" if dsns else "environment: PGBROKER_DSN"
             raise ConfigError(f"{where}: not a valid connection string: {' '.join(str(exc).split())}") from None
         if db_values:  # checked like a config file entry (user and database come from the DSN or libpq)
             checked = parse_databases([{"name": db.name, "database": db.database or "-", "user": db.user or "-",
@@ -250,8 +251,6 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
         settings.databases.append(db)
     if flags:
         raise ConfigError(f"command line: {sorted(flags)[0]} is not a known setting")
-    if not settings.databases:
-        raise ConfigError("no database to serve: give --dsn, --config with databases, or PGBROKER_DSN")
     names = [db.name for db in settings.databases]
     if len(set(names)) != len(names):
         raise ConfigError(f"databases: name {next(n for n in names if names.count(n) > 1)!r} is used twice")

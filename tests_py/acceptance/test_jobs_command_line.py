@@ -4,6 +4,7 @@ traceback."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -100,8 +101,10 @@ def test_bad_arguments_exit_2_and_missing_jobs_1(db):
     assert missing.returncode == 1 and missing.stderr.strip().startswith("error: job 424242 does not exist")
     unknown = cli(db, "jobs", "retry", "424242")
     assert unknown.returncode == 1 and "(SQLSTATE P0002)" in unknown.stderr
-    nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "list"], capture_output=True, text=True)
-    assert nodb.returncode == 2 and "--dsn" in nodb.stderr
+    # without --dsn and PGBROKER_DSN: libpq's PGDATABASE, here the cluster's postgres database, without the broker
+    nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "list"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PGBROKER_DSN"} | {"PGDATABASE": "postgres"})
+    assert nodb.returncode == 1 and nodb.stderr.count("\n") == 1 and "broker.broker_jobs" in nodb.stderr
 
 
 def test_status_marks_paused_queues_for_a_tenant_and_for_the_runner(db):

@@ -103,8 +103,15 @@ def test_every_invalid_field_is_named_with_its_file(tmp_path, text, message):
 def test_environment_and_flag_errors_name_their_source():
     with pytest.raises(ConfigError, match=r"environment \(PGBROKER_\*\): broker.queue_timer_sec must be float"):
         load(env={"PGBROKER_QUEUE_TIMER_SEC": "often"}, dsns=["dbname=x"])
-    with pytest.raises(ConfigError, match="no database to serve"):
-        load(env={})
+
+
+
+def test_without_dsn_pgbroker_dsn_then_libpq_environment():
+    """--dsn wins over PGBROKER_DSN; with neither (and no file naming databases) one empty conninfo: libpq reads
+    its own environment (PGHOST, PGDATABASE, ...)."""
+    assert [d.raw_dsn for d in load(env={"PGBROKER_DSN": "dbname=a; dbname=b"}, dsns=["dbname=c"]).databases] == ["dbname=c"]
+    assert [d.raw_dsn for d in load(env={"PGBROKER_DSN": "dbname=a; dbname=b"}).databases] == ["dbname=a", "dbname=b"]
+    assert [d.raw_dsn for d in load(env={}).databases] == [""]
 
 
 def test_cli_config_errors_exit_2_and_name_the_field(tmp_path):

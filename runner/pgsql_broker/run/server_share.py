@@ -54,9 +54,7 @@ class ServerLimits:
 
 def server_key(db: DatabaseConfig) -> str:
     """host:port of a database's server as its connection settings name it (libpq's defaults otherwise)."""
-    if db.raw_dsn is None:
-        return f"{db.host}:{db.port}"
-    params = conninfo_to_dict(db.raw_dsn)
+    params = conninfo_to_dict(db.raw_dsn if db.raw_dsn is not None else db.dsn())
     host = (params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST")
             or os.environ.get("PGHOSTADDR") or "(default socket)")
     return f"{host}:{params.get('port') or os.environ.get('PGPORT') or 5432}"
