@@ -1,4 +1,4 @@
-"""pgsql-broker jobs | queues | purge: operate jobs from the command line (issue 22).
+"""pgsql-broker jobs | queues | purge: operate jobs from the command line (issue 22), and enqueue them (issue 35).
 
 Every command works on one database (--dsn, or --config with one database) through the extension's functions, as
 the login given: reads are tenant-scoped by row-level security and --tenant acts for that tenant
@@ -13,7 +13,9 @@ from datetime import datetime
 
 import click
 import psycopg
+from psycopg import sql
 
+from .config import DSN_FALLBACK
 from .observe import job_queries as ops
 from .observe.logs import safe_text
 from .states import JobState
@@ -66,7 +68,8 @@ def _when(value) -> str:
 
 def db_options(command):
     for decorator in (
-        click.option("--dsn", "dsns", multiple=True, metavar="DSN", help="The database (libpq string or URI)."),
+        click.option("--dsn", "dsns", multiple=True, metavar="DSN",
+                     help=f"The database (libpq string or URI). {DSN_FALLBACK}"),
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Config file with one database."),
         click.option("--tenant", help="Act for this tenant (broker_set_tenant); jobs list also shows only its jobs."),
         click.option("--json", "as_json", is_flag=True, help="JSON for scripts instead of a table."),
@@ -77,7 +80,7 @@ def db_options(command):
 
 @click.group("jobs")
 def jobs() -> None:
-    """List, show, cancel and retry jobs."""
+    """Enqueue, list, show, cancel and retry jobs."""
 
 
 @jobs.command("list")
@@ -197,6 +200,65 @@ def jobs_retry(dsns, config_path, tenant, as_json, job_id, no_dependents, run_af
         _emit_json({"job_id": job_id, "pending_again": n})
     else:
         click.echo(f"job {job_id}: retried; {n} job(s) pending again")
+
+
+# jobs enqueue: each option, the parameter of broker_add_job it sets (sql/enqueue/add_job.sql) and its SQL type;
+# an option not given is left out of the call, so the function's own default applies (p_search_path: the caller's)
+_ENQUEUE_PARAMS = {"queue": ("p_job_queue", "integer"), "priority": ("p_job_priority", "integer"),
+                   "language": ("p_job_language", "text"), "run_as": ("p_run_as", "text"),
+                   "depends_on": ("p_depends_on_job_ids", "bigint[]"), "idempotency_key": ("p_idempotency_key", "text"),
+                   "max_attempts": ("p_max_attempts", "integer"), "group": ("p_job_group", "text"),
+                   "depends_on_group": ("p_depends_on_groups", "text[]"), "run_after": ("p_run_after", "timestamptz"),
+                   "timeout": ("p_timeout", "interval"), "search_path": ("p_search_path", "text"),
+                   "tenant": ("p_tenant_id", "text"), "autonomous": ("p_autonomous", "boolean"),
+                   "concurrency_key": ("p_concurrency_key", "text")}
+
+
+def enqueue_statement(given: dict) -> sql.Composed:
+    """SELECT job_id, is_new FROM broker.broker_add_job(p_job_name, p_execute_str, <the given options by name>)."""
+    named = [sql.SQL(", {} => {}::{}").format(sql.Identifier(_ENQUEUE_PARAMS[k][0]), sql.Placeholder(k),
+                                            sql.SQL(_ENQUEUE_PARAMS[k][1])) for k in given]
+    return sql.SQL("SELECT job_id, is_new FROM broker.broker_add_job({}, {}{})").format(
+        sql.Placeholder("name"), sql.Placeholder("sql"), sql.SQL("").join(named))
+
+
+@jobs.command("enqueue")
+@db_options
+@click.argument("sql_text", metavar="SQL")
+@click.option("--name", required=True, help="The job's name (p_job_name).")
+@click.option("--queue", type=int, help="Queue, 1 to 1000 (default 1).")
+@click.option("--priority", type=int, help="Higher runs first (default 0).")
+@click.option("--language", type=click.Choice(["sql", "plpgsql"], case_sensitive=False),
+              help="sql (default), or plpgsql: a PL/pgSQL block body.")
+@click.option("--run-as", help="Role the job runs as: you, or a role you are a member of (default: you).")
+@click.option("--depends-on", type=click.IntRange(1), multiple=True, metavar="JOB_ID",
+              help="Wait for this job (repeatable).")
+@click.option("--depends-on-group", multiple=True, metavar="GROUP",
+              help="Wait for every unfinished job of this group (repeatable).")
+@click.option("--group", help="The job's group (default: its name).")
+@click.option("--idempotency-key", help="An unfinished job of your tenant with this key is returned instead.")
+@click.option("--max-attempts", type=int, help="Attempts before it fails for good (default 1).")
+@click.option("--run-after", metavar="TIMESTAMPTZ", help="Not before this time, like '2026-12-01 18:00+00'.")
+@click.option("--timeout", metavar="INTERVAL", help="statement_timeout of the job, like '10 minutes'.")
+@click.option("--search-path", help="search_path the job runs with (default: the login's).")
+@click.option("--autonomous", is_flag=True, default=None,
+              help="Run outside a transaction block (VACUUM, ... CONCURRENTLY, a CALL that commits): at least once.")
+@click.option("--concurrency-key", help="The key whose limits the job counts against (broker_set_limit).")
+def jobs_enqueue(dsns, config_path, tenant, as_json, sql_text, name, **options) -> None:
+    """Enqueue SQL (or '-': read it from standard input) as a job through broker_add_job, for --tenant or the
+    login's tenant; prints the job's id and whether it is new (an idempotency key may return an unfinished one)."""
+    dsn = _one_database(dsns, config_path)
+    if sql_text == "-":
+        sql_text = click.get_text_stream("stdin").read()
+    given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(options, tenant=tenant).items()
+             if v is not None and v != ()}
+    job_id, is_new = _run(dsn, None, lambda conn: conn.execute(enqueue_statement(given),
+                                                               {"name": name, "sql": sql_text, **given}).fetchone())
+    if as_json:
+        _emit_json({"job_id": job_id, "is_new": is_new})
+    else:
+        click.echo(f"job {job_id} enqueued" if is_new else
+                   f"job {job_id}: an unfinished job with this idempotency key exists; not enqueued again")
 
 
 @click.group("queues")
