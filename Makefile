@@ -21,7 +21,7 @@ SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql sql/*/*/*.sql)
 
 BROKER_PYTHON ?= python3
 VENV   ?= .venv
-APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl \
+APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap postgresql-15-cron libtap-parser-sourcehandler-pgtap-perl \
                chromium chromium-driver docker-compose pgbouncer
 
 TEST_DB ?= pgsql_broker_test
