@@ -158,7 +158,9 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
                 raise ConfigError(f"{label}.{key} is not a setting any more: {REMOVED[key]}")
             if key not in _TYPES:
                 raise ConfigError(f"{label}.{key} is not a known field")
-            if value is not None and (not isinstance(value, _TYPES[key]) or isinstance(value, bool)):
+            if value is None:  # null: the default (host and port: libpq's)
+                continue
+            if not isinstance(value, _TYPES[key]) or isinstance(value, bool):
                 raise ConfigError(f"{label}.{key} must be {_TYPES[key].__name__}, got {value!r}")
             fields[key] = value
         if fields.get("queue_count", 1) < 1:
@@ -184,7 +186,7 @@ def parse_databases(entries: object, where: str) -> list[DatabaseConfig]:
         if fields["name"] in names:
             raise ConfigError(f"{label}.name {fields['name']!r} is used twice")
         names.add(fields["name"])
-        result.append(DatabaseConfig(**{k: v for k, v in fields.items() if v is not None}))
+        result.append(DatabaseConfig(**fields))
     return result
 
 
