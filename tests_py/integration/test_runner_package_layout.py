@@ -27,7 +27,7 @@ def run_imports(path: Path) -> list[str]:
     return sorted(m for m in imported_modules(path) if m == "pgsql_broker.run" or m.startswith("pgsql_broker.run."))
 
 
-@pytest.mark.parametrize("folder", ["install", "observe"])
+@pytest.mark.parametrize("folder", ["install", "observe", "tasks"])
 def test_folder_never_imports_run(folder):
     files = sorted((PACKAGE / folder).glob("*.py"))
     assert files, f"no modules in {folder}/"

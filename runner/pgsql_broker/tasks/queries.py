@@ -1,0 +1,20 @@
+"""The SQL a task worker sends, by name: the task protocol of docs/tasks.md, which a worker in any language follows."""
+from __future__ import annotations
+
+# the channel broker._notify_queue tells a task name's queue on, payload '<database>/<queue>'
+CHANNEL = "pgsql_broker_task"
+LISTEN = "LISTEN " + CHANNEL
+
+# the tenant a connection acts for, for its whole session (broker_current_tenant reads it)
+SET_TENANT = "SELECT pg_catalog.set_config('broker.tenant_id', %(tenant)s, false)"
+DATABASE = "SELECT pg_catalog.current_database()"
+
+CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout
+             FROM broker.broker_claim_tasks(%(tasks)s, %(limit)s, %(lease)s)"""
+EXTEND = "SELECT broker.broker_extend_task(%(job_id)s, %(token)s, %(lease)s)"
+COMPLETE = "SELECT broker.broker_complete_task(%(job_id)s, %(token)s, %(output)s)"
+FAIL = "SELECT broker.broker_fail_task(%(job_id)s, %(token)s, %(error)s, %(retry)s)"
+RELEASE = "SELECT broker.broker_release_task(%(job_id)s, %(token)s)"
+
+# broker_extend_task's answers
+EXTENDED, CANCELLED, LOST = "extended", "cancelled", "lost"

@@ -1,0 +1,144 @@
+"""One claimed task from its handler to its end: the handler runs in a transaction on the task's connection, a
+heartbeat renews the lease meanwhile, and the end is written in that transaction (completed) or after rolling it
+back (failed, cancelled, handed back)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ..observe.logs import cap_text
+from . import queries
+from .context import Task, TaskContext
+
+log = logging.getLogger("pgsql_broker")
+
+Handler = Callable[[Any, TaskContext], Awaitable[Any]]
+
+
+class TaskRun:
+    """A task being run. `stop(reason)` ends its handler early: 'cancelled' (a cancel request, heard by the
+    heartbeat), 'lost' (its lease is someone else's) or 'shutdown' (the worker's stop deadline passed)."""
+
+    def __init__(self, task: Task, conn: psycopg.AsyncConnection, handler: Handler,
+                 extend: Callable[[Task], Awaitable[str]], lease_seconds: int):
+        self.task = task
+        self.conn = conn
+        self.ctx = TaskContext(task, conn)
+        self._handler = handler
+        self._extend = extend
+        self._lease = lease_seconds
+        self._call: asyncio.Task | None = None
+        self.stopped: str | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+            self.ctx.cancel_reason = reason
+            if self._call is not None:
+                self._call.cancel()
+
+    async def run(self) -> str:
+        """Run the handler and end the task; the outcome: completed, failed, cancelled, lost or released."""
+        started = time.monotonic()
+        self._call = asyncio.create_task(self._call_handler())
+        beat = asyncio.create_task(self._heartbeat())
+        try:
+            output = await self._call
+        except asyncio.CancelledError:
+            if self.stopped is None:
+                raise   # the worker itself is being cancelled
+            return await self._stopped_early()
+        except Exception as exc:  # the handler failed: its writes go, the attempt fails
+            return await self._fail(exc, started)
+        finally:
+            beat.cancel()
+        return await self._complete(output, started)
+
+    async def _call_handler(self) -> Any:
+        timeout = self.task.timeout.total_seconds() if self.task.timeout is not None else None
+        try:
+            return await asyncio.wait_for(self._handler(self.task.args, self.ctx), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"the task ran past its timeout of {timeout:g} s") from None
+
+    async def _heartbeat(self) -> None:
+        """Renew the lease every third of it; a cancel request or a lost lease stops the handler."""
+        while True:
+            await asyncio.sleep(max(1.0, self._lease / 3))
+            try:
+                state = await self._extend(self.task)
+            except psycopg.Error as exc:
+                log.warning("task heartbeat failed: %s", exc, extra=self._fields())
+                continue
+            if state in (queries.CANCELLED, queries.LOST):
+                self.stop(state)
+                return
+
+    async def _complete(self, output: Any, started: float) -> str:
+        try:
+            cur = await self.conn.execute(queries.COMPLETE, self._params(output=Jsonb(output) if output is not None else None))
+            mine = (await cur.fetchone())[0]
+        except psycopg.errors.QueryCanceled:   # a cancel request came first: it ends cancelled
+            await self._rollback()
+            self.stop(queries.CANCELLED)
+            return await self._stopped_early()
+        except (psycopg.Error, TypeError, ValueError) as exc:   # an output that is not JSON, a lost connection
+            return await self._fail(exc, started)
+        if not mine:
+            await self._rollback()
+            log.warning("task lease lost before its completion: its writes were rolled back", extra=self._fields())
+            return "lost"
+        await self.conn.commit()
+        log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
+        return "completed"
+
+    async def _fail(self, exc: BaseException, started: float) -> str:
+        await self._rollback()
+        message = cap_text(f"{type(exc).__name__}: {exc}")
+        ended = await self._end(queries.FAIL, error=message, retry=True)
+        log.warning("task failed: %s", message, extra=self._fields(seconds=round(time.monotonic() - started, 3)))
+        return "failed" if ended else "lost"
+
+    async def _stopped_early(self) -> str:
+        await self._rollback()
+        if self.stopped == queries.LOST:
+            log.warning("task lease lost while it ran: its writes were rolled back", extra=self._fields())
+            return "lost"
+        if self.stopped == "shutdown":
+            await self._end(queries.RELEASE)
+            log.info("task handed back at the worker's stop deadline", extra=self._fields())
+            return "released"
+        await self._end(queries.FAIL, error="stopped on its cancel request", retry=True)   # ends it cancelled
+        log.info("task cancelled while it ran", extra=self._fields())
+        return "cancelled"
+
+    async def _end(self, sql: str, **params: Any) -> bool:
+        """Write an end in a transaction of its own; False when the lease was lost or the connection is gone
+        (then the runner's lease recovery ends the attempt)."""
+        try:
+            cur = await self.conn.execute(sql, self._params(**params))
+            mine = bool((await cur.fetchone())[0])
+            await self.conn.commit()
+            return mine
+        except psycopg.Error as exc:
+            log.warning("could not record the task's end: %s", exc, extra=self._fields())
+            await self._rollback()
+            return False
+
+    async def _rollback(self) -> None:
+        if not self.conn.closed:
+            try:
+                await self.conn.rollback()
+            except psycopg.Error:
+                pass
+
+    def _params(self, **extra: Any) -> dict:
+        return {"job_id": self.task.job_id, "token": self.task.lease_token, **extra}
+
+    def _fields(self, **extra: Any) -> dict:
+        return {"job_id": self.task.job_id, "task": self.task.task, "attempt": self.task.attempt, **extra}
