@@ -2,7 +2,8 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_ready_queues()
 --   The queue numbers that have a job claimable now (pending, no unfinished
---   dependency, run_after reached), across every tenant, in order. What a
+--   dependency, run_after reached), across every tenant, in order; runners'
+--   queues only (1 and up: a task's queue is its workers'). What a
 --   runner reads on its one session connection at each poll instead of a
 --   claim per queue: it wakes a worker only where there is work, and it
 --   reports queue numbers that no runner of its configuration serves.
@@ -29,6 +30,7 @@ BEGIN
         WITH RECURSIVE queues (q) AS (
             (SELECT j.job_queue FROM broker.broker_jobs AS j
               WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                AND j.job_queue OPERATOR(pg_catalog.>=) 1   -- (tasks' queues are negative: workers', not runners')
               ORDER BY j.job_queue LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_queue FROM broker.broker_jobs AS j
@@ -43,6 +45,7 @@ BEGIN
             (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
                FROM broker.broker_jobs AS j
               WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                AND j.job_queue OPERATOR(pg_catalog.>=) 1
               ORDER BY j.job_queue, j.run_after LIMIT 1)
             UNION ALL
             SELECT n.job_queue, n.due
@@ -72,6 +75,7 @@ BEGIN
                                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.>=) 2
                              LIMIT 100) AS p
              WHERE k.wake_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS r
+         WHERE r.q OPERATOR(pg_catalog.>=) 1
          ORDER BY r.q);
 END;
 $$;

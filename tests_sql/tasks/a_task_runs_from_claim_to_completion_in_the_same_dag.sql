@@ -2,7 +2,7 @@
 -- (never by a runner's claim), renewed, completed with an output; SQL jobs and tasks wait on
 -- each other both ways; idempotency keys and priorities hold as for SQL jobs.
 BEGIN;
-SELECT plan(22);
+SELECT plan(23);
 
 SELECT broker.broker_create_executor(current_user);
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint);
@@ -24,6 +24,7 @@ SELECT is_empty($$SELECT * FROM broker.broker_claim_tasks(ARRAY['call_api'])$$, 
 SELECT is(r.complete_status, 2::smallint, 'the SQL job completes')
   FROM broker.broker_get(1, NULL, 60, 10) AS g, LATERAL broker.broker_run(g.job_id, g.lease_token) AS r;
 SELECT is_empty($$SELECT * FROM broker.broker_get(1, NULL, 60, 10)$$, 'a runner''s claim never returns a task (nor the load, which waits on it)');
+SELECT is(broker.broker_ready_queues(), '{}'::integer[], 'nor does a runner''s poll see the task''s queue');
 CREATE TEMP TABLE c AS SELECT * FROM broker.broker_claim_tasks(ARRAY['call_api', 'no_such_task'], 5, 30);
 SELECT is((SELECT (task, args, attempt, max_attempts, timeout)::text FROM c),
           '(call_api,"{""n"": 3, ""url"": ""http://127.0.0.1/x""}",1,1,)', 'claimed by name with its arguments and attempt');
