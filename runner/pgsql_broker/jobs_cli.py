@@ -137,10 +137,13 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
     if as_json:
         _emit_json(job)
         return
-    click.echo(f"job {job['job_id']} {safe_text(job['job_name'])!r}: {job['state']}")
+    is_task = job["job_language"] == "task"   # run by application code: its name is the task, its text its args
+    click.echo(f"{'task' if is_task else 'job'} {job['job_id']} {safe_text(job['job_name'])!r}: {job['state']}")
     for label, key in (("group", "job_group"), ("queue", "job_queue"), ("priority", "job_priority"),
                        ("tenant", "tenant_id"), ("run as", "run_as"), ("enqueued by", "enqueued_by"),
                        ("timeout", "job_timeout"), ("language", "job_language"), ("concurrency", "concurrency_key")):
+        if is_task and key in ("job_queue", "run_as"):
+            continue   # (its name's queue, which no runner serves; it runs in its worker, as the worker's login)
         click.echo(f"  {label + ':':13}{safe_text(job[key]) if job[key] is not None else '-'}")
     if job["waiting"]:
         click.echo(f"  {'waiting:':13}{safe_text(job['waiting'].removeprefix('waiting: '))}")
@@ -151,8 +154,11 @@ def jobs_show(dsns, config_path, tenant, as_json, job_id) -> None:
         click.echo(f"  {'last error:':13}{job['last_error_sqlstate'] or ''} {safe_text(job['last_error_message'] or '')}")
     if job["cancel_reason"]:
         click.echo(f"  {'cancelled:':13}{safe_text(job['cancel_reason'])}")
-    click.echo("  sql:")
-    for line in (job["execute_str"] or "").splitlines() or [""]:
+    text = job["execute_str"] or ""
+    if is_task and not job["execute_str_cut"]:
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    click.echo("  args:" if is_task else "  sql:")
+    for line in text.splitlines() or [""]:
         click.echo(f"    {safe_text(line)}")
     click.echo("  waits on:" + ("" if job["waits_on"] else " nothing"))
     for d in job["waits_on"]:

@@ -123,3 +123,21 @@ def test_stopping_the_worker_hands_a_running_task_back_without_failing_it(effect
                             (job,)).fetchone() == (0, 0, 1)
         assert conn.execute("SELECT count(*) FROM effects").fetchone()[0] == 0
         assert "task handed back at the worker's stop deadline" in worker.log_path.read_text()
+
+
+def test_jobs_show_prints_a_task_with_its_arguments_and_output(db):
+    import subprocess
+    import sys
+    from runner_process import db_dsn
+    with connect(db) as conn:
+        job = conn.execute("""SELECT job_id FROM broker.broker_add_task('send_email', '{"to": "ada@example.com"}')""").fetchone()[0]
+        token = conn.execute("SELECT lease_token FROM broker.broker_claim_tasks(ARRAY['send_email'])").fetchone()[0]
+        assert conn.execute("SELECT broker.broker_complete_task(%s, %s, '{\"sent\": true}')", (job, token)).fetchone()[0]
+    shown = subprocess.run([sys.executable, "-m", "pgsql_broker", "jobs", "show", str(job), "--dsn", db_dsn(db)],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert out.startswith(f"task {job} 'send_email': completed")
+    assert "  args:\n    {\n      \"to\": \"ada@example.com\"\n    }" in out
+    assert "output '{\"sent\": true}'" in out
+    assert "queue:" not in out

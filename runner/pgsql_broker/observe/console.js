@@ -153,13 +153,16 @@ function renderJob(data) {
   const parts = [controls, fields([
     ["state", stateBadge(j.complete_status, j)],
     ["waiting", el("span", {id: "job-waiting"}, j.waiting ? j.waiting.replace(/^waiting: /, "") : "")],
-    ["concurrency key", j.concurrency_key], ["tenant", j.tenant_id], ["group", j.job_group], ["queue", j.job_queue],
+    ["concurrency key", j.concurrency_key], ["tenant", j.tenant_id], ["group", j.job_group],
+    j.job_language === "task" ? ["task", j.job_name] : ["queue", j.job_queue],
     ["priority", j.job_priority], ["attempts", `${j.attempts}/${j.max_attempts}`], ["run as", j.run_as],
     ["enqueued by", j.enqueued_by], ["created", time(j.created_at)], ["run after", time(j.run_after)],
     ["started", time(j.started_at)], ["finished", time(j.finished_at)], ["cancel reason", j.cancel_reason],
     ["last error", el("span", {class: "error", id: "job-error"}, j.last_error_sqlstate ? `${j.last_error_sqlstate}: ${j.last_error_message}` : "")],
     ["output", el("span", {id: "job-output"}, last ? [last.command_status, last.output].filter(x => x != null).join(" · ") : "")]])];
-  parts.push(el("h3", {}, "SQL"), data.sql_shown ? el("pre", {class: "sql", id: "job-sql"}, j.execute_str)
+  // a task (run by application code): its name is the task, its text its JSON arguments
+  parts.push(el("h3", {}, j.job_language === "task" ? "Task arguments (JSON)" : "SQL"),
+    data.sql_shown ? el("pre", {class: "sql", id: "job-sql"}, j.execute_str)
     : el("div", {class: "muted", id: "job-sql-hidden"}, "hidden: sign in with the console token to see job SQL"));
   if (data.sql_shown && j.execute_str_cut) parts.push(el("div", {class: "muted"}, "(the first 100,000 characters)"));
   parts.push(el("h3", {}, "Attempts (newest first)"), table(["attempt", "outcome", "started", "finished", "instance", "SQLSTATE", "error", "status", "rows", "output"],
