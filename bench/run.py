@@ -28,6 +28,9 @@ EXTRAS = ("pgqueuer-capped", "procrastinate-c4")
 
 def make_system(name: str):
     """The adapter of a system key (peers imported here: their packages live in bench/.venv-peers)."""
+    if name == "pgsql_broker-tasks":
+        from .task_workloads import BrokerTasks
+        return BrokerTasks()
     if name == "pgsql_broker-baseline":
         from .broker_workloads import BrokerBaseline
         return BrokerBaseline()
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = set(only) - set(ALL)
     if unknown:
         ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
-    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker", "pgsql_broker-baseline"))
+    bad = {n.strip() for n in (args.systems or "").split(",") if n.strip()} - set(PEERS + EXTRAS + ("pgsql_broker", "pgsql_broker-baseline", "pgsql_broker-tasks"))
     if bad:
         ap.error(f"unknown system(s): {', '.join(sorted(bad))}")
     with_peers = args.peers or args.extras or bool(args.systems)

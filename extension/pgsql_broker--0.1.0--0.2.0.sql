@@ -9225,6 +9225,71 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
     'Hands back a claimed task (a worker''s shutdown): pending again at once, the attempt not counted; false when the lease was lost.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_complete_tasks(p_job_ids, p_lease_tokens, p_outputs)
+--   Completes many running tasks at once, for a worker whose handlers wrote
+--   nothing in their transactions (nothing to commit with each): one
+--   statement and one commit for all, their attempts recorded with their
+--   outputs and their dependents released as by broker_complete_task.
+--   Returns each task's outcome: 'completed'; 'lost' (the lease is no longer
+--   the token's: nothing done); 'cancelled' (a cancel request was made for
+--   the attempt: it ends cancelled, not completed). Rows come in p_job_ids'
+--   order.
+-- Errors: those of _task_lease (a task not of the caller's tenant: P0002);
+--   22004 NULL arrays or elements (outputs may be NULL); 22023 arrays of
+--   different lengths or more than 1,000 tasks.
+-- Example:
+--   SELECT * FROM broker.broker_complete_tasks(ARRAY[42, 43], ARRAY['9b2f...', '0c11...']::uuid[], ARRAY[NULL, '{"n": 1}']::jsonb[]);
+--   Calls: _check_lease_args, _task_lease, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs
+--   Tables: writes broker_jobs, broker_job_attempts
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_complete_tasks(p_job_ids bigint[], p_lease_tokens uuid[], p_outputs jsonb[] DEFAULT NULL)
+RETURNS TABLE (job_id bigint, outcome text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_mine      bigint[] := '{}';
+    v_outputs   text[] := '{}';
+    v_cancelled bigint[];
+    r           record;
+BEGIN
+    PERFORM broker._check_lease_args('broker_complete_tasks', p_job_ids, p_lease_tokens);
+    IF p_outputs IS NOT NULL AND pg_catalog.cardinality(p_outputs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
+        RAISE EXCEPTION 'broker_complete_tasks: p_outputs must have one element per job, or be NULL'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- each task checked and locked as broker_complete_task does (in job_id order: no two callers deadlock)
+    FOR r IN SELECT u.id, u.token, u.output FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens),
+                                                            pg_catalog.unnest(p_outputs)) AS u(id, token, output)
+              ORDER BY u.id LOOP
+        IF (broker._task_lease('broker_complete_tasks', r.id, r.token)).job_id IS NOT NULL THEN
+            v_mine := v_mine OPERATOR(pg_catalog.||) r.id;
+            v_outputs := v_outputs OPERATOR(pg_catalog.||) (pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(r.output::text, ''));
+        END IF;
+    END LOOP;
+    v_cancelled := ARRAY(SELECT c.job_id FROM broker._cancel_requests(v_mine) AS c);
+    FOR r IN SELECT c.job_id, c.reason FROM broker._cancel_requests(v_mine) AS c LOOP
+        PERFORM broker._record_attempts(ARRAY[r.job_id], 'cancelled', ARRAY['57014'], ARRAY['cancelled before its completion']);
+        PERFORM broker._end_cancelled(r.job_id, r.reason);
+    END LOOP;
+    SELECT COALESCE(pg_catalog.array_agg(m.id ORDER BY m.o), '{}'), COALESCE(pg_catalog.array_agg(m.out ORDER BY m.o), '{}')
+      INTO v_mine, v_outputs
+      FROM ROWS FROM (pg_catalog.unnest(v_mine), pg_catalog.unnest(v_outputs)) WITH ORDINALITY AS m(id, out, o)
+     WHERE m.id OPERATOR(pg_catalog.<>) ALL (v_cancelled);
+    PERFORM broker._record_attempts(v_mine, 'completed', NULL, NULL, v_outputs);
+    PERFORM broker._complete_jobs(v_mine);
+    RETURN QUERY
+    SELECT u.id, CASE WHEN u.id OPERATOR(pg_catalog.=) ANY (v_mine) THEN 'completed'
+                      WHEN u.id OPERATOR(pg_catalog.=) ANY (v_cancelled) THEN 'cancelled'
+                      ELSE 'lost' END
+      FROM pg_catalog.unnest(p_job_ids) WITH ORDINALITY AS u(id, o)
+     ORDER BY u.o;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
+    'Completes many running tasks whose handlers wrote nothing, in one statement; returns each one''s outcome (completed, lost, or cancelled when a cancel request came first).';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which

@@ -369,6 +369,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_claim_tasks(text[], integer, integer),
     broker.broker_extend_task(bigint, uuid, integer),
     broker.broker_complete_task(bigint, uuid, jsonb),
+    broker.broker_complete_tasks(bigint[], uuid[], jsonb[]),
     broker.broker_fail_task(bigint, uuid, text, boolean),
     broker.broker_release_task(bigint, uuid)
     TO broker_worker;

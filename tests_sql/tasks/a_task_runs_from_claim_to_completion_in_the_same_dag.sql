@@ -2,7 +2,7 @@
 -- (never by a runner's claim), renewed, completed with an output; SQL jobs and tasks wait on
 -- each other both ways; idempotency keys and priorities hold as for SQL jobs.
 BEGIN;
-SELECT plan(23);
+SELECT plan(26);
 
 SELECT broker.broker_create_executor(current_user);
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint);
@@ -64,6 +64,20 @@ SELECT broker.broker_add_task('b', '2') FROM generate_series(1, 3);
 SELECT is((SELECT count(*) FROM broker.broker_claim_tasks(ARRAY['a', 'b'], 4)), 4::bigint, 'a claim of two names takes up to its limit');
 SELECT is((SELECT count(DISTINCT job_queue) FROM broker.broker_task_queue WHERE task_name IN ('a', 'b', 'mail', 'call_api')), 4::bigint,
           'one queue per name');
+
+-- many at once, for handlers that wrote nothing: one statement
+SELECT broker.broker_add_task('batch', '{}') FROM generate_series(1, 4);
+CREATE TEMP TABLE b AS SELECT * FROM broker.broker_claim_tasks(ARRAY['batch'], 4);
+SELECT broker.broker_cancel_job((SELECT max(job_id) FROM b));
+SELECT is(ARRAY(SELECT t.outcome FROM broker.broker_complete_tasks(
+              ARRAY(SELECT job_id FROM b ORDER BY job_id),
+              ARRAY(SELECT CASE WHEN job_id = (SELECT min(job_id) FROM b) THEN gen_random_uuid() ELSE lease_token END FROM b ORDER BY job_id),
+              ARRAY(SELECT jsonb_build_object('id', job_id) FROM b ORDER BY job_id)) AS t),
+          ARRAY['lost', 'completed', 'completed', 'cancelled'], 'a batch completion: each task''s outcome, in order');
+SELECT is(ARRAY(SELECT complete_status FROM broker.broker_jobs WHERE job_id IN (SELECT job_id FROM b) ORDER BY job_id),
+          ARRAY[1, 2, 2, 4]::smallint[], 'the lost one untouched, the cancelled one cancelled');
+SELECT is((SELECT count(*) FROM broker.broker_job_attempts WHERE job_id IN (SELECT job_id FROM b) AND outcome = 'completed'
+              AND output::jsonb->>'id' = job_id::text), 2::bigint, 'each completed attempt with its own output');
 
 SELECT * FROM finish();
 ROLLBACK;

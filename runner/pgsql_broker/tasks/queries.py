@@ -13,8 +13,11 @@ CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_to
              FROM broker.broker_claim_tasks(%(tasks)s, %(limit)s, %(lease)s)"""
 EXTEND = "SELECT broker.broker_extend_task(%(job_id)s, %(token)s, %(lease)s)"
 COMPLETE = "SELECT broker.broker_complete_task(%(job_id)s, %(token)s, %(output)s)"
+# handlers that wrote nothing: their completions together, one statement
+COMPLETE_MANY = """SELECT job_id, outcome
+                     FROM broker.broker_complete_tasks(%(job_ids)s::bigint[], %(tokens)s::uuid[], %(outputs)s::jsonb[])"""
 FAIL = "SELECT broker.broker_fail_task(%(job_id)s, %(token)s, %(error)s, %(retry)s)"
 RELEASE = "SELECT broker.broker_release_task(%(job_id)s, %(token)s)"
 
-# broker_extend_task's answers
+# broker_extend_task's answers (and broker_complete_tasks': completed, cancelled, lost)
 EXTENDED, CANCELLED, LOST = "extended", "cancelled", "lost"

@@ -4,6 +4,7 @@ back (failed, cancelled, handed back)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -25,13 +26,15 @@ class TaskRun:
     heartbeat), 'lost' (its lease is someone else's) or 'shutdown' (the worker's stop deadline passed)."""
 
     def __init__(self, task: Task, conn: psycopg.AsyncConnection, handler: Handler,
-                 extend: Callable[[Task], Awaitable[str]], lease_seconds: int):
+                 extend: Callable[[Task], Awaitable[str]], lease_seconds: int,
+                 complete_many: Callable[[Task, str | None], Awaitable[str]] | None = None):
         self.task = task
         self.conn = conn
         self.ctx = TaskContext(task, conn)
         self._handler = handler
         self._extend = extend
         self._lease = lease_seconds
+        self._complete_many = complete_many
         self._call: asyncio.Task | None = None
         self.stopped: str | None = None
 
@@ -46,7 +49,9 @@ class TaskRun:
         """Run the handler and end the task; the outcome: completed, failed, cancelled, lost or released."""
         started = time.monotonic()
         self._call = asyncio.create_task(self._call_handler())
-        beat = asyncio.create_task(self._heartbeat())
+        # (the heartbeat starts only once a third of the lease has passed: most tasks end before)
+        beat: list[asyncio.Task] = []
+        first = asyncio.get_running_loop().call_later(self._beat_every(), lambda: beat.append(asyncio.create_task(self._heartbeat())))
         try:
             output = await self._call
         except asyncio.CancelledError:
@@ -56,8 +61,13 @@ class TaskRun:
         except Exception as exc:  # the handler failed: its writes go, the attempt fails
             return await self._fail(exc, started)
         finally:
-            beat.cancel()
+            first.cancel()
+            for task in beat:
+                task.cancel()
         return await self._complete(output, started)
+
+    def _beat_every(self) -> float:
+        return max(1.0, self._lease / 3)
 
     async def _call_handler(self) -> Any:
         timeout = self.task.timeout.total_seconds() if self.task.timeout is not None else None
@@ -69,17 +79,19 @@ class TaskRun:
     async def _heartbeat(self) -> None:
         """Renew the lease every third of it; a cancel request or a lost lease stops the handler."""
         while True:
-            await asyncio.sleep(max(1.0, self._lease / 3))
             try:
                 state = await self._extend(self.task)
             except psycopg.Error as exc:
                 log.warning("task heartbeat failed: %s", exc, extra=self._fields())
-                continue
+                state = None
             if state in (queries.CANCELLED, queries.LOST):
                 self.stop(state)
                 return
+            await asyncio.sleep(self._beat_every())
 
     async def _complete(self, output: Any, started: float) -> str:
+        if self._complete_many is not None and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return await self._complete_alone(output, started)
         try:
             cur = await self.conn.execute(queries.COMPLETE, self._params(output=Jsonb(output) if output is not None else None))
             mine = (await cur.fetchone())[0]
@@ -96,6 +108,21 @@ class TaskRun:
         await self.conn.commit()
         log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
         return "completed"
+
+    async def _complete_alone(self, output: Any, started: float) -> str:
+        """The handler wrote nothing in ctx.conn: its completion joins the others' (completer.py)."""
+        try:
+            text = None if output is None else json.dumps(output)
+            outcome = await self._complete_many(self.task, text)
+        except (psycopg.Error, TypeError, ValueError) as exc:
+            return await self._fail(exc, started)
+        if outcome == queries.CANCELLED:
+            log.info("task cancelled before its completion", extra=self._fields())
+        elif outcome == queries.LOST:
+            log.warning("task lease lost before its completion", extra=self._fields())
+        else:
+            log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
+        return outcome
 
     async def _fail(self, exc: BaseException, started: float) -> str:
         await self._rollback()

@@ -4,7 +4,7 @@
 -- enqueuer cannot claim tasks, nor plant a task in another name's queue. Bad input gets its SQLSTATE.
 -- (SET SESSION AUTHORIZATION: the task functions check the session's login, as a worker connects.)
 BEGIN;
-SELECT plan(28);
+SELECT plan(29);
 
 CREATE ROLE broker_test_worker_a NOLOGIN IN ROLE broker_worker;
 CREATE ROLE broker_test_enq_a NOLOGIN IN ROLE broker_enqueue;
@@ -61,6 +61,8 @@ SELECT throws_ok(format('SELECT broker.broker_extend_task(%s, %L)', (SELECT job_
                  'P0002', NULL, 'nor renew it');
 SELECT throws_ok(format('SELECT broker.broker_release_task(%s, %L)', (SELECT job_id FROM b_claim), (SELECT lease_token FROM b_claim)),
                  'P0002', NULL, 'nor hand it back');
+SELECT throws_ok(format('SELECT * FROM broker.broker_complete_tasks(ARRAY[%s], ARRAY[%L]::uuid[])', (SELECT job_id FROM b_claim), (SELECT lease_token FROM b_claim)),
+                 'P0002', NULL, 'nor complete it in a batch');
 -- a worker does tasks and nothing else
 SELECT throws_ok($$SELECT count(*) FROM broker.broker_jobs$$, '42501', NULL, 'a worker reads no table');
 SELECT throws_ok($$SELECT * FROM broker.broker_add_job('x', 'SELECT 1')$$, '42501', NULL, 'enqueues no SQL job');
