@@ -18,68 +18,12 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
     'Internal: a job''s lease token in a claim whose claimer chose its token (an md5 of the claim token and the job id).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
---   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached, not held
---   back by a limit on their concurrency key. Each claimed job becomes
---   running (1) with a lease of p_lease_seconds (default: setting
---   lease_seconds, else 60) and one more attempt. Rows locked by another
---   transaction are skipped. Each job's lease token is random, or, when the
---   claimer gives the claim a token of its own (p_lease_token, as hard to
---   guess as a random uuid), derived from it and the job id
---   (_claim_job_token): a claimer that may lose the claim's answer (its
---   connection dies while the claim commits) can then hand back the claim it
---   never saw (broker_release_claim), while no job's token tells the claim's
---   token or another job's (a claim holds several tenants' jobs). Returns
---   one row per claimed job, none when idle; an autonomous job (autonomous =
---   true) is run with broker_autonomous_begin/_end outside a transaction,
---   not broker_run. It does no other work (deferred dependency releases are
---   the runner's maintenance, broker_apply_deferred_releases): a claim's
---   cost is its own queue's, whatever any tenant left to release.
---
---   Fair share: the claim serves the tenants that have claimable jobs in the
---   queue in proportion to their weights (broker_tenant_weight, default 1):
---   each gets the share of the batch its weight gives (floor), and the
---   remainder goes by weight from a point that moves from claim to claim
---   (the snapshot's xmax), so that over claims every tenant gets its share
---   even of batches of one. A tenant with fewer jobs than its share leaves
---   the rest to the others. Priority orders a tenant's own jobs (then age);
---   it never puts one tenant ahead of another's share. With one tenant the
---   order is priority, then age. Jobs are returned tenant by tenant, each in
---   its claim order.
---   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   leaves that tenant out (broker._paused_tenants, one lookup per claim).
---   Parked jobs are out of the claim index: jobs dated later (until due;
---   broker._unpark_due, run first, puts back those that are), and jobs over
---   a limit on their key (until a slot frees or a token is due). So a claim
---   costs the same however many jobs of any tenant are dated later, paused,
---   over a limit or waiting on dependencies, and jobs locked elsewhere cost
---   it at most a few windows (broker._claim_lane).
---   Each tenant's part is broker._claim_lane. Under a snapshot held
---   elsewhere (a long REPEATABLE READ transaction, pg_dump, a replication
---   slot, hot_standby_feedback) the index entries of claimed jobs cannot be
---   removed and sit before the ready ones; so a claim starts each tenant at
---   its position in the queue's hint (broker_claim_hint) and adds the jobs
---   made ready since. The tenants are those of the hint and those of the
---   jobs made ready since it; without a usable hint, those of the claim
---   index (one descent per tenant). A claim that has no transaction id yet
---   when it starts writes a new hint, from its snapshot then and each
---   tenant's first probe, once the hint is 100 transactions old, or 100 jobs
---   or more were made ready since, so that a hint spans few claimed jobs and
---   few new ones.
---   A claim names the active instance (broker_register_instance) when there
---   is one, and its lease is at most an hour: whoever claims jobs it will
---   not run (a stray or hostile session of the runner's login) holds them
---   visibly and for a bounded time.
--- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
---   < 1; 55000 p_instance_id is not the active instance, or NULL while one
---   is active.
--- Example:
---   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   broker_get checks its arguments and the instance; broker._claim, which
---   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
---   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
---   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
+-- Function: broker._claim(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token, p_tenant_id)
+--   The claim of broker_get (below, where the claim is told) and of
+--   broker_claim_tasks (sql/tasks/claim.sql), with arguments its callers
+--   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
+--   and writes no hint.
+--   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._claim(
@@ -336,6 +280,71 @@ $$;
 COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text) IS
     'Internal: the claim of broker_get and broker_claim_tasks (fair share, lanes, the hint), for a queue, a lease (seconds, checked by the caller), a batch size, a claim token and optionally one tenant.';
 
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
+--   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
+--   unfinished dependency (pending_deps = 0), run_after reached, not held
+--   back by a limit on their concurrency key. Each claimed job becomes
+--   running (1) with a lease of p_lease_seconds (default: setting
+--   lease_seconds, else 60) and one more attempt. Rows locked by another
+--   transaction are skipped. Each job's lease token is random, or, when the
+--   claimer gives the claim a token of its own (p_lease_token, as hard to
+--   guess as a random uuid), derived from it and the job id
+--   (_claim_job_token): a claimer that may lose the claim's answer (its
+--   connection dies while the claim commits) can then hand back the claim it
+--   never saw (broker_release_claim), while no job's token tells the claim's
+--   token or another job's (a claim holds several tenants' jobs). Returns
+--   one row per claimed job, none when idle; an autonomous job (autonomous =
+--   true) is run with broker_autonomous_begin/_end outside a transaction,
+--   not broker_run. It does no other work (deferred dependency releases are
+--   the runner's maintenance, broker_apply_deferred_releases): a claim's
+--   cost is its own queue's, whatever any tenant left to release.
+--
+--   Fair share: the claim serves the tenants that have claimable jobs in the
+--   queue in proportion to their weights (broker_tenant_weight, default 1):
+--   each gets the share of the batch its weight gives (floor), and the
+--   remainder goes by weight from a point that moves from claim to claim
+--   (the snapshot's xmax), so that over claims every tenant gets its share
+--   even of batches of one. A tenant with fewer jobs than its share leaves
+--   the rest to the others. Priority orders a tenant's own jobs (then age);
+--   it never puts one tenant ahead of another's share. With one tenant the
+--   order is priority, then age. Jobs are returned tenant by tenant, each in
+--   its claim order.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   leaves that tenant out (broker._paused_tenants, one lookup per claim).
+--   Parked jobs are out of the claim index: jobs dated later (until due;
+--   broker._unpark_due, run first, puts back those that are), and jobs over
+--   a limit on their key (until a slot frees or a token is due). So a claim
+--   costs the same however many jobs of any tenant are dated later, paused,
+--   over a limit or waiting on dependencies, and jobs locked elsewhere cost
+--   it at most a few windows (broker._claim_lane).
+--   Each tenant's part is broker._claim_lane. Under a snapshot held
+--   elsewhere (a long REPEATABLE READ transaction, pg_dump, a replication
+--   slot, hot_standby_feedback) the index entries of claimed jobs cannot be
+--   removed and sit before the ready ones; so a claim starts each tenant at
+--   its position in the queue's hint (broker_claim_hint) and adds the jobs
+--   made ready since. The tenants are those of the hint and those of the
+--   jobs made ready since it; without a usable hint, those of the claim
+--   index (one descent per tenant). A claim that has no transaction id yet
+--   when it starts writes a new hint, from its snapshot then and each
+--   tenant's first probe, once the hint is 100 transactions old, or 100 jobs
+--   or more were made ready since, so that a hint spans few claimed jobs and
+--   few new ones.
+--   A claim names the active instance (broker_register_instance) when there
+--   is one, and its lease is at most an hour: whoever claims jobs it will
+--   not run (a stray or hostile session of the runner's login) holds them
+--   visibly and for a bounded time.
+-- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
+--   < 1; 55000 p_instance_id is not the active instance, or NULL while one
+--   is active.
+-- Example:
+--   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
+--   broker_get checks its arguments and the instance; broker._claim, which
+--   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
+--   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
+--   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
+--   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
+-- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
     p_instance_id   bigint  DEFAULT NULL,
