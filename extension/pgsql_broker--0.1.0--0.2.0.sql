@@ -161,6 +161,8 @@ ALTER TABLE broker.broker_jobs
     ADD CONSTRAINT broker_jobs_job_language_check
         CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
                OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    ADD CONSTRAINT broker_jobs_task_args_check
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
     DROP CONSTRAINT broker_jobs_idempotency_key_check,
     ADD CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512);

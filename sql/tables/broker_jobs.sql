@@ -68,6 +68,11 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_language_check
         CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
                OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    -- a task's execute_str is its arguments, which a claim returns as jsonb: JSON on every way in
+    -- (broker_add_job, broker_add_jobs, a raw INSERT), or one row would fail every claim of its name
+    -- (22P02 from the cast)
+    CONSTRAINT broker_jobs_task_args_check
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
     CONSTRAINT broker_jobs_job_queue_check
         CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
                OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
