@@ -366,6 +366,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_current_tenant(),
     broker.broker_set_tenant(text),
     broker._set_tenant(text, text),
+    broker._whole_transaction(timestamptz, timestamptz, text),
     broker.broker_claim_tasks(text[], integer, integer),
     broker.broker_extend_task(bigint, uuid, integer),
     broker.broker_complete_task(bigint, uuid, jsonb),
