@@ -1,9 +1,35 @@
 -- sql/tasks/claim.sql: claiming tasks by name (broker_claim_tasks).
 -- ---------------------------------------------------------------------------
+-- Function: broker._task_actor()
+--   The role a task function acts for under strict tenancy: the role the
+--   session set (SET ROLE), else its login (SESSION_USER). The task
+--   functions are SECURITY DEFINER, so CURRENT_USER inside them is their
+--   owner; a policy would check the caller's current role, and so does
+--   this, as far as a definer can see it: a session that narrows itself
+--   with SET ROLE to one tenant's worker role acts for that tenant only, as
+--   it would through any other broker function.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_actor()
+RETURNS name
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- ('role' shows the SET ROLE of the session, 'none' without one; a SECURITY DEFINER
+    -- function's owner does not change it)
+    SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none' THEN SESSION_USER
+                ELSE pg_catalog.current_setting('role')::pg_catalog.name END
+$$;
+COMMENT ON FUNCTION broker._task_actor() IS
+    'Internal: the role a task function acts for under strict tenancy (the session''s SET ROLE, else its login).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_claim_tasks(p_tasks, p_limit, p_lease_seconds)
 --   Claims up to p_limit ready tasks named in p_tasks for the caller's
---   tenant (broker.tenant_id; under strict tenancy the worker's login must
---   be mapped to it, as an enqueuer's is). Each becomes running with one
+--   tenant (broker.tenant_id; under strict tenancy the worker's role, its
+--   SET ROLE else its login (_task_actor), must be mapped to it, as an
+--   enqueuer's is). Each becomes running with one
 --   more attempt and a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60), which the worker renews (broker_extend_task)
 --   while it runs; a lease that runs out while nobody renews it is
@@ -17,11 +43,11 @@
 --   worker applies. Unknown names claim nothing.
 -- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
 --   a blank name or one over 200 characters, p_limit outside 1..1000, a
---   lease outside 1..3600 seconds; 42501 the login may not act for the
+--   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
 --   tenant (strict tenancy).
 -- Example:
 --   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _tenant_allowed, _claim
+--   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim
 --   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_tasks(
@@ -70,8 +96,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
     END IF;
-    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
-        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(SESSION_USER),
+    IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
+        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(broker._task_actor()),
             pg_catalog.quote_literal(v_tenant)
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';

@@ -6,10 +6,11 @@
 --   caller's transaction ends, or NULL when its lease is no longer
 --   p_lease_token's (it expired and the task was recovered, claimed again or
 --   ended). Only a task of the caller's tenant is found, and under strict
---   tenancy only by a login mapped to it.
--- Errors: 22004 NULL id or token; 42501 the login may not act for the
---   tenant; P0002 no such task in the tenant (as p_fn).
---   Calls: broker_current_tenant, _tenant_allowed
+--   tenancy only by a worker whose role (its SET ROLE, else its login:
+--   _task_actor) is mapped to it.
+-- Errors: 22004 NULL id or token; 42501 the worker's role may not act for
+--   the tenant; P0002 no such task in the tenant (as p_fn).
+--   Calls: broker_current_tenant, _task_actor, _tenant_allowed
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
@@ -24,8 +25,8 @@ BEGIN
     IF p_job_id IS NULL OR p_lease_token IS NULL THEN
         RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF NOT broker._tenant_allowed(v_tenant, SESSION_USER) THEN
-        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(SESSION_USER),
+    IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(broker._task_actor()),
             pg_catalog.quote_literal(v_tenant)
             USING ERRCODE = 'insufficient_privilege';
     END IF;

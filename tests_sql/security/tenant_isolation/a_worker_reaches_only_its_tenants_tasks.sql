@@ -2,7 +2,8 @@
 -- tenant a cannot claim, complete, fail or renew tenant b's tasks, even with b's lease token;
 -- under strict tenancy its login cannot act for b at all; it can do nothing but tasks; an
 -- enqueuer cannot claim tasks, nor plant a task in another name's queue. Bad input gets its SQLSTATE.
--- (SET SESSION AUTHORIZATION: the task functions check the session's login, as a worker connects.)
+-- (SET SESSION AUTHORIZATION: the task functions check the session's login, as a worker connects, or
+-- the role it SET: a_worker_after_set_role_acts_only_for_that_roles_tenants.sql.)
 BEGIN;
 SELECT plan(29);
 
