@@ -11640,8 +11640,7 @@ COMMENT ON FUNCTION broker.broker_queue_stats() IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_ready_queues()
 --   The queue numbers that have a job claimable now (pending, no unfinished
---   dependency, run_after reached), across every tenant, in order; runners'
---   queues only (1 and up: a task's queue is its workers'). What a
+--   dependency, run_after reached), across every tenant, in order. What a
 --   runner reads on its one session connection at each poll instead of a
 --   claim per queue: it wakes a worker only where there is work, and it
 --   reports queue numbers that no runner of its configuration serves.
@@ -11650,7 +11649,10 @@ COMMENT ON FUNCTION broker.broker_queue_stats() IS
 --   job due now; and likewise the parked jobs: per queue, whether its
 --   earliest job parked until a time is due (broker_jobs_later_idx), and
 --   the queues of jobs whose key's next token is due (broker_key_limit):
---   the claim there unparks them.
+--   the claim there unparks them. Runners' queues only (1 to 1000): a
+--   task's queue (negative, broker_task_queue) is its workers', and the
+--   walks start above it, so a runner never wakes for a task and no number
+--   of task names adds to the poll.
 -- Example:
 --   SELECT broker.broker_ready_queues();   -- {1,3}
 --   Calls: _claimable
@@ -11711,6 +11713,7 @@ BEGIN
                              WHERE j.concurrency_key OPERATOR(pg_catalog.=) k.concurrency_key
                                AND (k.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) k.tenant_id)
                                AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.>=) 2
+                               AND j.job_queue OPERATOR(pg_catalog.>=) 1
                              LIMIT 100) AS p
              WHERE k.wake_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS r
          WHERE r.q OPERATOR(pg_catalog.>=) 1
@@ -11728,7 +11731,8 @@ COMMENT ON FUNCTION broker.broker_ready_queues() IS
 --   broker_jobs_later_idx), or the earliest wake_at of a key whose jobs wait
 --   for a token; NULL when none. The runner polls then, not only every
 --   queue_timer_sec, so that a delayed job or a rate's next burst starts on
---   time.
+--   time. A task parked until a time (its queue negative) is not the
+--   runner's and does not count.
 -- Example:
 --   SELECT broker.broker_next_due();   -- 2026-12-06 07:31:02.5+00, or NULL
 --   Calls: none
@@ -11746,6 +11750,7 @@ BEGIN
         (WITH RECURSIVE later (q, at) AS (
              (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
                WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
+                 AND j.job_queue OPERATOR(pg_catalog.>=) 1
                ORDER BY j.job_queue, j.run_after LIMIT 1)
              UNION ALL
              SELECT n.job_queue, n.run_after
