@@ -21,6 +21,7 @@ SQL_SOURCES = sql/$(EXTENSION).sql $(wildcard sql/*/*.sql sql/*/*/*.sql)
 
 BROKER_PYTHON ?= python3
 VENV   ?= .venv
+TESTS_JS_STAMP = tests_js/node_modules/.installed
 APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap postgresql-15-cron libtap-parser-sourcehandler-pgtap-perl \
                chromium chromium-driver docker-compose pgbouncer
 
@@ -87,10 +88,20 @@ installcheck:
 	@psql -X -q -v ON_ERROR_STOP=1 -d $(TEST_DB) -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION $(EXTENSION)' -f sql/roles.sql
 	pg_prove -d $(TEST_DB) --failures -r --ext .sql tests_sql
 
-pytest: $(VENV)/.installed
+pytest: $(VENV)/.installed $(TESTS_JS_STAMP)
 	$(VENV)/bin/pytest -q tests_py
 
-deps: apt-deps $(VENV)/.installed
+deps: apt-deps $(VENV)/.installed $(TESTS_JS_STAMP)
+
+# tests_js/: node-postgres (pg) for the Node.js task worker that a pytest test runs
+# (tests_py/acceptance/test_tasks_run_from_nodejs_through_plain_sql.py), pinned by package-lock.json
+# and installed into tests_js/node_modules once (the stamp), run by the machine's node. npm is not in
+# APT_PACKAGES: a nodejs from elsewhere (NodeSource) ships npm and conflicts with Debian's npm package,
+# so npm-client installs Debian's npm (and with it nodejs) only where there is no npm at all.
+$(TESTS_JS_STAMP): tests_js/package.json tests_js/package-lock.json
+	$(MAKE) --no-print-directory npm-client
+	cd tests_js && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
