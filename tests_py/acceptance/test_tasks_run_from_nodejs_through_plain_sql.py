@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from tenant_logins import tenant_logins
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests_js" / "task_worker.js"
+DOCS = ROOT / "docs" / "tasks.md"
 DEADLINE_SEC = 60
 TASK = "send_receipt"
 
@@ -176,3 +178,11 @@ def test_a_node_worker_completes_tasks_through_plain_sql(db):
                 n: {"n": n, "attempt": 2 if n == 2 else 1, "heartbeat": "extended"} for n in range(1, 7)}, \
                 "each completion recorded its output"
         assert claimable_sql_jobs(db) == [load], "the SQL job that waited on a task is claimable"
+
+
+def test_the_docs_show_the_worker_as_it_is():
+    """docs/tasks.md's ```js blocks are excerpts of tests_js/task_worker.js, word for word."""
+    blocks = re.findall(r"^```js\n(.*?)^```$", DOCS.read_text(), re.S | re.M)
+    assert len(blocks) >= 6, "docs/tasks.md shows the worker's steps"
+    script = SCRIPT.read_text()
+    assert [b for b in blocks if b not in script] == [], "a block of docs/tasks.md differs from tests_js/task_worker.js"
