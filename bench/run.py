@@ -48,7 +48,9 @@ def make_system(name: str):
 def systems(with_peers: bool, extras: bool = False, only: str | None = None) -> list:
     names = [n.strip() for n in only.split(",") if n.strip()] if only else \
         list(PEERS if with_peers else ()) + list(EXTRAS if extras else ())
-    return [Broker()] + [make_system(n) for n in names if n != "pgsql_broker"]
+    # with the peers, the task worker too: handlers in a process of their own, as the peers run theirs
+    ours = [Broker()] + ([make_system("pgsql_broker-tasks")] if with_peers and not only else [])
+    return ours + [make_system(n) for n in names if n != "pgsql_broker"]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--peers", action="store_true", help=f"also run the peers: {', '.join(PEERS)}")
     ap.add_argument("--extras", action="store_true", help=f"also the labelled non-default rows: {', '.join(EXTRAS)}")
     ap.add_argument("--systems", help=f"comma-separated peers to run instead (of {', '.join(PEERS + EXTRAS)}; also "
-                                      "pgsql_broker-baseline: the tree BENCH_BASELINE names, see bench/broker_workloads.py)")
+                                      "pgsql_broker-baseline: the tree BENCH_BASELINE names, see bench/broker_workloads.py; "
+                                      "pgsql_broker-tasks: the Python task worker, bench/task_workloads.py)")
     ap.add_argument("--runs", type=int, default=common.env_int("BENCH_RUNS", 3), help="runs per workload (median)")
     ap.add_argument("--name", help="results file name (default: bench, or peers with --peers)")
     args = ap.parse_args(argv)

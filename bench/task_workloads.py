@@ -18,8 +18,8 @@ SERIES = "batch 1000: SELECT broker_add_task(...) FROM generate_series(1,1000)"
 class BrokerTasks(Broker):
     name = "pgsql_broker-tasks"
     label = "pgsql_broker tasks (Python worker, defaults)"
-    config = ("pgsql-broker worker, Worker() at its defaults: concurrency 10, LISTEN/NOTIFY (pgsql_broker_task) with "
-              "a 5 s poll, lease 60 s; one no-op handler; enqueue by broker_add_task")
+    config = ("pgsql-broker worker, Worker() at its defaults: concurrency 32, prefetch 32, LISTEN/NOTIFY "
+              "(pgsql_broker_task) with a 5 s poll, lease 60 s; one no-op handler; enqueue by broker_add_task")
     doc = "runner/pgsql_broker/tasks/worker.py (Worker's defaults)"
     template = "bench_tpl_broker_tasks"
 

@@ -9057,28 +9057,31 @@ COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
 -- sql/tasks/finish.sql: a worker's heartbeat and the end of a task (broker_extend_task,
 -- broker_complete_task, broker_fail_task).
 -- ---------------------------------------------------------------------------
--- Function: broker._task_lease(p_fn, p_job_id, p_lease_token)
---   The caller's claimed task p_job_id, locked (FOR NO KEY UPDATE) until the
---   caller's transaction ends, or NULL when its lease is no longer
---   p_lease_token's (it expired and the task was recovered, claimed again or
---   ended). Only a task of the caller's tenant is found, and under strict
---   tenancy only by a worker whose role (its SET ROLE, else its login:
---   _task_actor) is mapped to it.
--- Errors: 22004 NULL id or token; 42501 the worker's role may not act for
---   the tenant; P0002 no such task in the tenant (as p_fn).
---   Calls: broker_current_tenant, _task_actor, _tenant_allowed
+-- Function: broker._task_leases(p_fn, p_job_ids, p_lease_tokens)
+--   Of the caller's claimed tasks p_job_ids, those whose lease is still the
+--   token given with each (in p_job_ids' order), every one of them locked
+--   (FOR NO KEY UPDATE, in job_id order) until the caller's transaction
+--   ends; a task whose lease expired and was recovered, claimed again or
+--   ended is left out. Only tasks of the caller's tenant are found, and
+--   under strict tenancy only by a role mapped to it (_task_actor).
+-- Errors: 22004 a NULL array, id or token; 22023 arrays of different
+--   lengths or more than 1,000; 42501 the role may not act for the tenant;
+--   P0002 a task not of the tenant (as p_fn).
+--   Calls: _check_lease_args, broker_current_tenant, _tenant_allowed, _task_actor
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
-RETURNS broker.broker_jobs
+CREATE FUNCTION broker._task_leases(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
+RETURNS bigint[]
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_tenant text := broker.broker_current_tenant();
-    v_job    broker.broker_jobs;
+    v_tenant  text := broker.broker_current_tenant();
+    v_missing bigint;
 BEGIN
-    IF p_job_id IS NULL OR p_lease_token IS NULL THEN
+    PERFORM broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens);
+    IF pg_catalog.array_position(p_job_ids, NULL) IS NOT NULL OR pg_catalog.array_position(p_lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
@@ -9086,23 +9089,49 @@ BEGIN
             pg_catalog.quote_literal(v_tenant)
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT * INTO v_job FROM broker.broker_jobs AS j
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id
-       AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-       AND j.job_language OPERATOR(pg_catalog.=) 'task'
-       FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: task % does not exist', p_fn, p_job_id USING ERRCODE = 'no_data_found';
+    PERFORM FROM broker.broker_jobs AS j
+      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
+        AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+        AND j.job_language OPERATOR(pg_catalog.=) 'task'
+      ORDER BY j.job_id
+        FOR NO KEY UPDATE;
+    SELECT u.id INTO v_missing FROM pg_catalog.unnest(p_job_ids) AS u(id)
+     WHERE NOT EXISTS (SELECT FROM broker.broker_jobs AS j
+                        WHERE j.job_id OPERATOR(pg_catalog.=) u.id
+                          AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
+                          AND j.job_language OPERATOR(pg_catalog.=) 'task')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: task % does not exist', p_fn, v_missing USING ERRCODE = 'no_data_found';
     END IF;
-    IF v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('running')
-       OR v_job.lease_token OPERATOR(pg_catalog.<>) p_lease_token THEN
-        RETURN NULL;
-    END IF;
-    RETURN v_job;
+    RETURN ARRAY(SELECT u.id FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, o)
+                  WHERE EXISTS (SELECT FROM broker.broker_jobs AS j
+                                 WHERE j.job_id OPERATOR(pg_catalog.=) u.id
+                                   AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
+                                   AND j.lease_token OPERATOR(pg_catalog.=) u.token)
+                  ORDER BY u.o);
 END;
 $$;
+COMMENT ON FUNCTION broker._task_leases(text, bigint[], uuid[]) IS
+    'Internal: of the caller''s claimed tasks, those whose lease is still the token''s, locked; P0002 for a task not of the tenant.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_lease(p_fn, p_job_id, p_lease_token)
+--   Whether the caller's claimed task p_job_id is still under lease
+--   p_lease_token, locked until the caller's transaction ends
+--   (_task_leases of one task, with its errors).
+--   Calls: _task_leases
+--   Tables: reads broker_jobs
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.cardinality(broker._task_leases(p_fn, ARRAY[p_job_id], ARRAY[p_lease_token])) OPERATOR(pg_catalog.>) 0
+$$;
 COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
-    'Internal: the caller''s claimed task, locked, or NULL when the lease is no longer the token''s.';
+    'Internal: whether the caller''s claimed task is still under the token''s lease (locked); P0002 for a task not of the tenant.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_extend_task(p_job_id, p_lease_token, p_lease_seconds)
@@ -9126,14 +9155,12 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
-    v_job   broker.broker_jobs;
 BEGIN
     IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
         RAISE EXCEPTION 'broker_extend_task: the lease must be 1 to 3600 seconds, got %', v_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_job := broker._task_lease('broker_extend_task', p_job_id, p_lease_token);
-    IF v_job.job_id IS NULL THEN
+    IF NOT broker._task_lease('broker_extend_task', p_job_id, p_lease_token) THEN
         RETURN 'lost';
     END IF;
     UPDATE broker.broker_jobs AS j
@@ -9167,10 +9194,9 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job    broker.broker_jobs := broker._task_lease('broker_complete_task', p_job_id, p_lease_token);
     v_reason text;
 BEGIN
-    IF v_job.job_id IS NULL THEN
+    IF NOT broker._task_lease('broker_complete_task', p_job_id, p_lease_token) THEN
         RETURN false;
     END IF;
     v_reason := broker._cancel_requested(p_job_id);
@@ -9208,15 +9234,13 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job     broker.broker_jobs;
     v_message text := COALESCE(NULLIF(pg_catalog.btrim(p_error), ''), 'the task failed');
     v_reason  text;
 BEGIN
     IF p_retry IS NULL THEN
         RAISE EXCEPTION 'broker_fail_task: p_retry must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    v_job := broker._task_lease('broker_fail_task', p_job_id, p_lease_token);
-    IF v_job.job_id IS NULL THEN
+    IF NOT broker._task_lease('broker_fail_task', p_job_id, p_lease_token) THEN
         RETURN false;
     END IF;
     v_reason := broker._cancel_requested(p_job_id);
@@ -9255,7 +9279,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF (broker._task_lease('broker_release_task', p_job_id, p_lease_token)).job_id IS NULL THEN
+    IF NOT broker._task_lease('broker_release_task', p_job_id, p_lease_token) THEN
         RETURN false;
     END IF;
     RETURN EXISTS (SELECT FROM broker.broker_interrupt_jobs(ARRAY[p_job_id], ARRAY[p_lease_token]));
@@ -9279,7 +9303,7 @@ COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
 --   different lengths or more than 1,000 tasks.
 -- Example:
 --   SELECT * FROM broker.broker_complete_tasks(ARRAY[42, 43], ARRAY['9b2f...', '0c11...']::uuid[], ARRAY[NULL, '{"n": 1}']::jsonb[]);
---   Calls: _check_lease_args, _task_lease, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs
+--   Calls: _task_leases, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs
 --   Tables: writes broker_jobs, broker_job_attempts
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_complete_tasks(p_job_ids bigint[], p_lease_tokens uuid[], p_outputs jsonb[] DEFAULT NULL)
@@ -9288,25 +9312,20 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_mine      bigint[] := '{}';
-    v_outputs   text[] := '{}';
+    v_mine      bigint[];
+    v_outputs   text[];
     v_cancelled bigint[];
     r           record;
 BEGIN
-    PERFORM broker._check_lease_args('broker_complete_tasks', p_job_ids, p_lease_tokens);
     IF p_outputs IS NOT NULL AND pg_catalog.cardinality(p_outputs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
         RAISE EXCEPTION 'broker_complete_tasks: p_outputs must have one element per job, or be NULL'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- each task checked and locked as broker_complete_task does (in job_id order: no two callers deadlock)
-    FOR r IN SELECT u.id, u.token, u.output FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens),
-                                                            pg_catalog.unnest(p_outputs)) AS u(id, token, output)
-              ORDER BY u.id LOOP
-        IF (broker._task_lease('broker_complete_tasks', r.id, r.token)).job_id IS NOT NULL THEN
-            v_mine := v_mine OPERATOR(pg_catalog.||) r.id;
-            v_outputs := v_outputs OPERATOR(pg_catalog.||) (pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(r.output::text, ''));
-        END IF;
-    END LOOP;
+    v_mine := broker._task_leases('broker_complete_tasks', p_job_ids, p_lease_tokens);
+    v_outputs := ARRAY(SELECT pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(u.output::text, '')
+                         FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_outputs)) WITH ORDINALITY AS u(id, output, o)
+                        WHERE u.id OPERATOR(pg_catalog.=) ANY (v_mine)
+                        ORDER BY u.o);
     v_cancelled := ARRAY(SELECT c.job_id FROM broker._cancel_requests(v_mine) AS c);
     FOR r IN SELECT c.job_id, c.reason FROM broker._cancel_requests(v_mine) AS c LOOP
         PERFORM broker._record_attempts(ARRAY[r.job_id], 'cancelled', ARRAY['57014'], ARRAY['cancelled before its completion']);

@@ -25,10 +25,17 @@ class Connections:
     def conninfo(self) -> str:
         return self.dsn if self.dsn is not None else connection_strings((), os.environ)[0][0]
 
-    async def connect(self, autocommit: bool) -> psycopg.AsyncConnection:
+    async def connect(self, autocommit: bool, relaxed_commit: bool = False) -> psycopg.AsyncConnection:
+        """relaxed_commit: the connection's commits do not wait for their WAL flush (synchronous_commit off). For
+        claims, heartbeats and the completions of handlers that wrote nothing: a commit lost with a server crash
+        leaves the task as it was before it (claimed again, or recovered after its lease and run again), so it costs
+        at most a second run, as any crash between a task's work and its completion does; what a handler writes in
+        ctx.conn commits as the server is configured, together with its completion."""
         conn = await psycopg.AsyncConnection.connect(self.conninfo(), autocommit=autocommit,
                                                      application_name=self.application_name)
         conn.prepare_threshold = None
+        if relaxed_commit:
+            await conn.execute(queries.RELAXED_COMMIT)
         if self.tenant is not None:
             await conn.execute(queries.SET_TENANT, {"tenant": self.tenant})
             if not autocommit:
@@ -38,7 +45,7 @@ class Connections:
     async def control(self) -> psycopg.AsyncConnection:
         """The control connection (opened again when it was lost); hold `lock` while using it."""
         if self._control is None or self._control.closed:
-            self._control = await self.connect(autocommit=True)
+            self._control = await self.connect(autocommit=True, relaxed_commit=True)
             self.database = (await (await self._control.execute(queries.DATABASE)).fetchone())[0]
         return self._control
 

@@ -14,14 +14,22 @@ class TaskMetrics:
                                  "end, by task.", ["task"], registry=self.registry)
         self.running = Gauge("pgsql_broker_worker_tasks_running", "Tasks running in this worker, by task.", ["task"],
                              registry=self.registry)
+        self._children: dict = {}   # (metric, labels) -> child: labels() costs a lookup and a lock each time
+
+    def _child(self, metric, *labels: str):
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def started(self, task: str) -> None:
-        self.running.labels(task).inc()
+        self._child(self.running, task).inc()
 
     def ended(self, task: str, outcome: str, seconds: float) -> None:
-        self.running.labels(task).dec()
-        self.ended_total.labels(task, outcome).inc()
-        self.seconds.labels(task).observe(seconds)
+        self._child(self.running, task).dec()
+        self._child(self.ended_total, task, outcome).inc()
+        self._child(self.seconds, task).observe(seconds)
 
     def serve(self, port: int):
         server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)

@@ -8,6 +8,8 @@ LISTEN = "LISTEN " + CHANNEL
 # the tenant a connection acts for, for its whole session (broker_current_tenant reads it)
 SET_TENANT = "SELECT pg_catalog.set_config('broker.tenant_id', %(tenant)s, false)"
 DATABASE = "SELECT pg_catalog.current_database()"
+# claims, heartbeats and batched completions: a commit lost in a crash costs a task a second run, never a lost task
+RELAXED_COMMIT = "SET synchronous_commit = off"
 
 CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout
              FROM broker.broker_claim_tasks(%(tasks)s, %(limit)s, %(lease)s)"""

@@ -1,6 +1,7 @@
-"""One claimed task from its handler to its end: the handler runs in a transaction on the task's connection, a
-heartbeat renews the lease meanwhile, and the end is written in that transaction (completed) or after rolling it
-back (failed, cancelled, handed back)."""
+"""One claimed task from its handler to its end: the handler runs (its writes, if any, in a transaction on a
+connection of the worker's pool), a heartbeat renews the lease meanwhile, and the end is written: in the handler's
+transaction (completed, when it wrote), together with other tasks' (completed, when it wrote nothing), or after
+rolling back (failed, cancelled, handed back)."""
 from __future__ import annotations
 
 import asyncio
@@ -23,20 +24,29 @@ Handler = Callable[[Any, TaskContext], Awaitable[Any]]
 
 class TaskRun:
     """A task being run. `stop(reason)` ends its handler early: 'cancelled' (a cancel request, heard by the
-    heartbeat), 'lost' (its lease is someone else's) or 'shutdown' (the worker's stop deadline passed)."""
+    heartbeat), 'lost' (its lease is someone else's) or 'shutdown' (the worker's stop deadline passed).
 
-    def __init__(self, task: Task, conn: psycopg.AsyncConnection, handler: Handler,
-                 extend: Callable[[Task], Awaitable[str]], lease_seconds: int,
-                 complete_many: Callable[[Task, str | None], Awaitable[str]] | None = None):
+    acquire: a connection of the pool, for ctx.conn; control: one statement on the worker's control connection
+    (heartbeats, and the ends written outside the handler's transaction); complete_many: the batched completion
+    of a handler that wrote nothing."""
+
+    def __init__(self, task: Task, handler: Handler, lease_seconds: int,
+                 acquire: Callable[[], Awaitable[psycopg.AsyncConnection]],
+                 control: Callable[[str, dict], Awaitable[Any]],
+                 complete_many: Callable[[Task, str | None], Awaitable[str]]):
         self.task = task
-        self.conn = conn
-        self.ctx = TaskContext(task, conn)
+        self.ctx = TaskContext(task, acquire)
         self._handler = handler
-        self._extend = extend
         self._lease = lease_seconds
+        self._control = control
         self._complete_many = complete_many
         self._call: asyncio.Task | None = None
         self.stopped: str | None = None
+
+    @property
+    def conn(self) -> psycopg.AsyncConnection | None:
+        """The connection the handler opened, if it did (the worker takes it back after the end)."""
+        return self.ctx.conn.opened
 
     def stop(self, reason: str) -> None:
         if self.stopped is None:
@@ -48,6 +58,8 @@ class TaskRun:
     async def run(self) -> str:
         """Run the handler and end the task; the outcome: completed, failed, cancelled, lost or released."""
         started = time.monotonic()
+        if self.stopped is not None:   # stopped before it started (the worker's stop)
+            return await self._stopped_early()
         self._call = asyncio.create_task(self._call_handler())
         # (the heartbeat starts only once a third of the lease has passed: most tasks end before)
         beat: list[asyncio.Task] = []
@@ -70,17 +82,20 @@ class TaskRun:
         return max(1.0, self._lease / 3)
 
     async def _call_handler(self) -> Any:
-        timeout = self.task.timeout.total_seconds() if self.task.timeout is not None else None
+        if self.task.timeout is None:
+            return await self._handler(self.task.args, self.ctx)
+        seconds = self.task.timeout.total_seconds()
         try:
-            return await asyncio.wait_for(self._handler(self.task.args, self.ctx), timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"the task ran past its timeout of {timeout:g} s") from None
+            async with asyncio.timeout(seconds):
+                return await self._handler(self.task.args, self.ctx)
+        except TimeoutError:
+            raise TimeoutError(f"the task ran past its timeout of {seconds:g} s") from None
 
     async def _heartbeat(self) -> None:
         """Renew the lease every third of it; a cancel request or a lost lease stops the handler."""
         while True:
             try:
-                state = await self._extend(self.task)
+                state = await self._control(queries.EXTEND, self._params(lease=self._lease))
             except psycopg.Error as exc:
                 log.warning("task heartbeat failed: %s", exc, extra=self._fields())
                 state = None
@@ -90,10 +105,11 @@ class TaskRun:
             await asyncio.sleep(self._beat_every())
 
     async def _complete(self, output: Any, started: float) -> str:
-        if self._complete_many is not None and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        conn = self.conn
+        if conn is None or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             return await self._complete_alone(output, started)
-        try:
-            cur = await self.conn.execute(queries.COMPLETE, self._params(output=Jsonb(output) if output is not None else None))
+        try:   # in the handler's transaction: its writes and the completion commit together
+            cur = await conn.execute(queries.COMPLETE, self._params(output=Jsonb(output) if output is not None else None))
             mine = (await cur.fetchone())[0]
         except psycopg.errors.QueryCanceled:   # a cancel request came first: it ends cancelled
             await self._rollback()
@@ -104,13 +120,14 @@ class TaskRun:
         if not mine:
             await self._rollback()
             log.warning("task lease lost before its completion: its writes were rolled back", extra=self._fields())
-            return "lost"
-        await self.conn.commit()
-        log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
+            return queries.LOST
+        await conn.commit()
+        if log.isEnabledFor(logging.INFO):
+            log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
         return "completed"
 
     async def _complete_alone(self, output: Any, started: float) -> str:
-        """The handler wrote nothing in ctx.conn: its completion joins the others' (completer.py)."""
+        """The handler wrote nothing: its completion joins the others' (completer.py)."""
         try:
             text = None if output is None else json.dumps(output)
             outcome = await self._complete_many(self.task, text)
@@ -120,7 +137,7 @@ class TaskRun:
             log.info("task cancelled before its completion", extra=self._fields())
         elif outcome == queries.LOST:
             log.warning("task lease lost before its completion", extra=self._fields())
-        else:
+        elif log.isEnabledFor(logging.INFO):
             log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
         return outcome
 
@@ -129,38 +146,35 @@ class TaskRun:
         message = cap_text(f"{type(exc).__name__}: {exc}")
         ended = await self._end(queries.FAIL, error=message, retry=True)
         log.warning("task failed: %s", message, extra=self._fields(seconds=round(time.monotonic() - started, 3)))
-        return "failed" if ended else "lost"
+        return "failed" if ended else queries.LOST
 
     async def _stopped_early(self) -> str:
         await self._rollback()
         if self.stopped == queries.LOST:
             log.warning("task lease lost while it ran: its writes were rolled back", extra=self._fields())
-            return "lost"
+            return queries.LOST
         if self.stopped == "shutdown":
             await self._end(queries.RELEASE)
             log.info("task handed back at the worker's stop deadline", extra=self._fields())
             return "released"
         await self._end(queries.FAIL, error="stopped on its cancel request", retry=True)   # ends it cancelled
         log.info("task cancelled while it ran", extra=self._fields())
-        return "cancelled"
+        return queries.CANCELLED
 
     async def _end(self, sql: str, **params: Any) -> bool:
-        """Write an end in a transaction of its own; False when the lease was lost or the connection is gone
-        (then the runner's lease recovery ends the attempt)."""
+        """Write an end on the control connection (the handler's transaction is rolled back by then); False when
+        the lease was lost or the database cannot be reached (the runner's lease recovery then ends the attempt)."""
         try:
-            cur = await self.conn.execute(sql, self._params(**params))
-            mine = bool((await cur.fetchone())[0])
-            await self.conn.commit()
-            return mine
+            return bool(await self._control(sql, self._params(**params)))
         except psycopg.Error as exc:
             log.warning("could not record the task's end: %s", exc, extra=self._fields())
-            await self._rollback()
             return False
 
     async def _rollback(self) -> None:
-        if not self.conn.closed:
+        conn = self.conn
+        if conn is not None and not conn.closed:
             try:
-                await self.conn.rollback()
+                await conn.rollback()
             except psycopg.Error:
                 pass
 

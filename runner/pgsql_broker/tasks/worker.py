@@ -37,13 +37,14 @@ class Worker:
 
     dsn: libpq connection string (default: $PGBROKER_DSN, else libpq's own PG* environment); its login must be a
     member of broker_worker. tenant: the tenant it serves (default: broker.tenant_id as the DSN sets it, else
-    'default'). concurrency: tasks run at once over all names; a name's own `concurrency` caps it further.
+    'default'). concurrency: tasks run at once over all names (a handler holds a connection only once it uses
+    ctx.conn); a name's own `concurrency` caps it further.
     prefetch: tasks claimed ahead of free slots (default: concurrency). lease_seconds: the lease of a claim,
     renewed every third of it while a task runs or waits. poll_seconds: how often it claims without a NOTIFY.
     shutdown_seconds: how long stop() lets running handlers finish before their tasks are handed back.
     metrics_port: serve /metrics on 127.0.0.1 there."""
 
-    def __init__(self, dsn: str | None = None, *, tenant: str | None = None, concurrency: int = 10,
+    def __init__(self, dsn: str | None = None, *, tenant: str | None = None, concurrency: int = 32,
                  prefetch: int | None = None, lease_seconds: int = 60, poll_seconds: float = 5.0,
                  shutdown_seconds: float = 30.0, metrics_port: int | None = None,
                  application_name: str = "pgsql-broker-worker"):
@@ -99,7 +100,7 @@ class Worker:
         if not self._handlers:
             raise ValueError("no task handlers: register some with @worker.task(name)")
         self._conns = Connections(self.dsn, self.tenant, self.application_name)
-        self._completer = Completer(lambda: self._conns.connect(autocommit=True))
+        self._completer = Completer(lambda: self._conns.connect(autocommit=True, relaxed_commit=True))
         server = self.metrics.serve(self.metrics_port) if self.metrics_port is not None else None
         helpers = [asyncio.create_task(self._listen()), asyncio.create_task(self._keep_waiting_leases())]
         pause = 0.5
@@ -139,13 +140,18 @@ class Worker:
         return (sum(1 for run in self._running.values() if run is not None and run.task.task == name)
                 + sum(1 for task, _ in self._waiting if task.task == name))
 
+    def _refill(self) -> int:
+        """The room a claim waits for while tasks wait for slots: half of all there can be (a claim serves many
+        tasks, not one as each ends)."""
+        return max(1, (self.concurrency + self._ahead()) // 2)
+
     async def _serve(self) -> None:
         await self._conns.control()
         while not self._stopping:
             self._wake.clear()
-            claimed = await self._claim()
+            claimed = await self._claim() if self._room() >= self._refill() or not self._waiting else 0
             self._start_waiting()
-            if claimed and self._room() > 0:
+            if claimed and self._room() >= self._refill():
                 continue   # there may be more
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
@@ -235,42 +241,33 @@ class Worker:
 
     # -- running ----------------------------------------------------------------------------------------------
 
-    async def _extend(self, task: Task) -> str:
-        return await self._conns.control_call(queries.EXTEND, {"job_id": task.job_id, "token": task.lease_token,
-                                                                "lease": self.lease_seconds})
-
     def _start(self, task: Task) -> None:
         async def go() -> None:
             started = time.monotonic()
-            conn = None
-            outcome = None
+            run = TaskRun(task, self._handlers[task.task].handler, self.lease_seconds, self._conns.task_conn,
+                          self._conns.control_call, self._completer.complete)
+            self._running[me] = run
+            if self._stopping:   # started as the stop came: back at once, not counted
+                run.stop("shutdown")
+            self.metrics.started(task.task)
+            outcome = queries.LOST
             try:
-                conn = await self._conns.task_conn()
-                run = TaskRun(task, conn, self._handlers[task.task].handler, self._extend, self.lease_seconds,
-                              self._completer.complete)
-                self._running[me] = run
-                if self._stopping:   # started as the stop came: back at once, not counted
-                    run.stop("shutdown")
-                self.metrics.started(task.task)
-                outcome = "lost"
                 outcome = await run.run()
             except psycopg.Error as exc:
-                log.warning("task not run: %s (its lease will be recovered)", exc,
+                log.warning("task not ended: %s (its lease will be recovered)", exc,
                             extra={"job_id": task.job_id, "task": task.task})
             finally:
                 self._running.pop(me, None)
-                if outcome is not None:
-                    self.metrics.ended(task.task, outcome, time.monotonic() - started)
-                if conn is not None:
-                    await self._conns.give_back(conn)
+                self.metrics.ended(task.task, outcome, time.monotonic() - started)
+                if run.conn is not None:
+                    await self._conns.give_back(run.conn)
                 if not self._stopping:
                     self._start_waiting()
-                    # claim again once the room is half the prefetch (one claim for many tasks, not one each)
-                    if self._room() >= max(1, self._ahead() // 2) or not self._waiting:
+                    if self._room() >= self._refill() or not self._waiting:
                         self._wake.set()
 
         me = asyncio.create_task(go())
-        self._running[me] = None   # (its run, once its connection is there)
+        self._running[me] = None   # (its run, once the task has started)
 
     async def _drain(self) -> None:
         """At stop: let running handlers finish within shutdown_seconds, then hand the rest back."""
