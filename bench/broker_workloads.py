@@ -1,7 +1,10 @@
 """pgsql_broker in the common workloads: `pgbroker-runner` with default settings.
 
-Jobs are `SELECT 1` spread over the runner's default 4 queues. Latency's start
-is the job's server-side started_at (set by the claim), same machine clock as t0.
+Jobs are `SELECT 1` spread over the runner's default 4 queues. Latency's start is
+the moment the job's own SQL runs: each latency job records its clock_timestamp() as
+its output (broker_set_output), read back from its attempt; the same machine clock as
+t0, and the same moment a peer's handler records (issue 36: the claim's started_at,
+read before, came a round trip and a statement earlier).
 """
 from __future__ import annotations
 
@@ -46,6 +49,16 @@ class Broker(PgSystem):
 
     async def enqueue_one(self) -> int:
         cur = await self.conn.execute("SELECT job_id FROM broker.broker_add_job('single', 'SELECT 1')")
+        return (await cur.fetchone())[0]
+
+    async def latency_enqueues(self, n: int) -> dict:
+        return await common.latency_loop(self.enqueue_clocked, n)
+
+    async def enqueue_clocked(self) -> int:
+        """A job whose SQL records when it runs (its attempt's output: epoch seconds)."""
+        cur = await self.conn.execute(
+            "SELECT job_id FROM broker.broker_add_job('latency', "
+            "$$SELECT broker.broker_set_output(extract(epoch FROM clock_timestamp())::text)$$)")
         return (await cur.fetchone())[0]
 
     async def enqueue_runs(self, n_single: int, n_batches: int, batch: int) -> dict:
@@ -110,7 +123,11 @@ class Broker(PgSystem):
                 "--log-level", "warning", "--allow-privileged-login"]  # a throwaway cluster's superuser
 
     async def start_times(self, outfile) -> dict:
-        cur = await self.conn.execute("SELECT job_id, extract(epoch FROM started_at)::float8 FROM broker.broker_jobs")
+        """When each job's own SQL ran (a clocked job's output), else, for the warm-up job, its claim."""
+        cur = await self.conn.execute(
+            "SELECT j.job_id, COALESCE((SELECT a.output::float8 FROM broker.broker_job_attempts AS a "
+            "WHERE a.job_id = j.job_id AND a.outcome = 'completed'), extract(epoch FROM j.started_at)::float8) "
+            "FROM broker.broker_jobs AS j")
         return {job: started for job, started in await cur.fetchall() if started is not None}
 
 

@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 
+from . import common
 from .broker_workloads import Broker
 
 SERIES = "batch 1000: SELECT broker_add_task(...) FROM generate_series(1,1000)"
@@ -26,6 +27,9 @@ class BrokerTasks(Broker):
     async def enqueue_one(self) -> int:
         cur = await self.conn.execute("SELECT job_id FROM broker.broker_add_task('noop')")
         return (await cur.fetchone())[0]
+
+    async def latency_enqueues(self, n: int) -> dict:
+        return await common.latency_loop(self.enqueue_one, n)
 
     async def enqueue_runs(self, n_single: int, n_batches: int, batch: int) -> dict:
         return await super(Broker, self).enqueue_runs(n_single, n_batches, batch)
