@@ -1,5 +1,6 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
-signs in with the token, filters, opens a failed job, reads its SQL and attempts, clicks Retry and sees it (and
+signs in with the token, filters, opens a failed job (a link: the URL keeps the filters and the job, and a reload
+shows them again), reads its SQL and attempts, pages through the jobs by id, clicks Retry and sees it (and
 the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
 each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
 jobs never show. Without a token configured it is read-only: actions are refused (403) and job SQL is not sent;
@@ -103,6 +104,13 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
 
         click(browser, f"#jobs a[data-job='{broken}']")
         text_in(browser, "#job-sql", "public.console_fix")
+        # what is shown is a link: the filters and the job are in the URL, and a reload shows them again
+        wait(browser, lambda b: f"job={broken}" in b.current_url and "state=failed" in b.current_url
+             and "tenant=acme" in b.current_url)
+        browser.refresh()
+        text_in(browser, "#job-sql", "public.console_fix")
+        assert browser.find_element(By.ID, "filter-tenant").get_attribute("value") == "acme"
+        text_in(browser, "#jobs-count", "1 job match")
         text_in(browser, "#job", "division by zero")
         text_in(browser, "#job", "mail the report")  # waited on by
         with connect(db) as owner:
@@ -124,6 +132,20 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         click(browser, "#cancel-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
         text_in(browser, "#job", "cancelled by " + tenants["acme"])
+
+        # paging by id: 55 matching jobs, 50 a page; Older, then back to the newest with the browser's Back
+        with connect(db, user=tenants["acme"]) as conn:
+            conn.execute("SELECT broker.broker_set_tenant('acme'); "
+                         "SELECT broker.broker_add_job('bulk ' || g, 'SELECT 1', p_job_queue => 3) FROM generate_series(1, 55) AS g")
+        browser.find_element(By.ID, "filter-name").send_keys("bulk")
+        click(browser, "#apply-filters")
+        text_in(browser, "#jobs-count", "55 jobs match")
+        click(browser, "#jobs-older")
+        text_in(browser, "#jobs-page", "below job")
+        wait(browser, lambda b: len(b.find_elements(By.CSS_SELECTOR, "#jobs tr")) == 6)  # the header and the 5 oldest
+        browser.back()
+        wait(browser, lambda b: not b.find_elements(By.ID, "jobs-page")
+             and len(b.find_elements(By.CSS_SELECTOR, "#jobs tr")) == 51)
     assert status(db, later) == 4
 
 

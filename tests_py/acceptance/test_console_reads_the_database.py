@@ -61,12 +61,29 @@ def ops(db):
 def test_a_console_session_leaves_no_tenant_behind(db, ops):
     job = enqueue_as(db, ops["acme"], "acme", "acme's job", "SELECT 1")
     console = ConsoleDatabase("d", db_dsn(db), db_dsn(db, ops["ops"]), "test")
-    assert [j["job_id"] for j in console.jobs(Filters(tenant="acme"))] == [job]
-    assert console.jobs(Filters()) == []  # the same kept connection, back in the default tenant
+    assert [j["job_id"] for j in console.jobs(Filters(tenant="acme"))["jobs"]] == [job]
+    assert console.jobs(Filters())["jobs"] == []  # the same kept connection, back in the default tenant
     with pytest.raises(ConsoleError) as refused:
         console.job(job, None, with_sql=True)
     assert refused.value.status == 404
     assert console.job(job, "acme", with_sql=True)["execute_str"] == "SELECT 1"
     assert console.job(job, "acme", with_sql=False)["execute_str"] is None
-    assert console.jobs(Filters(tenant="acme", name="x'); DELETE FROM broker.broker_jobs; --")) == []  # data
-    assert console.jobs(Filters(tenant="acme", name="ACME'S"))[0]["job_id"] == job
+    assert console.jobs(Filters(tenant="acme", name="x'); DELETE FROM broker.broker_jobs; --"))["jobs"] == []  # data
+    assert console.jobs(Filters(tenant="acme", name="ACME'S"))["jobs"][0]["job_id"] == job
+
+
+def test_the_job_list_pages_by_id_over_any_number_of_jobs_and_counts_what_matches(db, monkeypatch):
+    import pgsql_broker.observe.console as console_module
+    with connect(db) as conn:
+        ids = [add_job(conn, f"page {i}", "SELECT 1") for i in range(7)]
+        add_job(conn, "other", "SELECT 1")
+    console = ConsoleDatabase("d", db_dsn(db), None, "test")
+    first = console.jobs(Filters(name="page", limit=3))
+    assert [j["job_id"] for j in first["jobs"]] == ids[:-4:-1] and (first["count"], first["count_capped"]) == (7, False)
+    second = console.jobs(Filters(name="page", limit=3, before=first["jobs"][-1]["job_id"]))
+    assert [j["job_id"] for j in second["jobs"]] == ids[-4:-7:-1] and second["count"] == 7   # the count ignores the page
+    last = console.jobs(Filters(name="page", limit=3, before=second["jobs"][-1]["job_id"]))
+    assert [j["job_id"] for j in last["jobs"]] == [ids[0]]
+    monkeypatch.setattr(console_module, "COUNT_CAP", 5)
+    capped = console.jobs(Filters(name="page", limit=3))
+    assert (capped["count"], capped["count_capped"]) == (5, True)

@@ -5,6 +5,7 @@
 const STATES = ["pending", "running", "completed", "failed", "cancelled"];
 let session = {token_configured: false, authenticated: false, databases: []};
 let openJob = null;  // {id, tenant}
+let before = null;   // the job list's page: the jobs below this id (null: the newest)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -116,21 +117,52 @@ function renderFlow(data) {
                             `${k.running}/${k.max_running == null ? "-" : k.max_running}`,
                             k.per_second == null ? "" : `${k.per_second}/s burst ${k.burst}`, k.waiting]), [2, 4]));
 }
-function filterQuery() {
-  const params = new URLSearchParams({database: database()});
-  for (const name of ["state", "queue", "tenant", "name"]) {
+// What is shown lives in the URL (#database=..&state=..&queue=..&tenant=..&name=..&before=..&job=..&job_tenant=..):
+// a link to a job, a filter or a page is the address bar, and back and forward move between them.
+const FILTERS = ["state", "queue", "tenant", "name"];
+function viewParams(changes) {
+  const params = new URLSearchParams();
+  if (database()) params.set("database", database());
+  for (const name of FILTERS) {
     const value = document.getElementById("filter-" + name).value.trim();
     if (value) params.set(name, value);
   }
+  if (before) params.set("before", String(before));
+  if (openJob) { params.set("job", String(openJob.id)); if (openJob.tenant) params.set("job_tenant", openJob.tenant); }
+  for (const [k, v] of Object.entries(changes || {})) { if (v == null || v === "") params.delete(k); else params.set(k, String(v)); }
+  return params;
+}
+function writeView() {
+  const text = "#" + viewParams().toString();
+  if (location.hash !== text) history.pushState(null, "", text);
+}
+function readView() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const select = document.getElementById("database");
+  if (params.get("database") && [...select.options].some(o => o.value === params.get("database"))) select.value = params.get("database");
+  for (const name of FILTERS) document.getElementById("filter-" + name).value = params.get(name) || "";
+  before = /^[0-9]{1,18}$/.test(params.get("before") || "") ? Number(params.get("before")) : null;
+  const job = params.get("job");
+  openJob = /^[0-9]{1,18}$/.test(job || "") ? {id: Number(job), tenant: params.get("job_tenant")} : null;
+  if (!openJob) document.getElementById("job-section").hidden = true;
+}
+function filterQuery() {
+  const params = viewParams({job: null, job_tenant: null});
   return params;
 }
 function jobLink(id, tenant, text) {
-  return el("a", {href: "#job-" + Number(id), "data-job": String(Number(id)),
-                  onclick: (e) => { e.preventDefault(); openJob = {id: Number(id), tenant: tenant}; refreshJob(); }},
+  return el("a", {href: "#" + viewParams({job: Number(id), job_tenant: tenant}).toString(), "data-job": String(Number(id)),
+                  onclick: (e) => { e.preventDefault(); openJob = {id: Number(id), tenant: tenant}; writeView(); refreshJob(); }},
             text == null ? String(id) : text);
 }
 function renderJobs(data) {
-  document.getElementById("jobs").replaceChildren(table(["job", "name", "tenant", "queue", "state", "attempts", "created", "finished", "last error"],
+  const count = `${data.count.toLocaleString("en")}${data.count_capped ? "+" : ""} job${data.count === 1 ? "" : "s"} match`;
+  const pager = el("div", {class: "controls"}, el("span", {class: "muted", id: "jobs-count"}, count),
+    before == null ? "" : el("span", {class: "muted", id: "jobs-page"}, ` · below job ${before}`),
+    before == null ? "" : button("Newest", "jobs-newest", () => { before = null; writeView(); refresh(); }),
+    data.jobs.length < 50 ? "" : button("Older", "jobs-older", () => {
+      before = Number(data.jobs[data.jobs.length - 1].job_id); writeView(); refresh(); }));
+  document.getElementById("jobs").replaceChildren(pager, table(["job", "name", "tenant", "queue", "state", "attempts", "created", "finished", "last error"],
     data.jobs.map(j => [jobLink(j.job_id, j.tenant_id), jobLink(j.job_id, j.tenant_id, j.job_name), j.tenant_id, j.job_queue,
                         stateBadge(j.complete_status, j), `${j.attempts}/${j.max_attempts}`, time(j.created_at),
                         time(j.finished_at), el("span", {class: "error"}, j.complete_status === 2 ? "" : j.last_error_message)]), [3]));
@@ -210,9 +242,15 @@ document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("sign-out").addEventListener("click", async () => {
     sessionStorage.removeItem("console-token"); await loadSession(); refresh();
   });
-  document.getElementById("filters").addEventListener("submit", (e) => { e.preventDefault(); say(""); refresh(); });
-  document.getElementById("database").addEventListener("change", () => { openJob = null; refresh(); });
+  document.getElementById("filters").addEventListener("submit", (e) => {
+    e.preventDefault(); say(""); before = null; writeView(); refresh(); });
+  document.getElementById("database").addEventListener("change", () => {
+    openJob = null; before = null; document.getElementById("job-section").hidden = true; writeView(); refresh(); });
+  // back and forward, and a URL pasted into this tab's address bar
+  window.addEventListener("popstate", () => { readView(); refresh(); });
+  window.addEventListener("hashchange", () => { readView(); refresh(); });
   await loadSession();
+  readView();
   await refresh();
   setInterval(refresh, 2000);
 });

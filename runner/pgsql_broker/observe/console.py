@@ -24,8 +24,8 @@ from psycopg.rows import dict_row
 
 from ..states import JobState
 from .flow import bounded
-from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS,
-                          WAITED_ON_BY, WAITS_ON)
+from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT,
+                          TENANT_STATS, WAITED_ON_BY, WAITS_ON)
 from .logs import cap_text
 
 MAX_SESSIONS = 2
@@ -33,6 +33,7 @@ SESSION_WAIT_SEC = 5.0
 IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its next use
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
+COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py JOBS_COUNT)
 STATES = {state.label: state for state in JobState}
 
 # SQLSTATE class or code -> HTTP status of a refused action
@@ -153,9 +154,14 @@ class ConsoleDatabase:
                 conn.close()
             self._slots.release()
 
-    def jobs(self, filters: Filters) -> list[dict]:
+    def jobs(self, filters: Filters) -> dict:
+        """A page of the jobs the filters match (newest first, below `before`), and how many match in all (up to
+        COUNT_CAP; `count_capped` when there are more)."""
+        params = vars(filters) | {"name_like": None, "cap": COUNT_CAP + 1}
         with self._session(self._console_dsn, filters.tenant) as cur:
-            return cur.execute(JOBS, vars(filters) | {"name_like": None}).fetchall()
+            jobs = cur.execute(JOBS, params).fetchall()
+            count = cur.execute(JOBS_COUNT, params).fetchone()["n"]
+        return {"jobs": jobs, "count": min(count, COUNT_CAP), "count_capped": count > COUNT_CAP}
 
     def job(self, job_id: int, tenant: str | None, with_sql: bool) -> dict:
         with self._session(self._console_dsn, tenant) as cur:

@@ -102,7 +102,7 @@ class ConsoleAPI:
                                "databases": list(self.databases)})
         db = self._database(query.get("database"))
         if path == "/api/jobs":
-            return _json(200, {"database": db.name, "jobs": db.jobs(Filters.parse(query))})
+            return _json(200, {"database": db.name, **db.jobs(Filters.parse(query))})
         if path == "/api/queues":
             return _json(200, {"database": db.name, **db.queues()})
         if path == "/api/flow":

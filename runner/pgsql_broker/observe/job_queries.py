@@ -11,17 +11,21 @@ _JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j
        j.last_error_sqlstate"""
 # Filters (NULL: any): state, queue, tenant, name (a substring, any case), name_like (a LIKE pattern), before (ids
 # below it: the next page); newest first. `note`: why it was cancelled, else its last error.
-JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message,
-       left(coalesce(j.cancel_reason, j.last_error_message), 300) AS note
-  FROM broker.broker_jobs AS j
- WHERE (%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
+_JOBS_MATCH = """(%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
    AND (%(queue)s::integer IS NULL OR j.job_queue = %(queue)s::integer)
    AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
    AND (%(name)s::text IS NULL OR strpos(lower(j.job_name), lower(%(name)s::text)) > 0)
-   AND (%(name_like)s::text IS NULL OR j.job_name LIKE %(name_like)s::text)
+   AND (%(name_like)s::text IS NULL OR j.job_name LIKE %(name_like)s::text)"""
+JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message,
+       left(coalesce(j.cancel_reason, j.last_error_message), 300) AS note
+  FROM broker.broker_jobs AS j
+ WHERE {_JOBS_MATCH}
    AND (%(before)s::bigint IS NULL OR j.job_id < %(before)s::bigint)
  ORDER BY j.job_id DESC
  LIMIT %(limit)s"""
+# How many jobs the filters match, counted up to %(cap)s (a count of every job would read the whole table: the
+# console says "10,000+" past the cap).
+JOBS_COUNT = f"""SELECT count(*) AS n FROM (SELECT FROM broker.broker_jobs AS j WHERE {_JOBS_MATCH} LIMIT %(cap)s) AS x"""
 JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
        j.job_timeout::text AS job_timeout, j.cancel_reason, j.cancel_cause_job_id, j.interruptions, j.lease_instance_id,
        j.lease_expires_at, j.concurrency_key, broker.broker_job_waiting(j.job_id) AS waiting,
