@@ -8,7 +8,6 @@ the UTC offset then), as the server's time zone database evaluates them.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta
 
 import click
 
@@ -16,15 +15,6 @@ from .jobs_cli import _emit_json, _one_database, _rows, _run, db_options
 from .observe import schedule_queries as ops
 from .observe.logs import safe_text
 from .states import JobState
-
-
-def _zoned(local: datetime | None, offset: timedelta | None) -> str:
-    """A fire time as its wall time in the schedule's zone and the UTC offset then: 2027-03-14 03:00 +01:00."""
-    if local is None:
-        return "-"
-    minutes = int(offset.total_seconds()) // 60 if offset is not None else 0
-    sign = "-" if minutes < 0 else "+"
-    return f"{local:%Y-%m-%d %H:%M} {sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _state(row: dict) -> str:
@@ -35,8 +25,8 @@ def _with_zoned(row: dict) -> dict:
     """The row for --json: fire times as instants (UTC) and on the schedule's clock."""
     out = {k: v for k, v in row.items() if not k.endswith(("_local", "_offset"))}
     out["state"] = _state(row)
-    out["next_fire_in_zone"] = _zoned(row["next_local"], row["next_offset"]) if row["next_local"] else None
-    out["last_fire_in_zone"] = _zoned(row["last_local"], row["last_offset"]) if row["last_local"] else None
+    out["next_fire_in_zone"] = ops.zoned(row["next_local"], row["next_offset"]) if row["next_local"] else None
+    out["last_fire_in_zone"] = ops.zoned(row["last_local"], row["last_offset"]) if row["last_local"] else None
     if "last_job_status" in row:
         out["last_job_state"] = JobState(row["last_job_status"]).label if row["last_job_status"] is not None else None
         del out["last_job_status"]
@@ -62,7 +52,7 @@ def schedules_list(dsns, config_path, tenant, as_json, limit) -> None:
     for r in rows:
         click.echo(f"{safe_text(r['schedule_name'])[:30]:30} {safe_text(r['cron_expr'])[:16]:16} "
                    f"{safe_text(r['time_zone'])[:20]:20} {_state(r):8} "
-                   f"{_zoned(r['next_local'], r['next_offset']):23} {_zoned(r['last_local'], r['last_offset'])}"
+                   f"{ops.zoned(r['next_local'], r['next_offset']):23} {ops.zoned(r['last_local'], r['last_offset'])}"
                    + (f"  error: {safe_text(r['last_error'])[:80]}" if r["last_error"] else ""))
     if not rows:
         click.echo("(no schedules)")
@@ -94,8 +84,8 @@ def schedules_show(dsns, config_path, tenant, as_json, name, job_count) -> None:
         return
     click.echo(f"schedule {safe_text(shown['schedule_name'])!r}: {shown['state']}")
     click.echo(f"  {'cron:':14}{safe_text(shown['cron_expr'])} in {safe_text(shown['time_zone'])}")
-    click.echo(f"  {'next fire:':14}{_zoned(row['next_local'], row['next_offset'])}")
-    click.echo(f"  {'last fire:':14}{_zoned(row['last_local'], row['last_offset'])}")
+    click.echo(f"  {'next fire:':14}{ops.zoned(row['next_local'], row['next_offset'])}")
+    click.echo(f"  {'last fire:':14}{ops.zoned(row['last_local'], row['last_offset'])}")
     click.echo(f"  {'last job:':14}" + (f"{shown['last_job_id']} ({shown['last_job_state'] or 'purged'})"
                                        if shown["last_job_id"] is not None else "-"))
     click.echo(f"  {'skipped:':14}{shown['skipped_fires']}{'+' if shown['skipped_fires_capped'] else ''} fire(s)")
@@ -129,9 +119,9 @@ def _enable(dsns, config_path, tenant, as_json, name, enabled: bool) -> None:
     if as_json:
         _emit_json({"schedule": name, "enabled": enabled, "changed": changed,
                     "next_fire_at": row["next_fire_at"],
-                    "next_fire_in_zone": _zoned(row["next_local"], row["next_offset"]) if row["next_local"] else None})
+                    "next_fire_in_zone": ops.zoned(row["next_local"], row["next_offset"]) if row["next_local"] else None})
         return
-    what = f"resumed, next fire {_zoned(row['next_local'], row['next_offset'])} ({safe_text(row['time_zone'])})" \
+    what = f"resumed, next fire {ops.zoned(row['next_local'], row['next_offset'])} ({safe_text(row['time_zone'])})" \
         if enabled else "paused"
     click.echo(f"schedule {safe_text(name)!r}: {what}" + ("" if changed else " (no change)"))
 

@@ -1,6 +1,7 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
 signs in with the token, filters, opens a failed job (a link: the URL keeps the filters and the job, and a reload
-shows them again), reads its SQL and attempts, pages through the jobs by id, clicks Retry and sees it (and
+shows them again), reads its SQL and attempts, pages through the jobs by id, runs a schedule now and pauses it,
+clicks Retry and sees it (and
 the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
 each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
 jobs never show. Without a token configured it is read-only: actions are refused (403) and job SQL is not sent;
@@ -132,6 +133,21 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         click(browser, "#cancel-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
         text_in(browser, "#job", "cancelled by " + tenants["acme"])
+
+        # the schedules panel: acme's schedule with Run now, Pause and Resume
+        with connect(db, user=tenants["acme"]) as conn:
+            conn.execute("SELECT broker.broker_set_tenant('acme'); SELECT broker.broker_add_schedule("
+                         "'console nightly', '0 3 * * *', 'SELECT 5', p_time_zone => 'Europe/Paris')")
+        text_in(browser, "#schedules", "console nightly")
+        text_in(browser, "#schedules", "Europe/Paris")
+        click(browser, "#run-now-console_20nightly")
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#schedules a[data-job]"))
+        ran = int(browser.find_element(By.CSS_SELECTOR, "#schedules a[data-job]").get_attribute("data-job"))
+        wait_until(lambda: status(db, ran) == 2, what="the schedule's job run now")
+        click(browser, "#pause-schedule-console_20nightly")
+        wait(browser, lambda b: "paused" in b.find_element(By.ID, "schedules").text)
+        click(browser, "#resume-schedule-console_20nightly")
+        wait(browser, lambda b: "paused" not in b.find_element(By.ID, "schedules").text)
 
         # paging by id: 55 matching jobs, 50 a page; Older, then back to the newest with the browser's Back
         with connect(db, user=tenants["acme"]) as conn:

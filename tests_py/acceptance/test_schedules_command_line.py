@@ -5,6 +5,7 @@ Fire times are set to fixed instants, so no outcome depends on the date."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -105,8 +106,10 @@ def test_errors_are_one_line_and_a_nonzero_exit(db):
     for args in (("schedules", "run-now"), ("schedules", "show", "nightly", "--jobs", "-1")):
         result = cli(db, *args)
         assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr)
-    nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "schedules", "list"], capture_output=True, text=True)
-    assert nodb.returncode == 2 and "--dsn" in nodb.stderr
+    # without --dsn: libpq's environment (here a database without the broker): one line, exit 1
+    nodb = subprocess.run([sys.executable, "-m", "pgsql_broker", "schedules", "list"], capture_output=True, text=True,
+                          env={**os.environ, "PGDATABASE": "postgres"})
+    assert nodb.returncode == 1 and nodb.stderr.count("\n") == 1 and "Traceback" not in nodb.stderr, nodb.stderr
 
 
 def test_another_tenants_schedule_is_out_of_reach(db):

@@ -47,7 +47,8 @@ async function act(path, tenant) {
   try {
     const result = await api(path, {method: "POST", headers: {"Content-Type": "application/json"},
                                     body: JSON.stringify({database: database(), tenant: tenant})});
-    say(`${result.action} ${result.target}: done (${result.result})`);
+    const done = result.result && typeof result.result === "object" ? `job ${result.result.job_id}` : result.result;
+    say(`${result.action} ${result.target}: done (${done})`);
   } catch (e) { say(e.message); }
   refresh();
 }
@@ -167,6 +168,23 @@ function renderJobs(data) {
                         stateBadge(j.complete_status, j), `${j.attempts}/${j.max_attempts}`, time(j.created_at),
                         time(j.finished_at), el("span", {class: "error"}, j.complete_status === 2 ? "" : j.last_error_message)]), [3]));
 }
+// schedules of the tenant the job filter names (else the console login's own): fire times on each schedule's own
+// clock (wall time in its zone, and its UTC offset then), Run now, Pause and Resume for its owner
+function renderSchedules(data) {
+  const tenant = document.getElementById("filter-tenant").value.trim() || null;
+  document.getElementById("schedules").replaceChildren(table(["name", "cron", "zone", "", "next fire", "last fire", "last job", "error", ""],
+    data.schedules.map(x => {
+      const target = `/api/schedules/${encodeURIComponent(x.schedule_name)}/`;
+      const id = encodeURIComponent(x.schedule_name).replace(/[^A-Za-z0-9_-]/g, "_");
+      const controls = !actionsAllowed() ? "" : el("span", {},
+        button("Run now", `run-now-${id}`, () => act(target + "run-now", tenant)),
+        x.enabled ? button("Pause", `pause-schedule-${id}`, () => act(target + "pause", tenant))
+                  : button("Resume", `resume-schedule-${id}`, () => act(target + "resume", tenant)));
+      return [x.schedule_name, x.cron_expr, x.time_zone, x.enabled ? "" : el("span", {class: "badge paused"}, "paused"),
+              x.next_fire_in_zone, x.last_fire_in_zone,
+              x.last_job_id == null ? "" : jobLink(x.last_job_id, x.tenant_id), el("span", {class: "error"}, x.last_error), controls];
+    })));
+}
 function fields(pairs) {
   const dl = el("dl", {class: "fields"});
   for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v));
@@ -226,6 +244,9 @@ async function refresh() {
     render("queues", await api("/api/queues?" + new URLSearchParams({database: database()})), renderQueues);
     render("flow", await api("/api/flow?" + new URLSearchParams({database: database()})), renderFlow);
     render("jobs", await api("/api/jobs?" + filterQuery()), renderJobs);
+    const scheduleQuery = new URLSearchParams({database: database()});
+    if (document.getElementById("filter-tenant").value.trim()) scheduleQuery.set("tenant", document.getElementById("filter-tenant").value.trim());
+    render("schedules", await api("/api/schedules?" + scheduleQuery), renderSchedules);
     await refreshJob();
   } catch (e) { say(e.message); }
 }

@@ -27,6 +27,7 @@ from .flow import bounded
 from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT,
                           TENANT_STATS, WAITED_ON_BY, WAITS_ON)
 from .logs import cap_text
+from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
 
 MAX_SESSIONS = 2
 SESSION_WAIT_SEC = 5.0
@@ -183,6 +184,25 @@ class ConsoleDatabase:
         with self._session(self._runner_dsn) as cur:
             return {"tenants": bounded(cur.execute(TENANT_STATS).fetchall()),
                     "limits": bounded(cur.execute(KEY_STATS).fetchall())}
+
+    def schedules(self, tenant: str | None) -> list[dict]:
+        """The tenant's schedules (the console login's, as row-level security shows them), next and last fire on
+        each schedule's own clock."""
+        with self._session(self._console_dsn, tenant) as cur:
+            rows = cur.execute(SCHEDULES, {"limit": 500}).fetchall()
+        return [{k: v for k, v in r.items() if not k.endswith(("_local", "_offset"))}
+                | {"next_fire_in_zone": zoned(r["next_local"], r["next_offset"]),
+                   "last_fire_in_zone": zoned(r["last_local"], r["last_offset"])} for r in rows]
+
+    def act_on_schedule(self, action: str, name: str, tenant: str | None) -> dict:
+        """run-now, pause or resume schedule `name`, as the console login (its owner, or a member of that role)."""
+        with self._session(self._console_dsn, tenant, read_only=False) as cur:
+            if action == "run-now":
+                row = cur.execute(RUN_NOW, {"name": name}).fetchone()
+                result = {"job_id": row["job_id"], "is_new": row["is_new"]}
+            else:
+                result = cur.execute(ENABLE, {"name": name, "enabled": action == "resume"}).fetchone()["next_fire_at"]
+        return {"action": action, "target": name, "result": result}
 
     def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
         """cancel or retry job `target`, pause or resume queue `target`, as the console login."""

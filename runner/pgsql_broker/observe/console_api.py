@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .console import ConsoleDatabase, ConsoleError, Filters, tenant_of
 
@@ -35,6 +35,7 @@ SECURITY_HEADERS = {
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,18})$")
 _JOB_ACTION = re.compile(r"^/api/jobs/([0-9]{1,18})/(cancel|retry)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([0-9]{1,4})/(pause|resume)$")
+_SCHEDULE_ACTION = re.compile(r"^/api/schedules/([^/]{1,600})/(run-now|pause|resume)$")   # (the name URL-encoded)
 
 
 @dataclass
@@ -107,13 +108,15 @@ class ConsoleAPI:
             return _json(200, {"database": db.name, **db.queues()})
         if path == "/api/flow":
             return _json(200, {"database": db.name, **db.flow()})
+        if path == "/api/schedules":
+            return _json(200, {"database": db.name, "schedules": db.schedules(tenant_of(query.get("tenant")))})
         if match := _JOB.match(path):
             job = db.job(int(match.group(1)), tenant_of(query.get("tenant")), with_sql=authenticated)
             return _json(200, {"database": db.name, "sql_shown": authenticated, "job": job})
         raise ConsoleError(404, "not found")
 
     def _post(self, path: str, headers, body: bytes) -> Reply:
-        match = _JOB_ACTION.match(path) or _QUEUE_ACTION.match(path)
+        match = _JOB_ACTION.match(path) or _QUEUE_ACTION.match(path) or _SCHEDULE_ACTION.match(path)
         if match is None:
             raise ConsoleError(404, "not found")
         if not self._token:
@@ -137,6 +140,11 @@ class ConsoleAPI:
             raise ConsoleError(400, "reason must be a string of at most 2,000 characters")
         database = data.get("database")
         db = self._database(database if isinstance(database, str) else None)
+        if match.re is _SCHEDULE_ACTION:
+            name = unquote(match.group(1))
+            if not name.strip() or len(name) > 200:
+                raise ConsoleError(400, "a schedule name is 1 to 200 characters")
+            return _json(200, db.act_on_schedule(match.group(2), name, tenant_of(data.get("tenant"))))
         target, action = int(match.group(1)), match.group(2)
         if action in ("pause", "resume") and not 1 <= target <= 1000:
             raise ConsoleError(400, "queues are 1 to 1000")

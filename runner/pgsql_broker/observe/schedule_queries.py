@@ -6,6 +6,8 @@ Fire times are shown on the schedule's own clock: `*_local` is the wall time in 
 `*_offset` its offset from UTC then, both computed by the server, whose time zone database evaluates the schedule."""
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 _ZONED = """{col} AT TIME ZONE s.time_zone AS {name}_local,
        ({col} AT TIME ZONE s.time_zone) - ({col} AT TIME ZONE 'UTC') AS {name}_offset"""
 
@@ -40,3 +42,12 @@ SCHEDULE_JOBS = """SELECT j.job_id, j.complete_status, j.created_at, j.finished_
 ENABLED = "SELECT s.enabled FROM broker.broker_schedule AS s WHERE s.schedule_name = %(name)s"
 ENABLE = "SELECT broker.broker_enable_schedule(%(name)s, %(enabled)s) AS next_fire_at"
 RUN_NOW = "SELECT r.job_id, r.is_new FROM broker.broker_run_schedule_now(%(name)s) AS r"
+
+
+def zoned(local: datetime | None, offset: timedelta | None) -> str:
+    """A fire time as its wall time in the schedule's zone and the UTC offset then: 2027-03-14 03:00 +01:00."""
+    if local is None:
+        return "-"
+    minutes = int(offset.total_seconds()) // 60 if offset is not None else 0
+    sign = "-" if minutes < 0 else "+"
+    return f"{local:%Y-%m-%d %H:%M} {sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
