@@ -1,7 +1,7 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
 signs in with the token, filters, opens a failed job (a link: the URL keeps the filters and the job, and a reload
-shows them again), reads its SQL and attempts, pages through the jobs by id, runs a schedule now and pauses it,
-clicks Retry and sees it (and
+shows them again), reads its SQL and attempts, pages through the jobs by id, cancels jobs by filter after a
+confirmation, runs a schedule now and pauses it, clicks Retry and sees it (and
 the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
 each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
 jobs never show. Without a token configured it is read-only: actions are refused (403) and job SQL is not sent;
@@ -14,6 +14,7 @@ import os
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select
 
 from conftest import connect
@@ -162,6 +163,24 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         browser.back()
         wait(browser, lambda b: not b.find_elements(By.ID, "jobs-page")
              and len(b.find_elements(By.CSS_SELECTOR, "#jobs tr")) == 51)
+
+        # a bulk cancel by filter: the confirmation names the count and a sample; the reason is in each job's history
+        with connect(db, user=tenants["acme"]) as conn:
+            conn.execute("SELECT broker.broker_set_tenant('acme'); SELECT broker.broker_add_job('later batch ' || g, 'SELECT 1', "
+                         "p_run_after => now() + interval '30 days') FROM generate_series(1, 3) AS g")
+        Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("pending")
+        browser.find_element(By.ID, "filter-name").clear()
+        browser.find_element(By.ID, "filter-name").send_keys("later batch")
+        click(browser, "#apply-filters")
+        text_in(browser, "#jobs-count", "3 jobs match")
+        click(browser, "#bulk-cancel")
+        alert = wait(browser, expected_conditions.alert_is_present())
+        assert "Cancel all 3 jobs" in alert.text and "later batch 3" in alert.text
+        alert.accept()
+        wait(browser, lambda b: "0 jobs match" in b.find_element(By.ID, "jobs-count").text)
+        with connect(db) as owner:
+            reasons = owner.execute("SELECT DISTINCT cancel_reason FROM broker.broker_jobs WHERE job_name LIKE 'later batch %'").fetchall()
+        assert reasons == [("bulk cancel from the console (3 jobs: state=pending, tenant=acme, name=later batch)",)]
     assert status(db, later) == 4
 
 

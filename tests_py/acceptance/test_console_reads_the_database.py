@@ -87,3 +87,26 @@ def test_the_job_list_pages_by_id_over_any_number_of_jobs_and_counts_what_matche
     monkeypatch.setattr(console_module, "COUNT_CAP", 5)
     capped = console.jobs(Filters(name="page", limit=3))
     assert (capped["count"], capped["count_capped"]) == (5, True)
+
+
+def test_a_bulk_action_takes_only_the_confirmed_jobs_of_the_logins_tenant(db):
+    with tenant_logins(db, {"acme": "acme", "evil": "evil"}) as names:
+        ids = [enqueue_as(db, names["acme"], "acme", f"stuck {i}", "SELECT 1") for i in range(3)]
+        with connect(db) as owner:   # (kept pending: no runner here)
+            owner.execute("UPDATE broker.broker_jobs SET run_after = now() + interval '1 day' WHERE job_id = ANY(%s)", (ids,))
+        evil = ConsoleDatabase("d", db_dsn(db), db_dsn(db, names["evil"]), "test")
+        with pytest.raises(ConsoleError) as other_tenant:   # acme's jobs are not the evil login's to see or cancel
+            evil.act_on_jobs("cancel", Filters(state=0, tenant="acme", name="stuck"), 3)
+        assert other_tenant.value.status in (403, 409)
+        acme = ConsoleDatabase("d", db_dsn(db), db_dsn(db, names["acme"]), "test")
+        with pytest.raises(ConsoleError) as no_state:
+            acme.act_on_jobs("cancel", Filters(tenant="acme", name="stuck"), 3)
+        assert no_state.value.status == 400
+        with pytest.raises(ConsoleError) as moved:   # the filter matches 3 now, not the 2 a stale page confirmed
+            acme.act_on_jobs("cancel", Filters(state=0, tenant="acme", name="stuck"), 2)
+        assert moved.value.status == 409
+        done = acme.act_on_jobs("cancel", Filters(state=0, tenant="acme", name="stuck"), 3)
+        assert sorted(done["jobs"]) == ids and done["result"] == 3
+        with connect(db) as owner:
+            assert owner.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = ANY(%s) AND complete_status = 4",
+                                 (ids,)).fetchone()[0] == 3

@@ -156,13 +156,33 @@ function jobLink(id, tenant, text) {
                   onclick: (e) => { e.preventDefault(); openJob = {id: Number(id), tenant: tenant}; writeView(); refreshJob(); }},
             text == null ? String(id) : text);
 }
+// Cancel or retry every job the filter matches (at most 1,000), after a confirmation that names how many and a
+// sample; the server acts only if the filter still matches that many (else: look again)
+function bulkButton(data) {
+  const state = document.getElementById("filter-state").value;
+  const action = ["pending", "running"].includes(state) ? "cancel" : ["failed", "cancelled"].includes(state) ? "retry" : null;
+  if (!actionsAllowed() || !action || !data.count || data.count_capped || data.count > 1000) return "";
+  const label = `${action === "cancel" ? "Cancel" : "Retry"} all ${data.count}`;
+  return button(label, "bulk-" + action, async () => {
+    const filters = Object.fromEntries([...viewParams({database: null, before: null, job: null, job_tenant: null})]);
+    const sample = data.jobs.slice(0, 5).map(j => `${j.job_id} ${j.job_name}`).join(", ");
+    if (!window.confirm(`${label} jobs matching ${new URLSearchParams(filters)}? For example: ${sample}`)) return;
+    try {
+      const result = await api("/api/jobs/bulk/" + action, {method: "POST", headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({database: database(), tenant: filters.tenant || null, filters: filters, expect: data.count})});
+      say(`${result.action}: ${result.result} of ${result.jobs.length} jobs (${result.target})`);
+    } catch (e) { say(e.message); }
+    refresh();
+  });
+}
 function renderJobs(data) {
   const count = `${data.count.toLocaleString("en")}${data.count_capped ? "+" : ""} job${data.count === 1 ? "" : "s"} match`;
   const pager = el("div", {class: "controls"}, el("span", {class: "muted", id: "jobs-count"}, count),
     before == null ? "" : el("span", {class: "muted", id: "jobs-page"}, ` · below job ${before}`),
     before == null ? "" : button("Newest", "jobs-newest", () => { before = null; writeView(); refresh(); }),
     data.jobs.length < 50 ? "" : button("Older", "jobs-older", () => {
-      before = Number(data.jobs[data.jobs.length - 1].job_id); writeView(); refresh(); }));
+      before = Number(data.jobs[data.jobs.length - 1].job_id); writeView(); refresh(); }),
+    bulkButton(data));
   document.getElementById("jobs").replaceChildren(pager, table(["job", "name", "tenant", "queue", "state", "attempts", "created", "finished", "last error"],
     data.jobs.map(j => [jobLink(j.job_id, j.tenant_id), jobLink(j.job_id, j.tenant_id, j.job_name), j.tenant_id, j.job_queue,
                         stateBadge(j.complete_status, j), `${j.attempts}/${j.max_attempts}`, time(j.created_at),
@@ -218,6 +238,8 @@ function renderJob(data) {
   parts.push(el("h3", {}, "Attempts (newest first)"), table(["attempt", "outcome", "started", "finished", "instance", "SQLSTATE", "error", "status", "rows", "output"],
     j.attempt_history.map(a => [a.attempt, a.outcome, time(a.started_at), time(a.finished_at), a.instance_id, a.error_sqlstate,
                                 el("span", {class: "error"}, a.error_message), a.command_status, a.rows_affected, a.output])));
+  parts.push(el("h3", {}, "Actions"), table(["when", "action", "by", "reason"],
+    (j.actions || []).map(a => [time(a.requested_at), a.action, a.requested_by, a.reason])));
   parts.push(el("h3", {}, "Waits on"), table(["job", "name", "state"], j.waits_on.map(d => d.job_id == null
     ? [`group ${d.job_group}`, "", ""] : [jobLink(d.job_id, j.tenant_id), d.job_name, stateBadge(d.complete_status)])));
   parts.push(el("h3", {}, "Waited on by"), table(["job", "name", "state"],

@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 
 from ..states import JobState
 from .flow import bounded
-from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT,
+from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS, JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT,
                           TENANT_STATS, WAITED_ON_BY, WAITS_ON)
 from .logs import cap_text
 from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
@@ -35,6 +35,7 @@ IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its n
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
 COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py JOBS_COUNT)
+BULK_MAX = 1_000     # jobs one bulk action takes at most
 STATES = {state.label: state for state in JobState}
 
 # SQLSTATE class or code -> HTTP status of a refused action
@@ -173,6 +174,7 @@ class ConsoleDatabase:
             job["attempt_history"] = cur.execute(ATTEMPTS, keys).fetchall()
             job["waits_on"] = cur.execute(WAITS_ON, keys).fetchall()
             job["waited_on_by"] = cur.execute(WAITED_ON_BY, keys).fetchall()
+            job["actions"] = cur.execute(JOB_ACTIONS, keys).fetchall()
             return job
 
     def queues(self) -> dict:
@@ -203,6 +205,31 @@ class ConsoleDatabase:
             else:
                 result = cur.execute(ENABLE, {"name": name, "enabled": action == "resume"}).fetchone()["next_fire_at"]
         return {"action": action, "target": name, "result": result}
+
+    def act_on_jobs(self, action: str, filters: Filters, expect: int) -> dict:
+        """cancel or retry every job the filters match (at most BULK_MAX), as the console login: only when they are
+        still the `expect` jobs the confirmation counted (else 409: look again). The filter must name the state the
+        action applies to (cancel: pending or running; retry: failed or cancelled). Each job is cancelled or retried
+        through the public functions, its reason naming the bulk action and its filter (the job's history keeps it)."""
+        allowed = {"cancel": ("pending", "running"), "retry": ("failed", "cancelled")}[action]
+        if filters.state is None or JobState(filters.state).label not in allowed:
+            raise ConsoleError(400, f"a bulk {action} takes a filter on state {' or '.join(allowed)}")
+        described = ", ".join(f"{k}={v}" for k, v in (("state", JobState(filters.state).label), ("queue", filters.queue),
+                                                       ("tenant", filters.tenant), ("name", filters.name)) if v is not None)
+        reason = f"bulk {action} from the console ({expect} jobs: {described})"
+        params = vars(filters) | {"name_like": None, "cap": BULK_MAX + 1, "before": None, "limit": BULK_MAX}
+        with self._session(self._console_dsn, filters.tenant, read_only=False) as cur:
+            ids = [r["job_id"] for r in cur.execute(JOBS, params).fetchall()]
+            if len(ids) != expect:
+                raise ConsoleError(409, f"the filter matches {len(ids)} jobs now, not the {expect} confirmed: look again")
+            done = 0
+            for job_id in ids:
+                if action == "cancel":
+                    done += cur.execute(CANCEL, {"job_id": job_id, "reason": reason}).fetchone()["result"]
+                else:
+                    cur.execute(JOB_ACTION_RETRY, {"job_id": job_id, "reason": reason})
+                    done += 1
+        return {"action": "bulk " + action, "target": described, "result": done, "jobs": ids}
 
     def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
         """cancel or retry job `target`, pause or resume queue `target`, as the console login."""

@@ -35,6 +35,7 @@ SECURITY_HEADERS = {
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,18})$")
 _JOB_ACTION = re.compile(r"^/api/jobs/([0-9]{1,18})/(cancel|retry)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([0-9]{1,4})/(pause|resume)$")
+_BULK_ACTION = re.compile(r"^/api/jobs/bulk/(cancel|retry)$")
 _SCHEDULE_ACTION = re.compile(r"^/api/schedules/([^/]{1,600})/(run-now|pause|resume)$")   # (the name URL-encoded)
 
 
@@ -116,7 +117,8 @@ class ConsoleAPI:
         raise ConsoleError(404, "not found")
 
     def _post(self, path: str, headers, body: bytes) -> Reply:
-        match = _JOB_ACTION.match(path) or _QUEUE_ACTION.match(path) or _SCHEDULE_ACTION.match(path)
+        match = (_JOB_ACTION.match(path) or _QUEUE_ACTION.match(path) or _SCHEDULE_ACTION.match(path)
+                 or _BULK_ACTION.match(path))
         if match is None:
             raise ConsoleError(404, "not found")
         if not self._token:
@@ -140,6 +142,14 @@ class ConsoleAPI:
             raise ConsoleError(400, "reason must be a string of at most 2,000 characters")
         database = data.get("database")
         db = self._database(database if isinstance(database, str) else None)
+        if match.re is _BULK_ACTION:
+            filters = data.get("filters")
+            expect = data.get("expect")
+            if not isinstance(filters, dict) or not all(isinstance(v, str) for v in filters.values()):
+                raise ConsoleError(400, "filters must be an object of strings (state, queue, tenant, name)")
+            if not isinstance(expect, int) or isinstance(expect, bool) or expect < 1:
+                raise ConsoleError(400, "expect must be the number of jobs the confirmation named")
+            return _json(200, db.act_on_jobs(match.group(1), Filters.parse(filters), expect))
         if match.re is _SCHEDULE_ACTION:
             name = unquote(match.group(1))
             if not name.strip() or len(name) > 200:

@@ -40,6 +40,12 @@ ATTEMPTS = """SELECT a.attempt, a.instance_id, a.started_at, a.finished_at, a.ou
  WHERE a.job_id = %(job_id)s
  ORDER BY a.attempt_id DESC
  LIMIT 100"""
+# Operators' actions on a job (cancel requests of a running job, retries), newest first (at most 100).
+JOB_ACTIONS = """SELECT a.requested_at, a.action, a.requested_by, a.reason
+  FROM broker.broker_job_actions AS a
+ WHERE a.job_id = %(job_id)s
+ ORDER BY a.action_id DESC
+ LIMIT 100"""
 WAITS_ON = """SELECT d.depends_on_job_id AS job_id, d.depends_on_group AS job_group, t.job_name, t.complete_status
   FROM broker.broker_job_dependency AS d
   LEFT JOIN broker.broker_jobs AS t ON t.job_id = d.depends_on_job_id
@@ -63,5 +69,9 @@ INSTANCES = """SELECT instance_id, instance_name, hostname, os_pid, status, star
   FROM broker.broker_queueinstance ORDER BY instance_id DESC LIMIT 10"""
 CANCEL = "SELECT broker.broker_cancel_job(%(job_id)s, %(reason)s) AS result"
 RETRY = "SELECT broker.broker_retry_job(%(job_id)s, %(run_after)s::timestamptz, %(with_dependents)s) AS result"
+# A retry with its reason (what broker_retry_job writes, and a reason its history shows): the row the policies
+# check and the trigger broker._job_action performs, with the jobs cancelled because of it.
+JOB_ACTION_RETRY = """INSERT INTO broker.broker_job_actions (job_id, action, reason, with_dependents)
+                      VALUES (%(job_id)s, 'retry', %(reason)s, true)"""
 PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
 PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint) AS result"
