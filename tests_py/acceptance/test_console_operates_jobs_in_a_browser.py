@@ -1,6 +1,6 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
 signs in with the token, filters, opens a failed job (a link: the URL keeps the filters and the job, and a reload
-shows them again), reads its SQL and attempts, pages through the jobs by id, cancels jobs by filter after a
+shows them again), reads its SQL, attempts and workflow picture, pages through the jobs by id, cancels jobs by filter after a
 confirmation, runs a schedule now and pauses it, clicks Retry and sees it (and
 the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
 each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
@@ -113,6 +113,12 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         text_in(browser, "#job-sql", "public.console_fix")
         assert browser.find_element(By.ID, "filter-tenant").get_attribute("value") == "acme"
         text_in(browser, "#jobs-count", "1 job match")
+        # its workflow: the job that waits on it, a link in the picture
+        visible(browser, f"#graph-job-{broken}")
+        click(browser, f"#graph-job-{after}")
+        text_in(browser, "#job-title", f"Job {after}")
+        browser.back()
+        text_in(browser, "#job-title", f"Job {broken}")
         text_in(browser, "#job", "division by zero")
         text_in(browser, "#job", "mail the report")  # waited on by
         with connect(db) as owner:

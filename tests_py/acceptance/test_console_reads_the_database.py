@@ -110,3 +110,22 @@ def test_a_bulk_action_takes_only_the_confirmed_jobs_of_the_logins_tenant(db):
         with connect(db) as owner:
             assert owner.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = ANY(%s) AND complete_status = 4",
                                  (ids,)).fetchone()[0] == 3
+
+
+def test_a_jobs_workflow_shows_what_it_waits_on_and_what_waits_on_it_groups_included(db):
+    with connect(db) as conn:
+        a = add_job(conn, "extract a", "SELECT 1", job_group="extract")
+        add_job(conn, "extract b", "SELECT 1", job_group="extract")
+        c = add_job(conn, "transform", "SELECT 1", depends_on_groups=["extract"])
+        d = add_job(conn, "load", "SELECT 1", depends_on_job_ids=[c])
+        add_job(conn, "unrelated", "SELECT 1")
+    console = ConsoleDatabase("d", db_dsn(db), None, "test")
+    graph = console.graph(c, None)
+    assert {(n["key"], n["depth"]) for n in graph["nodes"]} == {(f"job:{c}", 0), ("group:extract", -1), (f"job:{d}", 1)}
+    assert {(e["from"], e["to"]) for e in graph["edges"]} == {(f"job:{c}", "group:extract"), (f"job:{d}", f"job:{c}")}
+    down = console.graph(a, None)   # what waits on a's group, and on that
+    assert {n["key"] for n in down["nodes"]} == {f"job:{a}", "group:extract", f"job:{c}", f"job:{d}"}
+    assert (f"job:{c}", "group:extract") in {(e["from"], e["to"]) for e in down["edges"]}
+    with pytest.raises(ConsoleError) as missing:
+        console.graph(10**12, None)
+    assert missing.value.status == 404

@@ -205,6 +205,47 @@ function renderSchedules(data) {
               x.last_job_id == null ? "" : jobLink(x.last_job_id, x.tenant_id), el("span", {class: "error"}, x.last_error), controls];
     })));
 }
+// A job's workflow as a picture: what it waits on to the left, what waits on it to the right, each job a box
+// colored by its state and a link, each group a dashed box (text set as text, never markup)
+const STATE_COLORS = {pending: "#b7791f", running: "#3182ce", completed: "#2f855a", failed: "#c53030", cancelled: "#718096"};
+function svg(tag, attrs, text) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text != null) node.textContent = String(text);
+  return node;
+}
+function renderGraph(data) {
+  const depths = [...new Set(data.nodes.map(n => n.depth))].sort((a, b) => a - b);
+  const at = {}, rows = {};
+  for (const n of data.nodes) {
+    const col = depths.indexOf(n.depth), row = rows[col] = (rows[col] || 0) + 1;
+    at[n.key] = {x: 10 + col * 200, y: 10 + (row - 1) * 40};
+  }
+  const height = 20 + 40 * Math.max(1, ...Object.values(rows)), width = 20 + 200 * depths.length;
+  const picture = svg("svg", {width: width, height: height, viewBox: `0 0 ${width} ${height}`, id: "job-graph", role: "img"});
+  for (const e of data.edges) {   // from the waiter to what it waits on
+    const a = at[e.from], b = at[e.to];
+    picture.append(svg("line", {x1: a.x, y1: a.y + 14, x2: b.x + 160, y2: b.y + 14, stroke: "#a0aec0", "stroke-width": 1.5}));
+  }
+  for (const n of data.nodes) {
+    const p = at[n.key];
+    if (n.kind === "group") {
+      picture.append(svg("rect", {x: p.x, y: p.y, width: 160, height: 28, rx: 4, fill: "#fff", stroke: "#4a5568", "stroke-dasharray": "4 3"}),
+                     svg("text", {x: p.x + 8, y: p.y + 18, "font-size": 12}, `group ${n.job_group}`.slice(0, 24)));
+      continue;
+    }
+    const state = STATES[n.complete_status] || "pending";
+    const link = svg("a", {href: "#" + viewParams({job: n.job_id, job_tenant: n.tenant_id}).toString(),
+                           id: `graph-job-${Number(n.job_id)}`, "data-state": state});
+    link.addEventListener("click", (e) => { e.preventDefault(); openJob = {id: Number(n.job_id), tenant: n.tenant_id}; writeView(); refreshJob(); });
+    link.append(svg("rect", {x: p.x, y: p.y, width: 160, height: 28, rx: 4, fill: STATE_COLORS[state],
+                             stroke: n.job_id === data.job_id ? "#1a202c" : "none", "stroke-width": 2}),
+                svg("text", {x: p.x + 8, y: p.y + 18, "font-size": 12, fill: "#fff"}, `${n.job_id} ${n.job_name}`.slice(0, 24)),
+                svg("title", {}, `job ${n.job_id} ${n.job_name}: ${state}`));
+    picture.append(link);
+  }
+  document.getElementById("job-graph-box").replaceChildren(picture);
+}
 function fields(pairs) {
   const dl = el("dl", {class: "fields"});
   for (const [k, v] of pairs) dl.append(el("dt", {}, k), el("dd", {}, v));
@@ -238,6 +279,7 @@ function renderJob(data) {
   parts.push(el("h3", {}, "Attempts (newest first)"), table(["attempt", "outcome", "started", "finished", "instance", "SQLSTATE", "error", "status", "rows", "output"],
     j.attempt_history.map(a => [a.attempt, a.outcome, time(a.started_at), time(a.finished_at), a.instance_id, a.error_sqlstate,
                                 el("span", {class: "error"}, a.error_message), a.command_status, a.rows_affected, a.output])));
+  parts.push(el("h3", {}, "Workflow"), el("div", {id: "job-graph-box", class: "graph"}));
   parts.push(el("h3", {}, "Actions"), table(["when", "action", "by", "reason"],
     (j.actions || []).map(a => [time(a.requested_at), a.action, a.requested_by, a.reason])));
   parts.push(el("h3", {}, "Waits on"), table(["job", "name", "state"], j.waits_on.map(d => d.job_id == null
@@ -257,7 +299,13 @@ async function refreshJob() {
   if (!openJob) return;
   const params = new URLSearchParams({database: database()});
   if (openJob.tenant) params.set("tenant", openJob.tenant);
-  try { render("job", await api(`/api/jobs/${openJob.id}?${params}`), renderJob); } catch (e) { say(e.message); }
+  try {
+    render("job", await api(`/api/jobs/${openJob.id}?${params}`), renderJob);
+    const graph = await api(`/api/jobs/${openJob.id}/graph?${params}`);
+    if (shown.job_graph !== JSON.stringify(graph) || !document.getElementById("job-graph")) {
+      shown.job_graph = JSON.stringify(graph); renderGraph(graph);
+    }
+  } catch (e) { say(e.message); }
 }
 async function refresh() {
   try {

@@ -24,8 +24,9 @@ from psycopg.rows import dict_row
 
 from ..states import JobState
 from .flow import bounded
-from .job_queries import (ATTEMPTS, CANCEL, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS, JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT,
-                          TENANT_STATS, WAITED_ON_BY, WAITS_ON)
+from .job_queries import (ATTEMPTS, CANCEL, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS,
+                          JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
+                          WAITS_ON)
 from .logs import cap_text
 from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
 
@@ -36,6 +37,7 @@ STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
 COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py JOBS_COUNT)
 BULK_MAX = 1_000     # jobs one bulk action takes at most
+GRAPH_STEPS, GRAPH_MAX = 5, 200   # a job's workflow picture: steps each way, nodes
 STATES = {state.label: state for state in JobState}
 
 # SQLSTATE class or code -> HTTP status of a refused action
@@ -176,6 +178,56 @@ class ConsoleDatabase:
             job["waited_on_by"] = cur.execute(WAITED_ON_BY, keys).fetchall()
             job["actions"] = cur.execute(JOB_ACTIONS, keys).fetchall()
             return job
+
+    def graph(self, job_id: int, tenant: str | None) -> dict:
+        """The job's workflow: the jobs and groups it waits on, and the jobs that wait on it (by its id or its
+        group), transitively, GRAPH_STEPS steps each way and GRAPH_MAX nodes at most. Nodes carry their depth
+        (waited on < 0 < waiting); a group is a node of its own ("group:<name>"), not its members."""
+        nodes: dict[str, dict] = {}
+        edges: set[tuple[str, str]] = set()
+        with self._session(self._console_dsn, tenant) as cur:
+            def job_node(jid: int, depth: int) -> dict | None:
+                key = f"job:{jid}"
+                if key not in nodes and len(nodes) < GRAPH_MAX:
+                    row = cur.execute(GRAPH_NODE, {"job_id": jid}).fetchone()
+                    if row is None:
+                        return None
+                    nodes[key] = {"key": key, "kind": "job", "depth": depth, **row}
+                return nodes.get(key)
+            start = job_node(job_id, 0)
+            if start is None:
+                raise ConsoleError(404, f"job {job_id} does not exist or is not visible to the console's login")
+            for direction in (-1, 1):
+                frontier = [start]
+                for step in range(1, GRAPH_STEPS + 1):
+                    following = []
+                    for node in frontier:
+                        if direction < 0:
+                            for r in cur.execute(GRAPH_UP, {"job_id": node["job_id"]}).fetchall():
+                                if r["job_id"] is not None:
+                                    up = job_node(r["job_id"], -step)
+                                    if up is not None:
+                                        edges.add((node["key"], up["key"]))
+                                        following.append(up)
+                                else:
+                                    key = f"group:{r['job_group']}"
+                                    nodes.setdefault(key, {"key": key, "kind": "group", "depth": -step, "job_group": r["job_group"]})
+                                    edges.add((node["key"], key))
+                        else:
+                            for r in cur.execute(GRAPH_DOWN, node).fetchall():
+                                down = job_node(r["job_id"], step)
+                                if down is None:
+                                    continue
+                                if r["job_group"] is None:
+                                    edges.add((down["key"], node["key"]))
+                                else:   # it waits on the node's group: drawn through the group
+                                    key = f"group:{r['job_group']}"
+                                    nodes.setdefault(key, {"key": key, "kind": "group", "depth": step - 0.5, "job_group": r["job_group"]})
+                                    edges.update({(down["key"], key), (key, node["key"])})
+                                following.append(down)
+                    frontier = following
+        return {"job_id": job_id, "nodes": list(nodes.values()),
+                "edges": [{"from": a, "to": b} for a, b in sorted(edges) if a in nodes and b in nodes]}
 
     def queues(self) -> dict:
         with self._session(self._runner_dsn) as cur:

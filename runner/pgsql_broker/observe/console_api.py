@@ -33,6 +33,7 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cross-Origin-Resource-Policy": "same-origin",
 }
 _JOB = re.compile(r"^/api/jobs/([0-9]{1,18})$")
+_JOB_GRAPH = re.compile(r"^/api/jobs/([0-9]{1,18})/graph$")
 _JOB_ACTION = re.compile(r"^/api/jobs/([0-9]{1,18})/(cancel|retry)$")
 _QUEUE_ACTION = re.compile(r"^/api/queues/([0-9]{1,4})/(pause|resume)$")
 _BULK_ACTION = re.compile(r"^/api/jobs/bulk/(cancel|retry)$")
@@ -111,6 +112,8 @@ class ConsoleAPI:
             return _json(200, {"database": db.name, **db.flow()})
         if path == "/api/schedules":
             return _json(200, {"database": db.name, "schedules": db.schedules(tenant_of(query.get("tenant")))})
+        if match := _JOB_GRAPH.match(path):
+            return _json(200, {"database": db.name, **db.graph(int(match.group(1)), tenant_of(query.get("tenant")))})
         if match := _JOB.match(path):
             job = db.job(int(match.group(1)), tenant_of(query.get("tenant")), with_sql=authenticated)
             return _json(200, {"database": db.name, "sql_shown": authenticated, "job": job})

@@ -75,3 +75,15 @@ JOB_ACTION_RETRY = """INSERT INTO broker.broker_job_actions (job_id, action, rea
                       VALUES (%(job_id)s, 'retry', %(reason)s, true)"""
 PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
 PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint) AS result"
+
+# A job's workflow, a step at a time from each job (observe/console.py graph): what it waits on (a job, or a group),
+# and what waits on it (by its id, or by its group). Each an index lookup; as the console login reads them.
+GRAPH_NODE = """SELECT j.job_id, j.job_name, j.job_group, j.tenant_id, j.complete_status, j.pending_deps
+  FROM broker.broker_jobs AS j WHERE j.job_id = %(job_id)s"""
+GRAPH_UP = """SELECT d.depends_on_job_id AS job_id, d.depends_on_group AS job_group
+  FROM broker.broker_job_dependency AS d WHERE d.job_id = %(job_id)s ORDER BY d.dependency_id LIMIT 40"""
+GRAPH_DOWN = """(SELECT d.job_id, NULL::text AS job_group FROM broker.broker_job_dependency AS d
+                  WHERE d.depends_on_job_id = %(job_id)s ORDER BY d.job_id LIMIT 40)
+                UNION ALL
+                (SELECT d.job_id, d.depends_on_group FROM broker.broker_job_dependency AS d
+                  WHERE d.tenant_id = %(tenant_id)s AND d.depends_on_group = %(job_group)s ORDER BY d.job_id LIMIT 40)"""
