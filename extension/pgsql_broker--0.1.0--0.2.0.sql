@@ -11207,6 +11207,21 @@ COMMENT ON TRIGGER broker_jobs_count_finished_truncate_trg ON broker.broker_jobs
     'TRUNCATE of broker_jobs empties broker_finished_count.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._finished_kept()
+--   How far back broker_finished_count keeps its minutes: the longest window
+--   read from it (broker_queue_stats' hour, broker_finished_per_minute's
+--   three hours), and a minute more for the one under way.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_kept()
+RETURNS interval LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT interval '3 hours 1 minute' $$;
+COMMENT ON FUNCTION broker._finished_kept() IS
+    'Internal: how far back broker_finished_count keeps its minutes (the longest window read from it, and a minute).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._merge_finished_counts()
 --   Folds the deltas of broker_finished_count into the one merged row of
 --   their key (read through broker_finished_count_delta_idx: with no delta
@@ -11256,13 +11271,49 @@ BEGIN
     -- (merged rows only, through their index: the deltas are all folded by now)
     DELETE FROM broker.broker_finished_count AS c
      WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
-           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
+           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) broker._finished_kept());
     GET DIAGNOSTICS v_old = ROW_COUNT;
     RETURN v_old OPERATOR(pg_catalog.+) v_deltas;
 END;
 $$;
 COMMENT ON FUNCTION broker._merge_finished_counts() IS
     'Internal: folds the deltas of broker_finished_count into one row per key and drops minutes no window reads; returns the rows removed.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_finished_per_minute(p_window)
+--   Jobs finished per minute over the last p_window (1 minute to 3 hours,
+--   default 3 hours), per queue, tenant and final state (2 completed, 3
+--   failed, 4 cancelled), every tenant's: what the console's charts draw.
+--   Read from broker_finished_count (a few rows a minute, whatever the
+--   number of jobs), deltas not merged yet included; minutes with no finish
+--   are left out.
+-- Errors: 22023 a window outside 1 minute to 3 hours.
+-- Example:
+--   SELECT * FROM broker.broker_finished_per_minute('1 hour');
+--   Calls: _finished_minute
+--   Tables: reads broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_finished_per_minute(p_window interval DEFAULT '3 hours')
+RETURNS TABLE (finished_minute timestamptz, job_queue integer, tenant_id text, complete_status smallint, jobs bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_window IS NULL OR p_window OPERATOR(pg_catalog.<) interval '1 minute' OR p_window OPERATOR(pg_catalog.>) interval '3 hours' THEN
+        RAISE EXCEPTION 'broker_finished_per_minute: p_window must be 1 minute to 3 hours, got %', COALESCE(p_window::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, pg_catalog.sum(c.jobs)::bigint
+      FROM broker.broker_finished_count AS c
+     WHERE c.finished_minute OPERATOR(pg_catalog.>=) broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window)
+     GROUP BY 1, 2, 3, 4
+    HAVING pg_catalog.sum(c.jobs) OPERATOR(pg_catalog.<>) 0
+     ORDER BY 1, 2, 3, 4;
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_finished_per_minute(interval) IS
+    'Jobs finished per minute over the last p_window (up to 3 hours), per queue, tenant and final state, every tenant''s (the console''s charts).';
 -- source: sql/instances/queue_stats.sql
 -- sql/instances/queue_stats.sql: queue statistics for monitoring.
 -- ---------------------------------------------------------------------------

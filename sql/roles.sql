@@ -341,6 +341,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_resume_instance(bigint),
     broker.broker_stale_instance_holder(interval),
     broker.broker_queue_stats(),
+    broker.broker_finished_per_minute(interval),
     broker._tenant_stats_every_tenant(interval),
     broker._key_stats_every_tenant(),
     broker.broker_ready_queues(),

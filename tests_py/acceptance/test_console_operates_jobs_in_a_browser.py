@@ -1,6 +1,6 @@
 """The console in a real browser (headless Chromium on loopback, Selenium, waits on page conditions): an operator
 signs in with the token, filters, opens a failed job (a link: the URL keeps the filters and the job, and a reload
-shows them again), reads its SQL, attempts and workflow picture, pages through the jobs by id, cancels jobs by filter after a
+shows them again), sees the finished jobs charted, reads its SQL, attempts and workflow picture, pages through the jobs by id, cancels jobs by filter after a
 confirmation, runs a schedule now and pauses it, clicks Retry and sees it (and
 the job cancelled because of it) complete; a pending job says why it waits, and the tenants and limits panel shows
 each tenant's part of its queues and the limits. The console logs in as the tenant's own login, so another tenant's
@@ -83,6 +83,9 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         visible(browser, "#login")
         text_in(browser, "#jobs", "broken report")
         assert "other tenant's payroll" not in browser.find_element(By.ID, "jobs").text  # the database's tenancy
+        # the charts: acme's queue 1 finished a job and failed one in the last minutes
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#chart-1-acme rect[data-state='failed']")
+             and b.find_elements(By.CSS_SELECTOR, "#chart-1-acme rect[data-state='completed']"))
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         click(browser, "#sign-in")
         text_in(browser, "#mode", "actions enabled")

@@ -90,7 +90,10 @@ SELECT functions_are('broker', ARRAY[
 
     -- tasks: jobs run by application code, and the claim they share with SQL jobs
     '_claim', '_check_task_name', '_task_queue', '_task_queue_is', '_task_actor', '_task_lease', '_task_leases', 'broker_add_task', 'broker_claim_tasks',
-    'broker_extend_task', 'broker_complete_task', 'broker_fail_task', 'broker_release_task', 'broker_complete_tasks']);
+    'broker_extend_task', 'broker_complete_task', 'broker_fail_task', 'broker_release_task', 'broker_complete_tasks',
+
+    -- the console's charts
+    '_finished_kept', 'broker_finished_per_minute']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'setof record');

@@ -6,6 +6,7 @@ const STATES = ["pending", "running", "completed", "failed", "cancelled"];
 let session = {token_configured: false, authenticated: false, databases: []};
 let openJob = null;  // {id, tenant}
 let before = null;   // the job list's page: the jobs below this id (null: the newest)
+let chartsAt = 0, chartsFor = null;   // when the charts were last read, for which database
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -205,6 +206,43 @@ function renderSchedules(data) {
               x.last_job_id == null ? "" : jobLink(x.last_job_id, x.tenant_id), el("span", {class: "error"}, x.last_error), controls];
     })));
 }
+// Charts: jobs finished per minute over the last three hours, one small chart per queue and tenant (the busiest
+// twelve), bars stacked by final state; what an operator looks at to see a queue slow down or start failing
+function renderCharts(data) {
+  const end = Date.parse(data.now_minute), minutes = 180, series = {};
+  for (const r of data.finished) {
+    const key = `${r.job_queue}|${r.tenant_id}`;
+    const s = series[key] = series[key] || {queue: r.job_queue, tenant: r.tenant_id, total: 0, bars: {}};
+    const at = minutes - 1 - Math.round((end - Date.parse(r.finished_minute)) / 60000);
+    if (at < 0 || at >= minutes) continue;
+    const bar = s.bars[at] = s.bars[at] || {2: 0, 3: 0, 4: 0};
+    bar[r.complete_status] = (bar[r.complete_status] || 0) + Number(r.jobs);
+    s.total += Number(r.jobs);
+  }
+  const busiest = Object.values(series).sort((a, b) => b.total - a.total).slice(0, 12);
+  if (!busiest.length) { document.getElementById("charts").replaceChildren(el("div", {class: "muted"}, "no job finished in the last 3 hours")); return; }
+  const charts = busiest.map(s => {
+    const top = Math.max(1, ...Object.values(s.bars).map(b => b[2] + b[3] + b[4]));
+    const picture = svg("svg", {width: 372, height: 70, viewBox: "0 0 372 70", role: "img",
+                                id: `chart-${Number(s.queue)}-${String(s.tenant).replace(/[^A-Za-z0-9_-]/g, "_")}`});
+    picture.append(svg("title", {}, `queue ${s.queue}, tenant ${s.tenant}: ${s.total} finished in 3 h (most in a minute: ${top})`));
+    for (const [at, bar] of Object.entries(s.bars)) {
+      let y = 60;
+      for (const code of [2, 3, 4]) {
+        const h = Math.round(55 * bar[code] / top);
+        if (!h) continue;
+        y -= h;
+        picture.append(svg("rect", {x: 6 + 2 * Number(at), y: y, width: 2, height: h, fill: STATE_COLORS[STATES[code]],
+                                    "data-state": STATES[code]}));
+      }
+    }
+    picture.append(svg("line", {x1: 6, y1: 60.5, x2: 366, y2: 60.5, stroke: "#a0aec0"}),
+                   svg("text", {x: 6, y: 69, "font-size": 8}, "-3 h"), svg("text", {x: 350, y: 69, "font-size": 8}, "now"));
+    return el("figure", {}, el("figcaption", {}, `queue ${s.queue} · ${s.tenant} · ${s.total} (max ${top}/min)`), picture);
+  });
+  document.getElementById("charts").replaceChildren(...charts,
+    el("div", {class: "muted"}, "green completed · red failed · gray cancelled"));
+}
 // A job's workflow as a picture: what it waits on to the left, what waits on it to the right, each job a box
 // colored by its state and a link, each group a dashed box (text set as text, never markup)
 const STATE_COLORS = {pending: "#b7791f", running: "#3182ce", completed: "#2f855a", failed: "#c53030", cancelled: "#718096"};
@@ -313,6 +351,10 @@ async function refresh() {
     render("runner", state, renderRunner);
     render("queues", await api("/api/queues?" + new URLSearchParams({database: database()})), renderQueues);
     render("flow", await api("/api/flow?" + new URLSearchParams({database: database()})), renderFlow);
+    if (!chartsAt || Date.now() - chartsAt > 30000 || chartsFor !== database()) {   // (minutes: every 30 s is enough)
+      chartsAt = Date.now(); chartsFor = database();
+      render("charts", await api("/api/charts?" + new URLSearchParams({database: database()})), renderCharts);
+    }
     render("jobs", await api("/api/jobs?" + filterQuery()), renderJobs);
     const scheduleQuery = new URLSearchParams({database: database()});
     if (document.getElementById("filter-tenant").value.trim()) scheduleQuery.set("tenant", document.getElementById("filter-tenant").value.trim());

@@ -24,8 +24,8 @@ from psycopg.rows import dict_row
 
 from ..states import JobState
 from .flow import bounded
-from .job_queries import (ATTEMPTS, CANCEL, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS,
-                          JOBS, JOBS_COUNT, KEY_STATS, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
+from .job_queries import (ATTEMPTS, CANCEL, FINISHED_PER_MINUTE, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS,
+                          JOBS, JOBS_COUNT, KEY_STATS, NOW_MINUTE, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
                           WAITS_ON)
 from .logs import cap_text
 from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
@@ -232,6 +232,14 @@ class ConsoleDatabase:
     def queues(self) -> dict:
         with self._session(self._runner_dsn) as cur:
             return {"queues": cur.execute(QUEUES).fetchall(), "instances": cur.execute(INSTANCES).fetchall()}
+
+    def charts(self) -> dict:
+        """Jobs finished per minute over the last three hours, per queue, tenant and state, as the runner's login
+        reads them (broker_finished_per_minute), and the server's minute now (the charts' right edge)."""
+        with self._session(self._runner_dsn) as cur:
+            rows = cur.execute(FINISHED_PER_MINUTE).fetchall()
+            now = cur.execute(NOW_MINUTE).fetchone()["m"]
+        return {"now_minute": now, "finished": rows}
 
     def flow(self) -> dict:
         """Each tenant's part of its queues and each key's limit and use, as the runner's login reads them."""

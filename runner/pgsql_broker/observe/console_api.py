@@ -110,6 +110,8 @@ class ConsoleAPI:
             return _json(200, {"database": db.name, **db.queues()})
         if path == "/api/flow":
             return _json(200, {"database": db.name, **db.flow()})
+        if path == "/api/charts":
+            return _json(200, {"database": db.name, **db.charts()})
         if path == "/api/schedules":
             return _json(200, {"database": db.name, "schedules": db.schedules(tenant_of(query.get("tenant")))})
         if match := _JOB_GRAPH.match(path):

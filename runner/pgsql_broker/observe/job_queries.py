@@ -60,6 +60,10 @@ WAITED_ON_BY = """SELECT j.job_id, j.job_name, j.complete_status, d.depends_on_g
  ORDER BY j.job_id
  LIMIT 100"""
 QUEUES = "SELECT * FROM broker.broker_queue_stats() LIMIT 1000"
+# the charts: jobs finished per minute, queue, tenant and state over the last three hours (every tenant's)
+FINISHED_PER_MINUTE = """SELECT finished_minute, job_queue, tenant_id, complete_status, jobs
+                           FROM broker.broker_finished_per_minute(interval '3 hours') LIMIT 20000"""
+NOW_MINUTE = "SELECT date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') AS m"   # (the charts' right edge)
 # each tenant's part of its queues and each key's limit and use (observe/flow.py), as the runner's login reads them
 TENANT_STATS = """SELECT job_queue, tenant_id, weight, ready, running, served, share_served
                     FROM broker.broker_tenant_stats(interval '1 minute') LIMIT 1000"""
