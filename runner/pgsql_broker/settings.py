@@ -15,6 +15,7 @@ host, port, database, user, password and sslmode itself.
 from __future__ import annotations
 
 import dataclasses
+import re
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,9 +134,8 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         parse_queue_list(value, label)
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
-    if name == "console_token" and value and (len(value) < MIN_TOKEN_CHARS or value != value.strip()):
-        raise ConfigError(f"{label} must be at least {MIN_TOKEN_CHARS} characters without surrounding spaces "
-                          f"(for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    if name == "console_token" and value:
+        console_users(value, label)
     if name.startswith("retention_") and name.endswith("_after") and value.strip().lower() != "never":
         try:
             parse_duration(value)
@@ -150,6 +150,26 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
     if section == "logging" and name == "format" and value.lower() not in _FORMATS:
         raise ConfigError(f"{label} must be json or text, got {value!r}")
     return value.lower() if section == "logging" else value
+
+
+_CONSOLE_USER = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+
+
+def console_users(text: str, label: str = "broker.console_token") -> dict[str, str]:
+    """The console's accounts: 'alice:TOKEN1,bob:TOKEN2' -> {TOKEN1: 'alice', TOKEN2: 'bob'}; a token alone is the
+    account 'console'. Each token at least MIN_TOKEN_CHARS characters; a name 1 to 64 of A-Z a-z 0-9 . _ @ -. The
+    name signs what its holder does in the console (the jobs' reasons)."""
+    users: dict[str, str] = {}
+    for item in text.split(","):
+        name, sep, token = item.partition(":")
+        if not sep:
+            name, token = "console", item
+        if not _CONSOLE_USER.match(name) or len(token) < MIN_TOKEN_CHARS or token != token.strip() or token in users:
+            raise ConfigError(f"{label} must be at least {MIN_TOKEN_CHARS} characters without surrounding spaces, or "
+                              f"NAME:TOKEN pairs separated by commas (names of A-Z a-z 0-9 . _ @ -, tokens each so and "
+                              f"different) (for example: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        users[token] = name
+    return users
 
 
 def _queue_number(text: str, label: str, example: str) -> int:

@@ -54,7 +54,9 @@ def failed_dag(db: str, names: dict) -> tuple[int, int]:
 
 
 def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, start, tmp_path):
-    config = config_file(tmp_path / "broker.json", db, tenants["runner"], tenants["acme"], TOKEN)
+    # two console accounts: what each does is signed with its name
+    config = config_file(tmp_path / "broker.json", db, tenants["runner"], tenants["acme"],
+                         f"alice:{TOKEN},bob:{TOKEN[::-1]}")
     runner = start(user=tenants["runner"], extra=("--config", str(config)))
     runner.wait_for(lambda r: r.role(db) == "active", what="active")
     broken, after = failed_dag(db, tenants)
@@ -89,6 +91,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         browser.find_element(By.ID, "token").send_keys(TOKEN)
         click(browser, "#sign-in")
         text_in(browser, "#mode", "actions enabled")
+        text_in(browser, "#signed-in", "signed in as alice")
         click(browser, f"#jobs a[data-job='{broken}']")
         visible(browser, "#retry-job")
         text_in(browser, "#job-sql", "public.console_fix")
@@ -142,7 +145,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         assert "acme" in browser.find_element(By.ID, "flow").text  # and acme's part of queue 1
         click(browser, "#cancel-job")
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#job dd [data-state='cancelled']"))
-        text_in(browser, "#job", "cancelled by " + tenants["acme"])
+        text_in(browser, "#job", "cancelled from the console by alice")
 
         # the schedules panel: acme's schedule with Run now, Pause and Resume
         with connect(db, user=tenants["acme"]) as conn:
@@ -189,7 +192,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         wait(browser, lambda b: "0 jobs match" in b.find_element(By.ID, "jobs-count").text)
         with connect(db) as owner:
             reasons = owner.execute("SELECT DISTINCT cancel_reason FROM broker.broker_jobs WHERE job_name LIKE 'later batch %'").fetchall()
-        assert reasons == [("bulk cancel from the console (3 jobs: state=pending, tenant=acme, name=later batch)",)]
+        assert reasons == [("bulk cancel from the console by alice (3 jobs: state=pending, tenant=acme, name=later batch)",)]
     assert status(db, later) == 4
 
 

@@ -60,6 +60,7 @@ function showSession() {
   const signedIn = session.authenticated && !!token();
   document.getElementById("login").hidden = !session.token_configured || signedIn;
   document.getElementById("signed-in").hidden = !signedIn;
+  document.getElementById("signed-in-as").textContent = signedIn && session.user ? ` as ${session.user}` : "";
   document.getElementById("mode").textContent = !session.token_configured ? "read-only: no console token configured"
     : signedIn ? "actions enabled" : "read-only: sign in for actions and job SQL";
 }

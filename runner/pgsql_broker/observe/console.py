@@ -24,8 +24,9 @@ from psycopg.rows import dict_row
 
 from ..states import JobState
 from .flow import bounded
-from .job_queries import (ATTEMPTS, CANCEL, FINISHED_PER_MINUTE, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB, JOB_ACTION_RETRY, JOB_ACTIONS,
-                          JOBS, JOBS_COUNT, KEY_STATS, NOW_MINUTE, PAUSE, QUEUES, RETRY, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
+from .job_queries import (ATTEMPTS, CANCEL, FINISHED_PER_MINUTE, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB,
+                          JOB_ACTION_RETRY, JOB_ACTIONS, JOBS, JOBS_COUNT, KEY_STATS, NOW_MINUTE, PAUSE, QUEUES,
+                          RETRY_COUNT, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
                           WAITS_ON)
 from .logs import cap_text
 from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
@@ -266,7 +267,7 @@ class ConsoleDatabase:
                 result = cur.execute(ENABLE, {"name": name, "enabled": action == "resume"}).fetchone()["next_fire_at"]
         return {"action": action, "target": name, "result": result}
 
-    def act_on_jobs(self, action: str, filters: Filters, expect: int) -> dict:
+    def act_on_jobs(self, action: str, filters: Filters, expect: int, user: str = "console") -> dict:
         """cancel or retry every job the filters match (at most BULK_MAX), as the console login: only when they are
         still the `expect` jobs the confirmation counted (else 409: look again). The filter must name the state the
         action applies to (cancel: pending or running; retry: failed or cancelled). Each job is cancelled or retried
@@ -276,7 +277,7 @@ class ConsoleDatabase:
             raise ConsoleError(400, f"a bulk {action} takes a filter on state {' or '.join(allowed)}")
         described = ", ".join(f"{k}={v}" for k, v in (("state", JobState(filters.state).label), ("queue", filters.queue),
                                                        ("tenant", filters.tenant), ("name", filters.name)) if v is not None)
-        reason = f"bulk {action} from the console ({expect} jobs: {described})"
+        reason = f"bulk {action} from the console by {user} ({expect} jobs: {described})"
         params = vars(filters) | {"name_like": None, "cap": BULK_MAX + 1, "before": None, "limit": BULK_MAX}
         with self._session(self._console_dsn, filters.tenant, read_only=False) as cur:
             ids = [r["job_id"] for r in cur.execute(JOBS, params).fetchall()]
@@ -291,11 +292,13 @@ class ConsoleDatabase:
                     done += 1
         return {"action": "bulk " + action, "target": described, "result": done, "jobs": ids}
 
-    def act(self, action: str, target: int, tenant: str | None, reason: str | None = None) -> dict:
-        """cancel or retry job `target`, pause or resume queue `target`, as the console login."""
-        query = {"cancel": CANCEL, "retry": RETRY, "pause": PAUSE, "resume": PAUSE}[action]
-        params = {"job_id": target, "queue": target, "paused": action == "pause", "reason": reason,
-                  "run_after": None, "with_dependents": True}
+    def act(self, action: str, target: int, tenant: str | None, reason: str | None = None, user: str = "console") -> dict:
+        """cancel or retry job `target`, pause or resume queue `target`, as the console login; a job's reason names
+        the console account that acted (the login is the database's record: broker_job_actions.requested_by)."""
+        signed = f"{'cancelled' if action == 'cancel' else 'retried'} from the console by {user}" + (f": {reason}" if reason else "")
+        query = {"cancel": CANCEL, "retry": JOB_ACTION_RETRY, "pause": PAUSE, "resume": PAUSE}[action]
+        params = {"job_id": target, "queue": target, "paused": action == "pause", "reason": signed}
         with self._session(self._console_dsn, tenant, read_only=False) as cur:
-            result = cur.execute(query, params).fetchone()["result"]
+            cur.execute(query, params)
+            result = cur.execute(RETRY_COUNT).fetchone()["result"] if action == "retry" else cur.fetchone()["result"]
         return {"action": action, "target": target, "result": result}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ..settings import console_users
 from .console import ConsoleDatabase, ConsoleError, Filters, tenant_of
 
 MAX_BODY_BYTES = 4096
@@ -61,22 +62,33 @@ class ConsoleAPI:
     """Routes of the console: GET pages and reads, POST actions."""
 
     def __init__(self, databases: list[ConsoleDatabase], token: str = ""):
+        """token: the setting broker.console_token: a token, or NAME:TOKEN pairs (settings.console_users)."""
         self.databases = {db.name: db for db in databases}
-        self._token = token.encode() if token else b""
+        self._users = [(t.encode(), name) for t, name in (console_users(token) if token else {}).items()]
+        self._token = bool(self._users)
         self._pages = {path: (resources.files(__package__) / name).read_bytes() for path, (name, _) in STATIC.items()}
 
     def serves(self, path: str) -> bool:
         return path in STATIC or path.startswith("/api/") and path != "/api/state"
 
     def authenticated(self, authorization: str | None) -> bool:
-        """True for the configured token; raises 401 for a wrong one, so the page notices it."""
+        """True for a configured token; raises 401 for a wrong one, so the page notices it."""
+        return self.user(authorization) is not None
+
+    def user(self, authorization: str | None) -> str | None:
+        """The console account whose token the request carries (None without one); 401 for a wrong one. Every
+        token is compared (in constant time each), so the answer's time does not tell which one came close."""
         if authorization is None:
-            return False
+            return None
         scheme, _, value = authorization.partition(" ")
-        if not self._token or scheme.lower() != "bearer" or not hmac.compare_digest(
-                value.strip().encode("utf-8", "surrogateescape"), self._token):
+        given = value.strip().encode("utf-8", "surrogateescape")
+        found = None
+        for token, name in self._users:
+            if hmac.compare_digest(given, token) and scheme.lower() == "bearer":
+                found = name
+        if found is None:
             raise ConsoleError(401, "wrong console token" if self._token else "no console token is configured")
-        return True
+        return found
 
     def handle(self, method: str, target: str, headers, body: bytes | None = None) -> Reply:
         url = urlsplit(target)
@@ -102,6 +114,7 @@ class ConsoleAPI:
         authenticated = self.authenticated(headers.get("Authorization"))
         if path == "/api/session":
             return _json(200, {"token_configured": bool(self._token), "authenticated": authenticated,
+                               "user": self.user(headers.get("Authorization")) if authenticated else None,
                                "databases": list(self.databases)})
         db = self._database(query.get("database"))
         if path == "/api/jobs":
@@ -129,7 +142,8 @@ class ConsoleAPI:
         if not self._token:
             raise ConsoleError(403, "the console is read-only: set broker.console_token (PGBROKER_CONSOLE_TOKEN) "
                                     "to enable actions")
-        if not self.authenticated(headers.get("Authorization")):
+        user = self.user(headers.get("Authorization"))
+        if user is None:
             raise ConsoleError(401, "actions need the console token (Authorization: Bearer ...)")
         origin = headers.get("Origin")
         if origin is not None and urlsplit(origin).netloc != headers.get("Host"):
@@ -154,7 +168,7 @@ class ConsoleAPI:
                 raise ConsoleError(400, "filters must be an object of strings (state, queue, tenant, name)")
             if not isinstance(expect, int) or isinstance(expect, bool) or expect < 1:
                 raise ConsoleError(400, "expect must be the number of jobs the confirmation named")
-            return _json(200, db.act_on_jobs(match.group(1), Filters.parse(filters), expect))
+            return _json(200, db.act_on_jobs(match.group(1), Filters.parse(filters), expect, user))
         if match.re is _SCHEDULE_ACTION:
             name = unquote(match.group(1))
             if not name.strip() or len(name) > 200:
@@ -163,4 +177,4 @@ class ConsoleAPI:
         target, action = int(match.group(1)), match.group(2)
         if action in ("pause", "resume") and not 1 <= target <= 1000:
             raise ConsoleError(400, "queues are 1 to 1000")
-        return _json(200, db.act(action, target, tenant_of(data.get("tenant")), reason))
+        return _json(200, db.act(action, target, tenant_of(data.get("tenant")), reason, user))

@@ -77,6 +77,7 @@ RETRY = "SELECT broker.broker_retry_job(%(job_id)s, %(run_after)s::timestamptz, 
 # check and the trigger broker._job_action performs, with the jobs cancelled because of it.
 JOB_ACTION_RETRY = """INSERT INTO broker.broker_job_actions (job_id, action, reason, with_dependents)
                       VALUES (%(job_id)s, 'retry', %(reason)s, true)"""
+RETRY_COUNT = "SELECT pg_catalog.current_setting('broker.last_retry_count')::integer AS result"   # (after the retry)
 PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
 PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint) AS result"
 

@@ -10,7 +10,7 @@ import pytest
 
 from pgsql_broker.cli import runner_main
 from pgsql_broker.config import ConfigError
-from pgsql_broker.observe.console import ConsoleDatabase
+from pgsql_broker.observe.console import ConsoleDatabase, ConsoleError
 from pgsql_broker.observe.console_api import ConsoleAPI
 from pgsql_broker.settings import BrokerSettings, load
 
@@ -41,6 +41,21 @@ def test_there_is_no_default_token_and_a_short_one_is_refused(tmp_path):
     assert load(env={"PGBROKER_CONSOLE_TOKEN": TOKEN}, dsns=DSN).broker.console_token == TOKEN
 
 
+def test_named_console_accounts_each_have_their_own_token():
+    """broker.console_token 'alice:T1,bob:T2': each token signs in its own account (what it does is signed with its
+    name); a name with other characters, a short token or the same token twice is refused."""
+    other = TOKEN[::-1]
+    console = ConsoleAPI([ConsoleDatabase("d", "dbname=d host=/nonexistent", None, "test")], f"alice:{TOKEN},bob:{other}")
+    assert console.user("Bearer " + TOKEN) == "alice" and console.user("Bearer " + other) == "bob"
+    assert console.user(None) is None
+    with pytest.raises(ConsoleError):
+        console.user("Bearer " + TOKEN + "x")
+    assert ConsoleAPI([], TOKEN).user("Bearer " + TOKEN) == "console"
+    for bad in (f"al ice:{TOKEN}", f"alice:short", f"alice:{TOKEN},bob:{TOKEN}", f"alice:{TOKEN},"):
+        with pytest.raises(ConfigError, match="NAME:TOKEN pairs"):
+            load(env={"PGBROKER_CONSOLE_TOKEN": bad}, dsns=DSN)
+
+
 def test_the_token_is_neither_a_flag_nor_in_the_settings_repr():
     assert "--console-token" not in {opt for p in runner_main.params for opt in p.opts}
     settings = load(env={"PGBROKER_CONSOLE_TOKEN": TOKEN}, dsns=DSN)
@@ -64,7 +79,7 @@ def test_with_a_token_a_request_without_it_or_with_another_gets_401():
     reply = console.handle("GET", "/api/session", {"Authorization": "Bearer wrong-token-wrong-token"})
     assert reply.status == 401 and reply.headers["WWW-Authenticate"].startswith("Bearer")
     assert json.loads(console.handle("GET", "/api/session", {}).body) == {
-        "token_configured": True, "authenticated": False, "databases": ["d"]}
+        "token_configured": True, "authenticated": False, "user": None, "databases": ["d"]}
     assert json.loads(console.handle("GET", "/api/session", {"Authorization": "Bearer " + TOKEN}).body)["authenticated"]
 
 
