@@ -93,7 +93,7 @@ def jobs_list(dsns, config_path, tenant, as_json, state, queue, name, limit) -> 
     """The newest jobs, with filters."""
     dsn = _one_database(dsns, config_path)
     params = {"state": int(JobState.parse(state)) if state else None, "queue": queue, "tenant": tenant,
-              "name": None, "name_like": name, "before": None, "limit": limit}
+              "name": None, "name_like": name, "finished_within": None, "before": None, "limit": limit}
     cur_rows = _run(dsn, tenant, lambda conn: _rows(conn, ops.JOBS, params))
     if as_json:
         _emit_json([dict(r, state=JobState(r["complete_status"]).label) for r in cur_rows])

@@ -106,6 +106,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
 
         Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("failed")
         browser.find_element(By.ID, "filter-tenant").send_keys("acme")
+        Select(browser.find_element(By.ID, "filter-finished_within")).select_by_visible_text("in the last hour")
         click(browser, "#apply-filters")
         wait(browser, lambda b: "nightly import" not in b.find_element(By.ID, "jobs").text
              and "broken report" in b.find_element(By.ID, "jobs").text)
@@ -114,7 +115,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         text_in(browser, "#job-sql", "public.console_fix")
         # what is shown is a link: the filters and the job are in the URL, and a reload shows them again
         wait(browser, lambda b: f"job={broken}" in b.current_url and "state=failed" in b.current_url
-             and "tenant=acme" in b.current_url)
+             and "tenant=acme" in b.current_url and "finished_within=1h" in b.current_url)
         browser.refresh()
         text_in(browser, "#job-sql", "public.console_fix")
         assert browser.find_element(By.ID, "filter-tenant").get_attribute("value") == "acme"
@@ -135,6 +136,7 @@ def test_an_operator_signs_in_filters_and_retries_a_failed_job(db, tenants, star
         wait_until(lambda: status(db, after) == 2, what="the dependent ran after the retry")
 
         Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("any")
+        Select(browser.find_element(By.ID, "filter-finished_within")).select_by_visible_text("any time")
         click(browser, "#apply-filters")
         text_in(browser, "#jobs", "mail the report")
         wait(browser, lambda b: not b.find_elements(By.CSS_SELECTOR, "#jobs [data-state='failed']"))

@@ -129,3 +129,16 @@ def test_a_jobs_workflow_shows_what_it_waits_on_and_what_waits_on_it_groups_incl
     with pytest.raises(ConsoleError) as missing:
         console.graph(10**12, None)
     assert missing.value.status == 404
+
+
+def test_the_job_list_filters_by_when_jobs_finished(db):
+    with connect(db) as conn:
+        old, new = add_job(conn, "old", "SELECT 1"), add_job(conn, "new", "SELECT 1")
+        conn.execute("UPDATE broker.broker_jobs SET complete_status = 3, finished_at = now() - interval '2 hours' WHERE job_id = %s", (old,))
+        conn.execute("UPDATE broker.broker_jobs SET complete_status = 3, finished_at = now() - interval '5 minutes' WHERE job_id = %s", (new,))
+    console = ConsoleDatabase("d", db_dsn(db), None, "test")
+    assert [j["job_id"] for j in console.jobs(Filters.parse({"state": "failed", "finished_within": "1h"}))["jobs"]] == [new]
+    assert [j["job_id"] for j in console.jobs(Filters.parse({"state": "failed", "finished_within": "24h"}))["jobs"]] == [new, old]
+    with pytest.raises(ConsoleError) as bad:
+        Filters.parse({"finished_within": "1 hour; DROP TABLE x"})
+    assert bad.value.status == 400

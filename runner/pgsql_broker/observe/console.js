@@ -122,7 +122,7 @@ function renderFlow(data) {
 }
 // What is shown lives in the URL (#database=..&state=..&queue=..&tenant=..&name=..&before=..&job=..&job_tenant=..):
 // a link to a job, a filter or a page is the address bar, and back and forward move between them.
-const FILTERS = ["state", "queue", "tenant", "name"];
+const FILTERS = ["state", "queue", "tenant", "name", "finished_within"];
 function viewParams(changes) {
   const params = new URLSearchParams();
   if (database()) params.set("database", database());

@@ -38,6 +38,7 @@ STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
 COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py JOBS_COUNT)
 BULK_MAX = 1_000     # jobs one bulk action takes at most
+FINISHED_WITHIN = {"15m": "15 minutes", "1h": "1 hour", "24h": "24 hours", "7d": "7 days"}   # the time filter
 GRAPH_STEPS, GRAPH_MAX = 5, 200   # a job's workflow picture: steps each way, nodes
 STATES = {state.label: state for state in JobState}
 
@@ -76,6 +77,7 @@ class Filters:
     queue: int | None = None
     tenant: str | None = None
     name: str | None = None
+    finished_within: str | None = None   # an interval (FINISHED_WITHIN's values)
     before: int | None = None
     limit: int = 50
 
@@ -84,8 +86,12 @@ class Filters:
         state = query.get("state") or None
         if state is not None and state not in STATES:
             raise ConsoleError(400, f"state must be one of {', '.join(STATES)}, got {state[:40]!r}")
+        within = query.get("finished_within") or None
+        if within is not None and within not in FINISHED_WITHIN:
+            raise ConsoleError(400, f"finished_within must be one of {', '.join(FINISHED_WITHIN)}, got {within[:40]!r}")
         return cls(state=int(STATES[state]) if state else None, queue=_int("queue", query.get("queue"), 1, 1000),
                    tenant=_text("tenant", query.get("tenant")), name=_text("name", query.get("name")),
+                   finished_within=FINISHED_WITHIN[within] if within else None,
                    before=_int("before", query.get("before"), 1, 2**62),
                    limit=_int("limit", query.get("limit"), 1, MAX_LIMIT) or 50)
 
@@ -276,7 +282,8 @@ class ConsoleDatabase:
         if filters.state is None or JobState(filters.state).label not in allowed:
             raise ConsoleError(400, f"a bulk {action} takes a filter on state {' or '.join(allowed)}")
         described = ", ".join(f"{k}={v}" for k, v in (("state", JobState(filters.state).label), ("queue", filters.queue),
-                                                       ("tenant", filters.tenant), ("name", filters.name)) if v is not None)
+                                                       ("tenant", filters.tenant), ("name", filters.name),
+                                                       ("finished within", filters.finished_within)) if v is not None)
         reason = f"bulk {action} from the console by {user} ({expect} jobs: {described})"
         params = vars(filters) | {"name_like": None, "cap": BULK_MAX + 1, "before": None, "limit": BULK_MAX}
         with self._session(self._console_dsn, filters.tenant, read_only=False) as cur:
