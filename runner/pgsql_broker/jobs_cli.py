@@ -267,6 +267,51 @@ def jobs_enqueue(dsns, config_path, tenant, as_json, sql_text, name, **options) 
                    f"job {job_id}: an unfinished job with this idempotency key exists; not enqueued again")
 
 
+# jobs enqueue-task: broker_add_task's options (sql/tasks/add_task.sql), as for enqueue
+_TASK_PARAMS = {"priority": ("p_priority", "integer"), "depends_on": ("p_depends_on_job_ids", "bigint[]"),
+                "idempotency_key": ("p_idempotency_key", "text"), "max_attempts": ("p_max_attempts", "integer"),
+                "group": ("p_job_group", "text"), "depends_on_group": ("p_depends_on_groups", "text[]"),
+                "run_after": ("p_run_after", "timestamptz"), "timeout": ("p_timeout", "interval"),
+                "tenant": ("p_tenant_id", "text"), "concurrency_key": ("p_concurrency_key", "text")}
+
+
+@jobs.command("enqueue-task")
+@db_options
+@click.argument("task")
+@click.argument("args_json", metavar="ARGS", default="{}")
+@click.option("--priority", type=int, help="Higher runs first among the tenant's tasks of this name (default 0).")
+@click.option("--depends-on", type=click.IntRange(1), multiple=True, metavar="JOB_ID", help="Wait for this job (repeatable).")
+@click.option("--depends-on-group", multiple=True, metavar="GROUP", help="Wait for every unfinished job of this group (repeatable).")
+@click.option("--group", help="The task's group (default: its name).")
+@click.option("--idempotency-key", help="An unfinished job of your tenant with this key is returned instead.")
+@click.option("--max-attempts", type=int, help="Attempts before it fails for good (default 1).")
+@click.option("--run-after", metavar="TIMESTAMPTZ", help="Not before this time, like '2026-12-01 18:00+00'.")
+@click.option("--timeout", metavar="INTERVAL", help="How long its handler may run, like '10 minutes'.")
+@click.option("--concurrency-key", help="The key whose limits the task counts against (broker_set_limit).")
+def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, **options) -> None:
+    """Enqueue task TASK (run by application code, docs/tasks.md) with JSON arguments ARGS (default {}; '-': read
+    them from standard input) through broker_add_task; prints its id and whether it is new."""
+    dsn = _one_database(dsns, config_path)
+    if args_json == "-":
+        args_json = click.get_text_stream("stdin").read()
+    try:
+        json.loads(args_json)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="ARGS") from None
+    given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(options, tenant=tenant).items()
+             if v is not None and v != ()}
+    named = [sql.SQL(", {} => {}::{}").format(sql.Identifier(_TASK_PARAMS[k][0]), sql.Placeholder(k),
+                                            sql.SQL(_TASK_PARAMS[k][1])) for k in given]
+    statement = sql.SQL("SELECT job_id, is_new FROM broker.broker_add_task({}, {}::jsonb{})").format(
+        sql.Placeholder("task"), sql.Placeholder("args"), sql.SQL("").join(named))
+    job_id, is_new = _run(dsn, None, lambda conn: conn.execute(statement, {"task": task, "args": args_json, **given}).fetchone())
+    if as_json:
+        _emit_json({"job_id": job_id, "is_new": is_new})
+    else:
+        click.echo(f"task {job_id} enqueued" if is_new else
+                   f"task {job_id}: an unfinished job with this idempotency key exists; not enqueued again")
+
+
 @click.group("queues")
 def queues() -> None:
     """Pause and resume queues."""

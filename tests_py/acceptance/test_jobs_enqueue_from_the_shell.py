@@ -67,3 +67,23 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(db):
     assert missing.returncode == 2 and "Missing option '--name'" in missing.stderr
     with connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM broker.broker_jobs").fetchone()[0] == 0
+
+
+def test_a_task_is_enqueued_from_the_shell_with_its_arguments_and_options(db):
+    run = lambda *args, stdin=None: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "pgsql_broker", "jobs", "enqueue-task", "--dsn", db_dsn(db), *args],
+        capture_output=True, text=True, input=stdin, timeout=60)
+    first = enqueue(db, "--name", "extract", "--tenant", "acme", "SELECT 1")
+    extract = int(first.stdout.split()[1])
+    made = run("send_email", '{"to": "ada@example.com"}', "--depends-on", str(extract), "--max-attempts", "3",
+               "--tenant", "acme", "--json")
+    assert made.returncode == 0, made.stderr
+    task = json.loads(made.stdout)["job_id"]
+    with connect(db) as conn:
+        row = conn.execute("SELECT job_language, job_name, execute_str::jsonb, max_attempts, tenant_id, pending_deps "
+                           "FROM broker.broker_jobs WHERE job_id = %s", (task,)).fetchone()
+    assert row == ("task", "send_email", {"to": "ada@example.com"}, 3, "acme", 1)   # (it waits on the extract)
+    piped = run("resize", "-", stdin='[1, 2]')
+    assert piped.returncode == 0 and piped.stdout.startswith("task ") and piped.stdout.endswith(" enqueued\n"), piped.stderr
+    bad = run("resize", "{not json")
+    assert bad.returncode == 2 and "not JSON" in bad.stderr and "Traceback" not in bad.stderr
