@@ -159,8 +159,8 @@ screenshot: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster sh -c 'PGBROKER_TEST_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_console_operates_jobs_in_a_browser.py -k signs_in'
 
+# (as any user: the demo installs by tracked migrations, nothing into the server's directories)
 demo: deps all
-	$(MAKE) install >/dev/null
 	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
 
 # Benchmarks (never part of make test): a throwaway cluster, a table, bench/results/*.json.

@@ -40,7 +40,9 @@ def main() -> None:
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{database}"')
         admin.execute(f'CREATE DATABASE "{database}"')
-    install(f"dbname={database}", log=lambda msg: print(f"install: {msg}"))
+    # tracked migrations, the path of a server where one cannot install extension files: so the demo needs no
+    # `make install` into the server's directories, and runs as any user
+    install(f"dbname={database}", no_extension=True, log=lambda msg: print(f"install: {msg}"))
     with psycopg.connect(dbname=database, autocommit=True) as admin:
         admin.execute(roles_sql())
         admin.execute(f'DROP ROLE IF EXISTS "{RUNNER_LOGIN}"')
