@@ -19,6 +19,16 @@ async def write(args, ctx):
         raise RuntimeError("boom after writing")
     return {"n": args["n"]}
 
+RUNNING = {"now": 0, "most": 0}
+
+@worker.task("one_at_a_time", concurrency=1)
+async def one_at_a_time(args, ctx):
+    RUNNING["now"] += 1
+    RUNNING["most"] = max(RUNNING["most"], RUNNING["now"])
+    await asyncio.sleep(0.05)
+    RUNNING["now"] -= 1
+    return {"most_at_once": RUNNING["most"]}
+
 @worker.task("hang")
 async def hang(args, ctx):
     await ctx.conn.execute("INSERT INTO effects (job_id, attempt) VALUES (%s, %s)", [ctx.job_id, ctx.attempt])
@@ -141,3 +151,16 @@ def test_jobs_show_prints_a_task_with_its_arguments_and_output(db):
     assert "  args:\n    {\n      \"to\": \"ada@example.com\"\n    }" in out
     assert "output '{\"sent\": true}'" in out
     assert "queue:" not in out
+
+
+def test_a_name_with_a_cap_of_its_own_runs_that_many_at_once(effects_db, tmp_path):
+    db = effects_db
+    with worker_login(db, ("effects",)) as login, connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_task('one_at_a_time') FROM generate_series(1, 6)")
+        worker = WorkerProcess(tmp_path, db, login, WRITE_APP)
+        try:
+            wait_until(lambda: states(conn, "one_at_a_time") == {2: 6}, timeout=60, what="6 tasks completed")
+        finally:
+            worker.kill()
+        most = conn.execute("SELECT max((output::jsonb->>'most_at_once')::int) FROM broker.broker_job_attempts").fetchone()[0]
+        assert most == 1

@@ -65,7 +65,8 @@ class Worker:
         self.application_name = application_name
         self.metrics = TaskMetrics()
         self._handlers: dict[str, _Registered] = {}
-        self._running: dict[asyncio.Task, TaskRun | None] = {}
+        self._running: dict[asyncio.Task, Task] = {}     # started, by the asyncio task running each
+        self._runs: dict[asyncio.Task, TaskRun] = {}     # (and its run, for the stop)
         self._waiting: deque[tuple[Task, float]] = deque()   # claimed, not started: (task, when its lease was renewed)
         self._wake = asyncio.Event()
         self._stopping = False
@@ -136,9 +137,11 @@ class Worker:
         """How many tasks a claim may take now: free slots and the prefetch, less the tasks waiting."""
         return self.concurrency + self._ahead() - len(self._running) - len(self._waiting)
 
+    def _running_of(self, name: str) -> int:
+        return sum(1 for task in self._running.values() if task.task == name)
+
     def _count(self, name: str) -> int:
-        return (sum(1 for run in self._running.values() if run is not None and run.task.task == name)
-                + sum(1 for task, _ in self._waiting if task.task == name))
+        return self._running_of(name) + sum(1 for task, _ in self._waiting if task.task == name)
 
     def _refill(self) -> int:
         """The room a claim waits for while tasks wait for slots: half of all there can be (a claim serves many
@@ -186,7 +189,7 @@ class Worker:
         while self._waiting and len(self._running) < self.concurrency:
             task, renewed = self._waiting.popleft()
             cap = self._handlers[task.task].concurrency
-            if cap is not None and sum(1 for r in self._running.values() if r is not None and r.task.task == task.task) >= cap:
+            if cap is not None and self._running_of(task.task) >= cap:
                 held.append((task, renewed))
                 continue
             self._start(task)
@@ -246,7 +249,7 @@ class Worker:
             started = time.monotonic()
             run = TaskRun(task, self._handlers[task.task].handler, self.lease_seconds, self._conns.task_conn,
                           self._conns.control_call, self._completer.complete)
-            self._running[me] = run
+            self._runs[me] = run
             if self._stopping:   # started as the stop came: back at once, not counted
                 run.stop("shutdown")
             self.metrics.started(task.task)
@@ -258,6 +261,7 @@ class Worker:
                             extra={"job_id": task.job_id, "task": task.task})
             finally:
                 self._running.pop(me, None)
+                self._runs.pop(me, None)
                 self.metrics.ended(task.task, outcome, time.monotonic() - started)
                 if run.conn is not None:
                     await self._conns.give_back(run.conn)
@@ -267,7 +271,7 @@ class Worker:
                         self._wake.set()
 
         me = asyncio.create_task(go())
-        self._running[me] = None   # (its run, once the task has started)
+        self._running[me] = task
 
     async def _drain(self) -> None:
         """At stop: let running handlers finish within shutdown_seconds, then hand the rest back."""
@@ -276,7 +280,7 @@ class Worker:
         log.info("task worker stopping: %d task(s) running, %.0f s to finish", len(self._running), self.shutdown_seconds)
         _done, pending = await asyncio.wait(list(self._running), timeout=self.shutdown_seconds)
         for task in pending:
-            run = self._running.get(task)
+            run = self._runs.get(task)
             if run is not None:
                 run.stop("shutdown")
         if pending:
