@@ -29,6 +29,10 @@ async def one_at_a_time(args, ctx):
     RUNNING["now"] -= 1
     return {"most_at_once": RUNNING["most"]}
 
+@worker.task("steady")
+async def steady(args, ctx):
+    await asyncio.sleep(0.05)
+
 @worker.task("hang")
 async def hang(args, ctx):
     await ctx.conn.execute("INSERT INTO effects (job_id, attempt) VALUES (%s, %s)", [ctx.job_id, ctx.attempt])
@@ -164,3 +168,25 @@ def test_a_name_with_a_cap_of_its_own_runs_that_many_at_once(effects_db, tmp_pat
             worker.kill()
         most = conn.execute("SELECT max((output::jsonb->>'most_at_once')::int) FROM broker.broker_job_attempts").fetchone()[0]
         assert most == 1
+
+
+def test_a_worker_whose_connections_are_cut_fails_no_task(effects_db, tmp_path):
+    """Every connection of the worker terminated mid-drain (a failover, a proxy restart): it reconnects; the
+    tasks whose completion was cut are handed back or recovered after their lease, none fails."""
+    db = effects_db
+    with worker_login(db, ("effects",)) as login, connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_task('steady', '{}', p_max_attempts => 3) FROM generate_series(1, 60)")
+        worker = WorkerProcess(tmp_path, db, login, WRITE_APP)
+        try:
+            wait_until(lambda: states(conn, "steady").get(2, 0) >= 10, timeout=60, what="10 tasks completed")
+            cut = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = %s",
+                               (login,)).fetchone()[0]
+            assert cut >= 2
+
+            def all_done() -> bool:
+                conn.execute("SELECT broker.broker_recover_stale_jobs()")   # (the runner's maintenance, here by hand)
+                return states(conn, "steady") == {2: 60}
+            wait_until(all_done, timeout=90, what="every task completed after the cut")
+        finally:
+            worker.kill()
+        assert conn.execute("SELECT count(*) FROM broker.broker_job_attempts WHERE outcome = 'failed'").fetchone()[0] == 0

@@ -115,7 +115,9 @@ class TaskRun:
             await self._rollback()
             self.stop(queries.CANCELLED)
             return await self._stopped_early()
-        except (psycopg.Error, TypeError, ValueError) as exc:   # an output that is not JSON, a lost connection
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            return await self._completion_lost(exc)
+        except (psycopg.Error, TypeError, ValueError) as exc:   # an output that is not JSON, a refused completion
             return await self._fail(exc, started)
         if not mine:
             await self._rollback()
@@ -131,6 +133,8 @@ class TaskRun:
         try:
             text = None if output is None else json.dumps(output)
             outcome = await self._complete_many(self.task, text)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            return await self._completion_lost(exc)
         except (psycopg.Error, TypeError, ValueError) as exc:
             return await self._fail(exc, started)
         if outcome == queries.CANCELLED:
@@ -140,6 +144,16 @@ class TaskRun:
         elif log.isEnabledFor(logging.INFO):
             log.info("task completed", extra=self._fields(seconds=round(time.monotonic() - started, 3)))
         return outcome
+
+    async def _completion_lost(self, exc: BaseException) -> str:
+        """The connection broke while the completion was written: the handler's writes (if any) are gone with it.
+        The task is handed back uncounted (the handler ran; it runs again, at least once as ever), not failed: a
+        passing network fault costs no attempt. If that fails too, the lease recovery takes it."""
+        await self._rollback()
+        released = await self._end(queries.RELEASE)
+        log.warning("task completion lost with its connection (%s): %s", exc,
+                    "handed back" if released else "left to lease recovery", extra=self._fields())
+        return "released" if released else queries.LOST
 
     async def _fail(self, exc: BaseException, started: float) -> str:
         await self._rollback()
