@@ -188,8 +188,10 @@ class ConsoleDatabase:
 
     def graph(self, job_id: int, tenant: str | None) -> dict:
         """The job's workflow: the jobs and groups it waits on, and the jobs that wait on it (by its id or its
-        group), transitively, GRAPH_STEPS steps each way and GRAPH_MAX nodes at most. Nodes carry their depth
-        (waited on < 0 < waiting); a group is a node of its own ("group:<name>"), not its members."""
+        group), transitively, GRAPH_STEPS steps each way and GRAPH_MAX nodes at most, groups included. Nodes carry
+        their depth (waited on < 0 < waiting); a group is a node of its own ("group:<name>"), not its members. Each
+        node is followed once per direction: jobs that share a group, or wait on the same jobs, are reached many
+        times over (the work grew as their number to the power of the steps), and a node reached again adds only its edge."""
         nodes: dict[str, dict] = {}
         edges: set[tuple[str, str]] = set()
         with self._session(self._console_dsn, tenant) as cur:
@@ -201,13 +203,19 @@ class ConsoleDatabase:
                         return None
                     nodes[key] = {"key": key, "kind": "job", "depth": depth, **row}
                 return nodes.get(key)
+
+            def group_node(group: str, depth: float) -> str:
+                key = f"group:{group}"
+                if key not in nodes and len(nodes) < GRAPH_MAX:
+                    nodes[key] = {"key": key, "kind": "group", "depth": depth, "job_group": group}
+                return key   # (an edge to a node left out is dropped below)
             start = job_node(job_id, 0)
             if start is None:
                 raise ConsoleError(404, f"job {job_id} does not exist or is not visible to the console's login")
             for direction in (-1, 1):
-                frontier = [start]
+                frontier, followed = [start], {start["key"]}
                 for step in range(1, GRAPH_STEPS + 1):
-                    following = []
+                    reached = []
                     for node in frontier:
                         if direction < 0:
                             for r in cur.execute(GRAPH_UP, {"job_id": node["job_id"]}).fetchall():
@@ -215,11 +223,9 @@ class ConsoleDatabase:
                                     up = job_node(r["job_id"], -step)
                                     if up is not None:
                                         edges.add((node["key"], up["key"]))
-                                        following.append(up)
+                                        reached.append(up)
                                 else:
-                                    key = f"group:{r['job_group']}"
-                                    nodes.setdefault(key, {"key": key, "kind": "group", "depth": -step, "job_group": r["job_group"]})
-                                    edges.add((node["key"], key))
+                                    edges.add((node["key"], group_node(r["job_group"], -step)))
                         else:
                             for r in cur.execute(GRAPH_DOWN, node).fetchall():
                                 down = job_node(r["job_id"], step)
@@ -228,11 +234,14 @@ class ConsoleDatabase:
                                 if r["job_group"] is None:
                                     edges.add((down["key"], node["key"]))
                                 else:   # it waits on the node's group: drawn through the group
-                                    key = f"group:{r['job_group']}"
-                                    nodes.setdefault(key, {"key": key, "kind": "group", "depth": step - 0.5, "job_group": r["job_group"]})
+                                    key = group_node(r["job_group"], step - 0.5)
                                     edges.update({(down["key"], key), (key, node["key"])})
-                                following.append(down)
-                    frontier = following
+                                reached.append(down)
+                    frontier = []
+                    for node in reached:
+                        if node["key"] not in followed:
+                            followed.add(node["key"])
+                            frontier.append(node)
         return {"job_id": job_id, "nodes": list(nodes.values()),
                 "edges": [{"from": a, "to": b} for a, b in sorted(edges) if a in nodes and b in nodes]}
 
