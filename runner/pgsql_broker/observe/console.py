@@ -294,9 +294,15 @@ class ConsoleDatabase:
                                                        ("tenant", filters.tenant), ("name", filters.name),
                                                        ("finished within", filters.finished_within)) if v is not None)
         reason = f"bulk {action} from the console by {user} ({expect} jobs: {described})"
-        params = vars(filters) | {"name_like": None, "cap": BULK_MAX + 1, "before": None, "limit": BULK_MAX}
+        if expect > BULK_MAX:
+            raise ConsoleError(400, f"a bulk {action} takes at most {BULK_MAX:,} jobs: narrow the filter")
+        # one more than the cap: a filter that matches more must be refused, not cut to the newest BULK_MAX
+        params = vars(filters) | {"name_like": None, "before": None, "limit": BULK_MAX + 1}
         with self._session(self._console_dsn, filters.tenant, read_only=False) as cur:
             ids = [r["job_id"] for r in cur.execute(JOBS, params).fetchall()]
+            if len(ids) > BULK_MAX:
+                raise ConsoleError(409, f"the filter matches more than {BULK_MAX:,} jobs now, more than a bulk {action} "
+                                        f"takes: narrow it")
             if len(ids) != expect:
                 raise ConsoleError(409, f"the filter matches {len(ids)} jobs now, not the {expect} confirmed: look again")
             done = 0
