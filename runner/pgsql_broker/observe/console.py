@@ -67,6 +67,8 @@ def _text(name: str, text: str | None) -> str | None:
         return None
     if len(text) > 200:
         raise ConsoleError(400, f"{name} must be at most 200 characters")
+    if "\x00" in text:   # (PostgreSQL text cannot hold it: the driver would refuse it with no SQLSTATE)
+        raise ConsoleError(400, f"{name} must not contain NUL characters")
     return text
 
 

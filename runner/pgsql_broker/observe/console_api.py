@@ -152,7 +152,7 @@ class ConsoleAPI:
             raise ConsoleError(415, "actions take a JSON body (Content-Type: application/json)")
         try:
             data = json.loads(body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):   # (RecursionError: nested deeper than the parser goes)
             raise ConsoleError(400, "the body is not JSON") from None
         if not isinstance(data, dict):
             raise ConsoleError(400, "the body must be a JSON object")
@@ -171,8 +171,8 @@ class ConsoleAPI:
             return _json(200, db.act_on_jobs(match.group(1), Filters.parse(filters), expect, user))
         if match.re is _SCHEDULE_ACTION:
             name = unquote(match.group(1))
-            if not name.strip() or len(name) > 200:
-                raise ConsoleError(400, "a schedule name is 1 to 200 characters")
+            if not name.strip() or len(name) > 200 or "\x00" in name:
+                raise ConsoleError(400, "a schedule name is 1 to 200 characters, none of them NUL")
             return _json(200, db.act_on_schedule(match.group(2), name, tenant_of(data.get("tenant"))))
         target, action = int(match.group(1)), match.group(2)
         if action in ("pause", "resume") and not 1 <= target <= 1000:

@@ -165,7 +165,7 @@ def serve(host: str, port: int, metrics: Metrics, state: Callable[[], dict], *, 
                 self._send(403, "text/plain; charset=utf-8", _LOCAL_ONLY)
             elif method == "POST":
                 length = self.headers.get("Content-Length") or "0"
-                if not length.isdigit() or int(length) > MAX_BODY_BYTES or console is None:
+                if not (length.isascii() and length.isdigit()) or int(length) > MAX_BODY_BYTES or console is None:
                     self._send(413 if console else 404, "text/plain", b"refused\n")
                     return
                 self._reply(console.handle("POST", target, self.headers, self.rfile.read(int(length))))
