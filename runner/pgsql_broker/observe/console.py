@@ -43,7 +43,7 @@ GRAPH_STEPS, GRAPH_MAX = 5, 200   # a job's workflow picture: steps each way, no
 STATES = {state.label: state for state in JobState}
 
 # SQLSTATE class or code -> HTTP status of a refused action
-_STATUS = {"42501": 403, "P0002": 404, "55000": 409, "23505": 409, "22": 400, "57014": 503}
+_STATUS = {"42501": 403, "P0002": 404, "42704": 404, "55000": 409, "23505": 409, "22": 400, "57014": 503}
 
 
 class ConsoleError(Exception):
