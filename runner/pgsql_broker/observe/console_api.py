@@ -160,7 +160,9 @@ class ConsoleAPI:
         if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
             raise ConsoleError(400, "reason must be a string of at most 2,000 characters")
         database = data.get("database")
-        db = self._database(database if isinstance(database, str) else None)
+        if database is not None and not isinstance(database, str):   # (not the first database instead)
+            raise ConsoleError(400, "database must be a string: the name of one of this runner's databases")
+        db = self._database(database)
         if match.re is _BULK_ACTION:
             filters = data.get("filters")
             expect = data.get("expect")

@@ -2,7 +2,8 @@
 character in a filter, a tenant or a schedule's name (PostgreSQL text cannot hold one: psycopg refused it before
 the database saw it, and the console answered 500 with the driver's message), and an action's body nested too
 deep for the JSON parser (4 KB of '[': a RecursionError escaped the handler, and the client got no answer), and a
-Content-Length of digits that are not ASCII ('²' passed str.isdigit, then int() failed: no answer either)."""
+Content-Length of digits that are not ASCII ('²' passed str.isdigit, then int() failed: no answer either). An action
+whose database is not a string is refused, not carried out in the runner's first database."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ def test_nul_characters_and_deep_json_are_refused_with_400(db):
         assert reply.status == 400 and "NUL" in json.loads(reply.body)["error"], (target, reply.body)
     for target, body in (("/api/schedules/a%00b/run-now", b"{}"), ("/api/jobs/1/cancel", b'{"tenant": "a\\u0000"}'),
                          ("/api/jobs/bulk/cancel", b'{"filters": {"state": "pending", "name": "\\u0000"}, "expect": 1}'),
-                         ("/api/jobs/1/cancel", b"[" * 4000)):
+                         ("/api/jobs/1/cancel", b"[" * 4000), ("/api/jobs/1/cancel", b'{"database": ["d2"]}')):
         reply = console.handle("POST", target, HEADERS, body)
         assert reply.status == 400, (target, reply.status, reply.body)
 
