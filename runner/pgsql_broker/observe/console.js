@@ -167,7 +167,8 @@ function bulkButton(data) {
   const label = `${action === "cancel" ? "Cancel" : "Retry"} all ${data.count}`;
   return button(label, "bulk-" + action, async () => {
     const filters = Object.fromEntries([...viewParams({database: null, before: null, job: null, job_tenant: null})]);
-    const sample = data.jobs.slice(0, 5).map(j => `${j.job_id} ${j.job_name}`).join(", ");
+    // (names are enqueuers' text: on one line each, and short, so that none can pad the dialog with text of its own)
+    const sample = data.jobs.slice(0, 5).map(j => `${j.job_id} ${String(j.job_name).replace(/\s+/g, " ").slice(0, 60)}`).join(", ");
     if (!window.confirm(`${label} jobs matching ${new URLSearchParams(filters)}? For example: ${sample}`)) return;
     try {
       const result = await api("/api/jobs/bulk/" + action, {method: "POST", headers: {"Content-Type": "application/json"},
