@@ -9,7 +9,8 @@
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._claim_job_token(p_claim_token uuid, p_job_id bigint)
 RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+-- (no SET clause, so that it is inlined into the claim's UPDATE, which computes it for each job it
+-- claims; everything in it is qualified: sql/pgspot-no-search-path.txt)
 AS $$
     SELECT pg_catalog.md5(p_claim_token::pg_catalog.text OPERATOR(pg_catalog.||) ':'
                           OPERATOR(pg_catalog.||) p_job_id::pg_catalog.text)::pg_catalog.uuid
@@ -22,7 +23,8 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   The claim of broker_get (below, where the claim is told) and of
 --   broker_claim_tasks (sql/tasks/claim.sql), with arguments its callers
 --   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
---   and writes no hint.
+--   and writes no hint. Each row also carries the job's execute_str (a task's
+--   arguments, which broker_claim_tasks returns without reading the rows again).
 --   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
@@ -45,7 +47,8 @@ RETURNS TABLE (
     job_timeout      interval,
     lease_token      uuid,
     lease_expires_at timestamptz,
-    autonomous       boolean)
+    autonomous       boolean,
+    execute_str      text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -79,6 +82,7 @@ DECLARE
     v_acc      bigint;
     v_round    integer := 0;
     v_lane     record;
+    v_pos      broker._claim_position;   -- a tenant's position in the hint
     i          integer;
     k          integer;
 BEGIN
@@ -94,18 +98,20 @@ BEGIN
        AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
        AND pg_catalog.pg_snapshot_xmax(h.snapshot)
            OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
-    IF v_hxmin IS NOT NULL
-       AND (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
+    -- (two IFs: without a hint, the count is not even started)
+    IF v_hxmin IS NOT NULL THEN
+        IF (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
              WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
                AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
                AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
              LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
-        -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
-        -- claim would cost more than the hint saves; this claim reads from the start of the
-        -- index and writes a new hint
-        v_hxmin := NULL;
-        v_hxmax := NULL;
-        v_hint := NULL;
+            -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
+            -- claim would cost more than the hint saves; this claim reads from the start of the
+            -- index and writes a new hint
+            v_hxmin := NULL;
+            v_hxmax := NULL;
+            v_hint := NULL;
+        END IF;
     END IF;
 
     -- jobs parked until now, or until a token of their key now due, are claimable again (after
@@ -152,7 +158,7 @@ BEGIN
             -- </claim-tenants>
             );
     END IF;
-    IF p_tenant_id IS NOT NULL THEN
+    IF p_tenant_id IS NOT NULL AND v_hxmin IS NOT NULL THEN
         -- a claim for one tenant (broker_claim_tasks) serves that tenant alone
         v_tenants := ARRAY(SELECT t FROM pg_catalog.unnest(v_tenants) AS t WHERE t OPERATOR(pg_catalog.=) p_tenant_id);
     END IF;
@@ -215,12 +221,13 @@ BEGIN
             FOR i IN 1 .. k LOOP
                 -- the first round probes every tenant (the hint needs each one's position)
                 CONTINUE WHEN v_round OPERATOR(pg_catalog.>) 1 AND (v_done[i] OR v_share[i] OPERATOR(pg_catalog.=) 0);
-                SELECT l.p_keys, l.p_ids, l.p_first INTO v_lane
-                  FROM broker._claim_lane(p_job_queue, v_tenants[i], CASE WHEN v_done[i] THEN 0 ELSE v_share[i] END,
-                                          v_now, v_hxmin, v_hxmax, v_hxip,
-                                          (SELECT x FROM pg_catalog.unnest(v_hint) AS x
-                                            WHERE x.tenant_id OPERATOR(pg_catalog.=) v_tenants[i]),
-                                          v_keys) AS l;
+                v_pos := NULL;
+                IF v_hint IS NOT NULL THEN
+                    v_pos := (SELECT x FROM pg_catalog.unnest(v_hint) AS x WHERE x.tenant_id OPERATOR(pg_catalog.=) v_tenants[i]);
+                END IF;
+                -- (a call, not a query over the function: no executor to start for it)
+                v_lane := broker._claim_lane(p_job_queue, v_tenants[i], CASE WHEN v_done[i] THEN 0 ELSE v_share[i] END,
+                                             v_now, v_hxmin, v_hxmax, v_hxip, v_pos, v_keys);
                 v_keys := v_lane.p_keys;
                 IF v_round OPERATOR(pg_catalog.=) 1 THEN
                     v_first := v_first OPERATOR(pg_catalog.||) v_lane.p_first;
@@ -249,10 +256,12 @@ BEGIN
                            lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
                     RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                              j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+                              j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
+                              j.execute_str
                 )
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-                       c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+                       c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
+                       c.execute_str
                   FROM claimed AS c
                  -- (tenant by tenant, each in its claim order: the order the lanes took them in)
                  ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
@@ -390,7 +399,10 @@ BEGIN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN QUERY SELECT * FROM broker._claim(p_job_queue, p_instance_id, v_lease, p_batch_size, p_lease_token, NULL);
+    RETURN QUERY
+    SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+           c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+      FROM broker._claim(p_job_queue, p_instance_id, v_lease, p_batch_size, p_lease_token, NULL) AS c;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS

@@ -14,7 +14,8 @@
 CREATE FUNCTION broker._task_actor()
 RETURNS name
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
+-- (no SET clause, so that it is inlined into the task functions that call it at every claim and
+-- completion; everything in it is qualified: sql/pgspot-no-search-path.txt)
 AS $$
     -- ('role' shows the SET ROLE of the session, 'none' without one; a SECURITY DEFINER
     -- function's owner does not change it)
@@ -66,15 +67,18 @@ RETURNS TABLE (
     timeout          interval)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- (its statements' plans do not depend on the names or the limit asked: planned once, not at each call)
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_tenant text := broker.broker_current_tenant();
     v_lease  integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
     v_left   integer := p_limit;
+    v_actor  name := broker._task_actor();
+    v_name   text;
     v_queues integer[];
-    v_ids    bigint[];
-    v_all    bigint[] := '{}';
-    v_turn   bigint;
+    v_turn   bigint := 0;
+    v_got    integer;
     n        integer;
     i        integer;
 BEGIN
@@ -86,7 +90,9 @@ BEGIN
         RAISE EXCEPTION 'broker_claim_tasks: p_tasks must name 1 to 100 tasks, got %', COALESCE(pg_catalog.cardinality(p_tasks), 0)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM broker._check_task_name('broker_claim_tasks', 'a task name in p_tasks', t) FROM pg_catalog.unnest(p_tasks) AS t;
+    FOREACH v_name IN ARRAY p_tasks LOOP
+        PERFORM broker._check_task_name('broker_claim_tasks', 'a task name in p_tasks', v_name);
+    END LOOP;
     IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 OR p_limit OPERATOR(pg_catalog.>) 1000 THEN
         RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -96,8 +102,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
     END IF;
-    IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
-        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(broker._task_actor()),
+    IF NOT broker._tenant_allowed(v_tenant, v_actor) THEN
+        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(v_actor),
             pg_catalog.quote_literal(v_tenant)
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
@@ -106,30 +112,25 @@ BEGIN
     v_queues := ARRAY(SELECT q.job_queue FROM broker.broker_task_queue AS q
                        WHERE q.task_name OPERATOR(pg_catalog.=) ANY (p_tasks) ORDER BY q.job_queue DESC);
     n := pg_catalog.cardinality(v_queues);
-    IF n OPERATOR(pg_catalog.=) 0 THEN
-        RETURN;
+    IF n OPERATOR(pg_catalog.>) 1 THEN
+        -- where this claim starts among the names: moves from claim to claim, so that no name's
+        -- backlog always fills the claim first
+        v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.task_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
+        PERFORM pg_catalog.set_config('broker.task_turn', v_turn::text, true);
+        v_turn := (pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
+                  OPERATOR(pg_catalog.%) n;
     END IF;
-    -- where this claim starts among the names: moves from claim to claim, so that no name's
-    -- backlog always fills the claim first
-    v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.task_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
-    PERFORM pg_catalog.set_config('broker.task_turn', v_turn::text, true);
-    v_turn := (pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
-              OPERATOR(pg_catalog.%) n;
     FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
-        v_ids := ARRAY(SELECT c.job_id
-                         FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
-                                            NULL, v_lease, v_left, NULL, v_tenant) AS c);
-        v_all := v_all OPERATOR(pg_catalog.||) v_ids;
-        v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids);
+        -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
+        RETURN QUERY
+        SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
+               c.lease_token, c.lease_expires_at, c.job_timeout
+          FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
+                             NULL, v_lease, v_left, NULL, v_tenant) AS c;
+        GET DIAGNOSTICS v_got = ROW_COUNT;
+        v_left := v_left OPERATOR(pg_catalog.-) v_got;
         EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
     END LOOP;
-    -- (a statement of its own: it sees the rows the claims above wrote)
-    RETURN QUERY
-    SELECT j.job_id, j.job_name, j.execute_str::jsonb, j.tenant_id, j.attempts, j.max_attempts,
-           j.lease_token, j.lease_expires_at, j.job_timeout
-      FROM broker.broker_jobs AS j
-     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_all)
-     ORDER BY pg_catalog.array_position(v_all, j.job_id);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
