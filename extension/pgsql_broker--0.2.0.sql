@@ -6878,10 +6878,15 @@ BEGIN
         LOOP
             v_windows := v_windows OPERATOR(pg_catalog.+) 1;
             v_window := v_left OPERATOR(pg_catalog.+) 16;
+            -- (the window, its tids and whether a key is among them in one statement; an aggregate
+            -- over a subquery takes its rows in the order the subquery gives them)
             IF v_src OPERATOR(pg_catalog.=) 'new' THEN
-                v_cands := ARRAY(
+                SELECT COALESCE(pg_catalog.array_agg(w.cand), '{}'), pg_catalog.array_agg(w.row_tid), pg_catalog.bool_or(w.keyed)
+                  INTO v_cands, v_tids, v_keyed
+                  FROM (
                     -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate AS cand,
+                           r.ctid AS row_tid, r.concurrency_key IS NOT NULL AS keyed
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND broker._claimable_by_xid(r.complete_status, r.pending_deps, r.parked)
@@ -6894,11 +6899,14 @@ BEGIN
                      ORDER BY r.run_after, r.job_id
                      LIMIT v_window
                     -- </claim-new>
-                    );
+                    ) AS w;
             ELSE
-                v_cands := ARRAY(
+                SELECT COALESCE(pg_catalog.array_agg(w.cand), '{}'), pg_catalog.array_agg(w.row_tid), pg_catalog.bool_or(w.keyed)
+                  INTO v_cands, v_tids, v_keyed
+                  FROM (
                     -- <claim-range> a window of the level's jobs from where they start, not locked
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate
+                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate AS cand,
+                           r.ctid AS row_tid, r.concurrency_key IS NOT NULL AS keyed
                       FROM broker.broker_jobs AS r
                      WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
                        AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
@@ -6909,13 +6917,10 @@ BEGIN
                      ORDER BY r.job_queue, r.tenant_id, r.job_priority DESC, r.run_after, r.job_id
                      LIMIT v_window
                     -- </claim-range>
-                    );
+                    ) AS w;
             END IF;
             IF pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.>) 0 THEN
                 -- what the keys' limits let this claim take (jobs without a key pass as they are)
-                SELECT pg_catalog.array_agg(c.row_tid), pg_catalog.bool_or(c.concurrency_key IS NOT NULL)
-                  INTO v_tids, v_keyed
-                  FROM pg_catalog.unnest(v_cands) AS c;
                 IF v_keyed THEN
                     SELECT a.p_keys, a.p_ids INTO v_admit
                       FROM broker._admit_keyed(p_tenant_id, v_cands, p_keys, p_now, v_left) AS a;
