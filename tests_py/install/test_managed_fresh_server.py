@@ -78,7 +78,8 @@ def test_a_fresh_server_owner_installs_and_runs_a_job_with_password_logins(serve
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert "no other database of this server uses them" in result.stdout
     assert _broker_roles(server) == [("broker_admin", True, False, True), ("broker_enqueue", True, False, False),
-                                     ("broker_retention", False, False, False), ("broker_runtime", True, False, False)]
+                                     ("broker_retention", False, False, False), ("broker_runtime", True, False, False),
+                                     ("broker_worker", False, False, False)]   # (workers' logins: granted by the operator)
     with server.connect() as admin:
         assert admin.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = 'o'").fetchone() == (False, False)
     verify = _cli(server, "install", "--verify-only")
