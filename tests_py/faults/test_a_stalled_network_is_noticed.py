@@ -1,5 +1,5 @@
 """A stalled network is noticed: the active runner reaches the server through a proxy that stops forwarding
-(no RST, nothing closed) for 45 s during a drain; a standby runner is connected directly. The stalled runner
+(no RST, nothing closed) for 25 s during a drain; a standby runner is connected directly. The stalled runner
 logs that it lost its connection, without being restarted; the standby takes over once the stalled runner's
 session has ended; after the stall every job completes exactly once (the claims the stalled runner had not
 started are handed back without an attempt).
@@ -7,7 +7,9 @@ started are handed back without an attempt).
 The small keepalive and TCP user timeout settings in the stalled runner's DSN are libpq's own (they win over
 the runner's defaults) and must be accepted; a stall behind a proxy in user space cannot set them off (the
 proxy's kernel acknowledges every keepalive probe and every byte), so here it is the runner's deadline on its
-own statements, or the server ending the abandoned session, that notices. Nothing else would ever time out."""
+own statements, or the server ending the abandoned session, that notices. Nothing else would ever time out.
+Both runners get a statement deadline of 10 s (the server's idle_session_timeout of their sessions too) instead
+of the default 30 s, so that a stall of 25 s leaves the same margin over it as 45 s over the default."""
 from __future__ import annotations
 
 import time
@@ -18,7 +20,9 @@ from drain import (  # noqa: F401 (the fixtures)
 from proxy import Proxy
 from test_outages_are_logged_when_they_start_and_end import OUTAGE_START
 
-STALL_SECONDS = 45
+STALL_SECONDS = 25
+# the runners' deadline on their own statements (and their sessions' idle_session_timeout): well inside the stall
+DEADLINE_SECONDS = 10
 # libpq's own settings in the DSN (they win over the runner's defaults)
 DETECTION = {"keepalives_idle": "2", "keepalives_interval": "1", "keepalives_count": "2", "tcp_user_timeout": "5000"}
 # How the runner tells that it lost a connection to the stall (a warning whose message starts with one of
@@ -37,7 +41,7 @@ def test_a_stalled_network_is_noticed(tcp_cluster, runner_login, start):  # noqa
         enqueue_drain(tcp_cluster, JOBS)
         # a lease far beyond the stall: the claims the stalled runner holds are its to hand back, not the
         # standby's to recover
-        flags = runner_flags(120)
+        flags = runner_flags(120, "--statement-deadline-sec", str(DEADLINE_SECONDS))
         stalled = start(extra=("--dsn", tcp_cluster.tcp_dsn(DB, runner_login, port=proxy.port, **DETECTION), *flags),
                         user=runner_login, name="stalled")
         wait(lambda: stalled.role(DB) == "active", 60, "the runner behind the proxy to be active", stalled)
