@@ -1,4 +1,4 @@
-"""A passing refusal is waited out: the database refuses the runner for 30 s during a drain, once because
+"""A passing refusal is waited out: the database refuses the runner for 10 s during a drain, once because
 its login lost broker_runtime (REVOKE, then GRANT), once because pg_hba.conf rejects the login (and its
 session was ended, so it must log in again). The runner has served the database before, so it does not
 exit: it retries for as long as the refusal lasts, logs a warning at each refused try that says what to do,
@@ -11,16 +11,18 @@ from drain import (  # noqa: F401 (the fixtures)
 # What each refusal's warnings name, so that an operator knows what to do:
 NO_RUNTIME_ADVICE = "broker_runtime"   # the login must be a member of broker_runtime again
 HBA_ADVICE = "pg_hba.conf"             # pg_hba.conf rejects the login
-REFUSAL_SECONDS = 30
+REFUSAL_SECONDS = 10
+# the runner's reconnect backoff at most (broker.notify_retry_seconds): several refused tries in REFUSAL_SECONDS
+RETRY_CAP_SECONDS = 2
 JOBS = 600
 
 
 def start_draining(cluster, login: str, start, name: str):
-    """A runner (backoff at most 5 s, so that it tries several times during the refusal) draining JOBS jobs,
-    once it has run some."""
+    """A runner (backoff at most RETRY_CAP_SECONDS, so that it tries several times during the refusal) draining
+    JOBS jobs, once it has run some."""
     enqueue_drain(cluster, JOBS)
-    runner = start(extra=("--dsn", cluster.tcp_dsn(DB, login), "--notify-retry-seconds", "5"), user=login,
-                   name=name)
+    runner = start(extra=("--dsn", cluster.tcp_dsn(DB, login), "--notify-retry-seconds", str(RETRY_CAP_SECONDS)),
+                   user=login, name=name)
     progress(cluster, 30, 120, "the refusal", runner)
     return runner
 
