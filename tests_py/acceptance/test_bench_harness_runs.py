@@ -16,7 +16,10 @@ TINY = {"BENCH_DRAIN_JOBS": "40", "BENCH_SINGLE_JOBS": "5", "BENCH_BATCHES": "1"
         "BENCH_PURGE_JOBS": "30", "BENCH_PURGE_EDGES": "100", "BENCH_PURGE_BATCH": "10", "BENCH_STATS_FINISHED": "300",
         "BENCH_STATS_CALLS": "2", "BENCH_STATS_FINISHES": "20", "BENCH_SCALE_DATABASES": "2", "BENCH_SCALE_JOBS": "2",
         "BENCH_SCALE_IDLE_SEC": "1", "BENCH_SCALE_WAIT_SEC": "30", "BENCH_HELD_JOBS": "30", "BENCH_HELD_RATE": "10000",
-        "BENCH_NOSTATS_READY": "100", "BENCH_NOSTATS_CLAIMS": "2"}
+        "BENCH_NOSTATS_READY": "100", "BENCH_NOSTATS_CLAIMS": "2",
+        # the enqueue ladder (workload parts): three pgbench runs of 20 s each by default; 2 s still gives every
+        # script of a run many transactions (pgbench picks them at random), so each prints its latency
+        "BENCH_PARTS_SECONDS": "2"}
 
 
 def test_bench_harness_smoke(tmp_path, template_db):
