@@ -13,12 +13,16 @@ BEFORE, AFTER = 10, 30
 def test_a_job_that_kills_its_backend_still_fails(tcp_cluster, runner_login, start):  # noqa: F811 (the fixtures)
     enqueue_drain(tcp_cluster, BEFORE)
     with tcp_cluster.connect(DB) as conn:  # (a timeout: it runs in a transaction of its own, after the others')
+        # its second attempt at once when the first one's lease is recovered (no backoff: the default waits 5 s)
+        conn.execute("SELECT broker.broker_set('retry_base_seconds', '0')")
         killer = add_job(conn, "killer", "SELECT pg_terminate_backend(pg_backend_pid())", max_attempts=2,
                          timeout="5 minutes")
     enqueue_drain(tcp_cluster, AFTER, first=BEFORE)
-    # one worker: all 41 jobs are one claim (the buffer holds 50), so 30 wait in it when the killer runs
+    # one worker: all 41 jobs are one claim (the buffer holds 50), so 30 wait in it when the killer runs; a lease
+    # of 5 s: each of the killer's attempts is recovered when it runs out, and the claims waiting with it go back
+    # on the worker's new connection long before it does (a fraction of a second after the claim)
     runner = start(extra=("--dsn", tcp_cluster.tcp_dsn(DB, runner_login), "--workers-per-queue", "1",
-                          *runner_flags(10)), user=runner_login, name="killer")
+                          *runner_flags(5)), user=runner_login, name="killer")
     wait(lambda: statuses(tcp_cluster)["pending"] + statuses(tcp_cluster)["running"] == 0, 120,
          "every job to finish", runner)
     with tcp_cluster.connect(DB) as conn:
