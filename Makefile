@@ -150,7 +150,7 @@ test: deps all
 	$(MAKE) lint-py
 	$(MAKE) lint-docker
 	$(MAKE) install >/dev/null
-	.ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
+	PGBROKER_TEST_FSYNC=off .ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
 
 test-in-cluster: installcheck pytest
 
