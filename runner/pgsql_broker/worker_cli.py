@@ -9,9 +9,11 @@ import signal
 import sys
 
 import click
+import psycopg
 
 from .config import connection_strings
 from .observe import logs
+from .observe.logs import safe_text
 from .tasks import Worker
 
 
@@ -64,3 +66,6 @@ def worker_command(app, dsn, tenant, concurrency, metrics_port, log_level, log_f
         asyncio.run(_serve(worker))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    except psycopg.Error as exc:   # refused for good (a login that may not claim tasks, a tenant it may not act for)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise click.ClickException(safe_text(first) + (f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else "")) from None

@@ -3,13 +3,14 @@ exactly once for what a handler writes in ctx.conn, whatever happens to the hand
 worker is killed or stopped)."""
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
 
 from conftest import connect
 from job_checks import wait_until
-from worker_process import WorkerProcess, worker_login
+from worker_process import WORKER_HEADER as WORKER_HEADER_PLAIN, WorkerProcess, worker_login
 
 WRITE_APP = """
 @worker.task("write")
@@ -190,3 +191,24 @@ def test_a_worker_whose_connections_are_cut_fails_no_task(effects_db, tmp_path):
         finally:
             worker.kill()
         assert conn.execute("SELECT count(*) FROM broker.broker_job_attempts WHERE outcome = 'failed'").fetchone()[0] == 0
+
+
+def test_a_worker_whose_login_may_not_claim_tasks_says_so_in_one_line(db, tmp_path):
+    import subprocess
+    import sys
+    import uuid
+    login = f"stranger_{uuid.uuid4().hex[:8]}"
+    with connect("postgres") as admin:
+        admin.execute(f'CREATE ROLE "{login}" LOGIN')
+    try:
+        (tmp_path / "app.py").write_text(WORKER_HEADER_PLAIN + WRITE_APP)
+        dsn = f"dbname={db} host={os.environ['PGHOST']} port={os.environ['PGPORT']} user={login}"
+        result = subprocess.run([sys.executable, "-c", "from pgsql_broker.cli import main; main()", "worker", "--app",
+                                 "app:worker", "--dsn", dsn], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "TASK_FLAGS": str(tmp_path)})
+    finally:
+        with connect("postgres") as admin:
+            admin.execute(f'DROP ROLE "{login}"')
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == "Error: permission denied for schema broker (SQLSTATE 42501)"
+    assert "Traceback" not in result.stderr
