@@ -7327,7 +7327,7 @@ COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text)
 --   broker_get checks its arguments and the instance; broker._claim, which
 --   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
 --   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
---   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
+--   Calls: _setting_int, _check_lease_seconds, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -7359,11 +7359,8 @@ BEGIN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_get', v_lease,
+        'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.');
     IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
         RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
                 THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
@@ -8143,6 +8140,34 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
     'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._check_lease_seconds(p_fn, p_seconds, p_hint)
+--   Raises 22023 (as p_fn, with p_hint) unless a lease of p_seconds is 1 to
+--   3600 seconds: a lease only bounds how long a crashed claimer holds what
+--   it claimed, and a claim never holds anything longer than an hour.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_lease_seconds(p_fn text, p_seconds integer, p_hint text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_seconds IS NOT NULL AND p_seconds OPERATOR(pg_catalog.>=) 1 AND p_seconds OPERATOR(pg_catalog.<=) 3600 THEN
+        RETURN;
+    END IF;
+    IF p_hint IS NULL THEN
+        RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
+        USING ERRCODE = 'invalid_parameter_value', HINT = p_hint;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_lease_seconds(text, integer, text) IS
+    'Internal: 22023 unless a lease is 1 to 3600 seconds (every function that gives or renews a lease).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens, p_run_alone)
 --   Hands claimed jobs back that their claimer will not run (say its session
 --   to the database was lost before it ran them): each job that is still
@@ -8383,7 +8408,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
---   Calls: _check_lease_args, _state
+--   Calls: _check_lease_args, _state, _check_lease_seconds
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
@@ -8393,10 +8418,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM broker._check_lease_args('broker_autonomous_extend', p_job_ids, p_lease_tokens);
-    IF p_lease_seconds IS NULL OR p_lease_seconds OPERATOR(pg_catalog.<) 1 OR p_lease_seconds OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_autonomous_extend: the lease must be 1 to 3600 seconds, got %', COALESCE(p_lease_seconds::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_autonomous_extend', p_lease_seconds);
     RETURN QUERY
     UPDATE broker.broker_jobs AS j
        SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => p_lease_seconds)
@@ -9070,7 +9092,7 @@ COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
 -- Function: broker._task_queue(p_fn, p_task)
 --   Task p_task's queue, made on its first enqueue. Checks the name: 22004
 --   NULL, 22023 blank or over 200 characters (as p_fn's p_task).
---   Calls: none
+--   Calls: _check_task_name
 --   Tables: reads and writes broker_task_queue
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._task_queue(p_fn text, p_task text)
@@ -9242,7 +9264,7 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   tenant (strict tenancy).
 -- Example:
 --   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim
+--   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds
 --   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_tasks(
@@ -9291,11 +9313,8 @@ BEGIN
         RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_claim_tasks: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_claim_tasks', v_lease,
+        'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.');
     IF NOT broker._tenant_allowed(v_tenant, v_actor) THEN
         RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(v_actor),
             pg_catalog.quote_literal(v_tenant)
@@ -9421,7 +9440,7 @@ COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
 -- Errors: those of _task_lease; 22023 a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_extend_task(42, '9b2f...'::uuid, 60);
---   Calls: _setting_int, _task_lease, _cancel_requested
+--   Calls: _setting_int, _task_lease, _cancel_requested, _check_lease_seconds
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_extend_task(p_job_id bigint, p_lease_token uuid, p_lease_seconds integer DEFAULT NULL)
@@ -9432,10 +9451,7 @@ AS $$
 DECLARE
     v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
 BEGIN
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_extend_task: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_extend_task', v_lease);
     IF NOT broker._task_lease('broker_extend_task', p_job_id, p_lease_token) THEN
         RETURN 'lost';
     END IF;

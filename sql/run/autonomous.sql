@@ -63,7 +63,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
---   Calls: _check_lease_args, _state
+--   Calls: _check_lease_args, _state, _check_lease_seconds
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
@@ -73,10 +73,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM broker._check_lease_args('broker_autonomous_extend', p_job_ids, p_lease_tokens);
-    IF p_lease_seconds IS NULL OR p_lease_seconds OPERATOR(pg_catalog.<) 1 OR p_lease_seconds OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_autonomous_extend: the lease must be 1 to 3600 seconds, got %', COALESCE(p_lease_seconds::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_autonomous_extend', p_lease_seconds);
     RETURN QUERY
     UPDATE broker.broker_jobs AS j
        SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => p_lease_seconds)

@@ -351,7 +351,7 @@ COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text)
 --   broker_get checks its arguments and the instance; broker._claim, which
 --   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
 --   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
---   Calls: _setting_int, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
+--   Calls: _setting_int, _check_lease_seconds, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
@@ -383,11 +383,8 @@ BEGIN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_get', v_lease,
+        'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.');
     IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
         RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
                 THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()

@@ -32,6 +32,34 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
     'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._check_lease_seconds(p_fn, p_seconds, p_hint)
+--   Raises 22023 (as p_fn, with p_hint) unless a lease of p_seconds is 1 to
+--   3600 seconds: a lease only bounds how long a crashed claimer holds what
+--   it claimed, and a claim never holds anything longer than an hour.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._check_lease_seconds(p_fn text, p_seconds integer, p_hint text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_seconds IS NOT NULL AND p_seconds OPERATOR(pg_catalog.>=) 1 AND p_seconds OPERATOR(pg_catalog.<=) 3600 THEN
+        RETURN;
+    END IF;
+    IF p_hint IS NULL THEN
+        RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
+        USING ERRCODE = 'invalid_parameter_value', HINT = p_hint;
+END;
+$$;
+COMMENT ON FUNCTION broker._check_lease_seconds(text, integer, text) IS
+    'Internal: 22023 unless a lease is 1 to 3600 seconds (every function that gives or renews a lease).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens, p_run_alone)
 --   Hands claimed jobs back that their claimer will not run (say its session
 --   to the database was lost before it ran them): each job that is still

@@ -48,7 +48,7 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   tenant (strict tenancy).
 -- Example:
 --   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim
+--   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds
 --   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_tasks(
@@ -97,11 +97,8 @@ BEGIN
         RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_claim_tasks: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_claim_tasks', v_lease,
+        'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.');
     IF NOT broker._tenant_allowed(v_tenant, v_actor) THEN
         RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(v_actor),
             pg_catalog.quote_literal(v_tenant)

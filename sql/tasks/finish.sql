@@ -89,7 +89,7 @@ COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
 -- Errors: those of _task_lease; 22023 a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_extend_task(42, '9b2f...'::uuid, 60);
---   Calls: _setting_int, _task_lease, _cancel_requested
+--   Calls: _setting_int, _task_lease, _cancel_requested, _check_lease_seconds
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_extend_task(p_job_id bigint, p_lease_token uuid, p_lease_seconds integer DEFAULT NULL)
@@ -100,10 +100,7 @@ AS $$
 DECLARE
     v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
 BEGIN
-    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
-        RAISE EXCEPTION 'broker_extend_task: the lease must be 1 to 3600 seconds, got %', v_lease
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM broker._check_lease_seconds('broker_extend_task', v_lease);
     IF NOT broker._task_lease('broker_extend_task', p_job_id, p_lease_token) THEN
         RETURN 'lost';
     END IF;

@@ -23,7 +23,7 @@ COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
 -- Function: broker._task_queue(p_fn, p_task)
 --   Task p_task's queue, made on its first enqueue. Checks the name: 22004
 --   NULL, 22023 blank or over 200 characters (as p_fn's p_task).
---   Calls: none
+--   Calls: _check_task_name
 --   Tables: reads and writes broker_task_queue
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._task_queue(p_fn text, p_task text)

@@ -93,7 +93,10 @@ SELECT functions_are('broker', ARRAY[
     'broker_extend_task', 'broker_complete_task', 'broker_fail_task', 'broker_release_task', 'broker_complete_tasks',
 
     -- the console's charts
-    '_finished_kept', 'broker_finished_per_minute']);
+    '_finished_kept', 'broker_finished_per_minute',
+
+    -- every function that gives or renews a lease
+    '_check_lease_seconds']);
 SELECT function_returns('broker', 'broker_add_job',
     ARRAY['text', 'text', 'integer', 'integer', 'text', 'text', 'bigint', 'bigint[]', 'text', 'integer',
           'text', 'text[]', 'timestamp with time zone', 'interval', 'text', 'text', 'boolean', 'text'], 'setof record');
