@@ -220,12 +220,15 @@ _ENQUEUE_PARAMS = {"queue": ("p_job_queue", "integer"), "priority": ("p_job_prio
                    "concurrency_key": ("p_concurrency_key", "text")}
 
 
-def enqueue_statement(given: dict) -> sql.Composed:
-    """SELECT job_id, is_new FROM broker.broker_add_job(p_job_name, p_execute_str, <the given options by name>)."""
-    named = [sql.SQL(", {} => {}::{}").format(sql.Identifier(_ENQUEUE_PARAMS[k][0]), sql.Placeholder(k),
-                                            sql.SQL(_ENQUEUE_PARAMS[k][1])) for k in given]
-    return sql.SQL("SELECT job_id, is_new FROM broker.broker_add_job({}, {}{})").format(
-        sql.Placeholder("name"), sql.Placeholder("sql"), sql.SQL("").join(named))
+def enqueue_statement(given: dict, function: str = "broker_add_job", params: dict = _ENQUEUE_PARAMS,
+                      leading: sql.Composable = sql.SQL("{}, {}").format(sql.Placeholder("name"), sql.Placeholder("sql"))
+                      ) -> sql.Composed:
+    """SELECT job_id, is_new FROM broker.<function>(<leading>, <the given options by name>): each option as
+    `params` names its parameter and SQL type."""
+    named = [sql.SQL(", {} => {}::{}").format(sql.Identifier(params[k][0]), sql.Placeholder(k), sql.SQL(params[k][1]))
+             for k in given]
+    return sql.SQL("SELECT job_id, is_new FROM broker.{}({}{})").format(sql.Identifier(function), leading,
+                                                                         sql.SQL("").join(named))
 
 
 @jobs.command("enqueue")
@@ -300,10 +303,8 @@ def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, **opt
         raise click.BadParameter(f"not JSON: {exc}", param_hint="ARGS") from None
     given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(options, tenant=tenant).items()
              if v is not None and v != ()}
-    named = [sql.SQL(", {} => {}::{}").format(sql.Identifier(_TASK_PARAMS[k][0]), sql.Placeholder(k),
-                                            sql.SQL(_TASK_PARAMS[k][1])) for k in given]
-    statement = sql.SQL("SELECT job_id, is_new FROM broker.broker_add_task({}, {}::jsonb{})").format(
-        sql.Placeholder("task"), sql.Placeholder("args"), sql.SQL("").join(named))
+    statement = enqueue_statement(given, "broker_add_task", _TASK_PARAMS,
+                                  sql.SQL("{}, {}::jsonb").format(sql.Placeholder("task"), sql.Placeholder("args")))
     job_id, is_new = _run(dsn, None, lambda conn: conn.execute(statement, {"task": task, "args": args_json, **given}).fetchone())
     if as_json:
         _emit_json({"job_id": job_id, "is_new": is_new})
