@@ -267,8 +267,9 @@ BEGIN
                          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_outputs)) WITH ORDINALITY AS u(id, output, o)
                         WHERE u.id OPERATOR(pg_catalog.=) ANY (v_mine)
                         ORDER BY u.o);
-    v_cancelled := ARRAY(SELECT c.job_id FROM broker._cancel_requests(v_mine) AS c);
+    v_cancelled := '{}';
     FOR r IN SELECT c.job_id, c.reason FROM broker._cancel_requests(v_mine) AS c LOOP
+        v_cancelled := v_cancelled OPERATOR(pg_catalog.||) r.job_id;
         PERFORM broker._record_attempts(ARRAY[r.job_id], 'cancelled', ARRAY['57014'], ARRAY['cancelled before its completion']);
         PERFORM broker._end_cancelled(r.job_id, r.reason);
     END LOOP;

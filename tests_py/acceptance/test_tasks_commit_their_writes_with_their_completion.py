@@ -30,6 +30,10 @@ async def one_at_a_time(args, ctx):
     RUNNING["now"] -= 1
     return {"most_at_once": RUNNING["most"]}
 
+@worker.task("slow_one_at_a_time", concurrency=1)
+async def slow_one_at_a_time(args, ctx):
+    await asyncio.sleep(3.5)
+
 @worker.task("steady")
 async def steady(args, ctx):
     await asyncio.sleep(0.05)
@@ -169,6 +173,27 @@ def test_a_name_with_a_cap_of_its_own_runs_that_many_at_once(effects_db, tmp_pat
             worker.kill()
         most = conn.execute("SELECT max((output::jsonb->>'most_at_once')::int) FROM broker.broker_job_attempts").fetchone()[0]
         assert most == 1
+
+
+def test_tasks_waiting_for_a_slot_longer_than_their_lease_keep_it(effects_db, tmp_path):
+    """Claimed ahead (twice its cap), the second task of a name capped at one waits 3.5 s behind the first with a
+    3 s lease: the worker renews the waiting one's lease, so recovery (run by hand all along) takes nothing back."""
+    db = effects_db
+    with worker_login(db, ("effects",)) as login, connect(db) as conn:
+        conn.execute("SELECT broker.broker_add_task('slow_one_at_a_time') FROM generate_series(1, 2)")
+        worker = WorkerProcess(tmp_path, db, login, WRITE_APP)
+        recovered = 0
+        try:
+            def all_done() -> bool:
+                nonlocal recovered
+                recovered += conn.execute("SELECT count(*) FROM broker.broker_recover_stale_jobs()").fetchone()[0]
+                return states(conn, "slow_one_at_a_time") == {2: 2}
+            wait_until(all_done, timeout=60, what="2 tasks completed")
+        finally:
+            worker.kill()
+        assert recovered == 0
+        attempts = conn.execute("SELECT count(*) FROM broker.broker_job_attempts").fetchone()[0]
+        assert attempts == 2
 
 
 def test_a_worker_whose_connections_are_cut_fails_no_task(effects_db, tmp_path):

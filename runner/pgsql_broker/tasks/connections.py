@@ -55,6 +55,12 @@ class Connections:
             conn = await self.control()
             return (await (await conn.execute(sql, params)).fetchone())[0]
 
+    async def control_rows(self, sql: str, params: dict) -> list:
+        """One statement on the control connection; all its rows."""
+        async with self.lock:
+            conn = await self.control()
+            return await (await conn.execute(sql, params)).fetchall()
+
     async def close_control(self) -> None:
         if self._control is not None:
             with contextlib.suppress(psycopg.Error):

@@ -14,6 +14,10 @@ RELAXED_COMMIT = "SET synchronous_commit = off"
 CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout
              FROM broker.broker_claim_tasks(%(tasks)s, %(limit)s, %(lease)s)"""
 EXTEND = "SELECT broker.broker_extend_task(%(job_id)s, %(token)s, %(lease)s)"
+# the leases of claimed tasks still waiting for a slot: one statement for all of them
+EXTEND_MANY = """SELECT u.job_id, broker.broker_extend_task(u.job_id, u.token, %(lease)s) AS state
+                   FROM ROWS FROM (pg_catalog.unnest(%(job_ids)s::bigint[]), pg_catalog.unnest(%(tokens)s::uuid[]))
+                        AS u(job_id, token)"""
 COMPLETE = "SELECT broker.broker_complete_task(%(job_id)s, %(token)s, %(output)s)"
 # handlers that wrote nothing: their completions together, one statement
 COMPLETE_MANY = """SELECT job_id, outcome

@@ -200,20 +200,25 @@ class Worker:
         while True:
             await asyncio.sleep(max(1.0, self.lease_seconds / 3))
             due = time.monotonic() - self.lease_seconds / 3
-            for task, renewed in list(self._waiting):
-                if renewed > due:
-                    continue
-                try:
-                    state = await self._conns.control_call(queries.EXTEND, {"job_id": task.job_id, "token": task.lease_token,
-                                                                            "lease": self.lease_seconds})
-                except psycopg.Error:
-                    continue
-                entry = (task, renewed)
+            stale = [entry for entry in self._waiting if entry[1] <= due]
+            if not stale:
+                continue
+            try:
+                rows = await self._conns.control_rows(queries.EXTEND_MANY, {
+                    "job_ids": [task.job_id for task, _ in stale], "tokens": [task.lease_token for task, _ in stale],
+                    "lease": self.lease_seconds})
+            except psycopg.Error as error:
+                log.warning("could not renew the leases of tasks waiting for a slot (tried again): %s", error)
+                continue
+            renewed_at = time.monotonic()
+            states = {job_id: state for job_id, state in rows}
+            for entry in stale:
+                task, state = entry[0], states.get(entry[0].job_id)
                 if entry not in self._waiting:
                     continue   # started meanwhile
                 index = self._waiting.index(entry)
                 if state == queries.EXTENDED:
-                    self._waiting[index] = (task, time.monotonic())
+                    self._waiting[index] = (task, renewed_at)
                 else:   # lost: someone else's now; cancelled: it ends cancelled without running
                     del self._waiting[index]
                     if state == queries.CANCELLED:
