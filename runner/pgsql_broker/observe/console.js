@@ -7,6 +7,7 @@ let session = {token_configured: false, authenticated: false, databases: []};
 let openJob = null;  // {id, tenant}
 let before = null;   // the job list's page: the jobs below this id (null: the newest)
 let chartsAt = 0, chartsFor = null;   // when the charts were last read, for which database
+let graphAt = 0, graphFor = null;     // when the open job's workflow was last read, for which database and job
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -51,6 +52,7 @@ async function act(path, tenant) {
     const done = result.result && typeof result.result === "object" ? `job ${result.result.job_id}` : result.result;
     say(`${result.action} ${result.target}: done (${done})`);
   } catch (e) { say(e.message); }
+  graphAt = 0;   // an action changes states the picture shows
   refresh();
 }
 function actionsAllowed() { return session.token_configured && session.authenticated; }
@@ -341,9 +343,14 @@ async function refreshJob() {
   if (openJob.tenant) params.set("tenant", openJob.tenant);
   try {
     render("job", await api(`/api/jobs/${openJob.id}?${params}`), renderJob);
-    const graph = await api(`/api/jobs/${openJob.id}/graph?${params}`);
-    if (shown.job_graph !== JSON.stringify(graph) || !document.getElementById("job-graph")) {
-      shown.job_graph = JSON.stringify(graph); renderGraph(graph);
+    // the picture is read when another job opens and every 10 s (a few lookups per node, up to 200 nodes)
+    const graphKey = `${database()}/${openJob.id}`;
+    if (graphFor !== graphKey || Date.now() - graphAt > 10000 || !document.getElementById("job-graph")) {
+      graphAt = Date.now(); graphFor = graphKey;
+      const graph = await api(`/api/jobs/${openJob.id}/graph?${params}`);
+      if (shown.job_graph !== JSON.stringify(graph) || !document.getElementById("job-graph")) {
+        shown.job_graph = JSON.stringify(graph); renderGraph(graph);
+      }
     }
   } catch (e) { say(e.message); }
 }
