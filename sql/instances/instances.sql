@@ -1,5 +1,50 @@
 -- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_holder()
+--   The backend pid that holds the active-instance session advisory lock of
+--   this database, or NULL when no session holds it.
+--   Calls: _instance_lock_key
+--   Tables: none (pg_locks)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_holder()
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT l.pid
+      FROM pg_catalog.pg_locks AS l, broker._instance_lock_key() AS k
+     WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+       AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                               WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+       AND l.classid::integer OPERATOR(pg_catalog.=) k.classid
+       AND l.objid::integer OPERATOR(pg_catalog.=) k.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
+     LIMIT 1
+$$;
+COMMENT ON FUNCTION broker._instance_lock_holder() IS
+    'Internal: the pid of the session holding the active-instance advisory lock of this database, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._live_instance()
+--   The active instance whose session is alive (it holds the instance lock),
+--   or NULL: a row still marked active whose session ended (the runner was
+--   killed, or cut off until the server ended its session) is not live.
+--   Calls: _instance_lock_holder
+--   Tables: reads broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._live_instance()
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.instance_id
+      FROM broker.broker_queueinstance AS i
+     WHERE i.status OPERATOR(pg_catalog.=) 'active'
+       AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+$$;
+COMMENT ON FUNCTION broker._live_instance() IS
+    'Internal: the id of the active instance when its session holds the instance lock, else NULL.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._take_instance_lock(p_caller)
 --   Takes the broker's session advisory lock for the calling session, or
 --   raises 55P03 naming the instance that holds it (p_caller names the public
@@ -44,7 +89,7 @@ COMMENT ON FUNCTION broker._take_instance_lock(text) IS
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
---   Calls: _instance_lock_key, _take_instance_lock
+--   Calls: _instance_lock_holder, _take_instance_lock
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
@@ -58,7 +103,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_key    record := broker._instance_lock_key();
     v_active broker.broker_queueinstance;
     v_id     bigint;
 BEGIN
@@ -70,12 +114,7 @@ BEGIN
     END IF;
     SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
     IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
-                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
-                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
+       AND broker._instance_lock_holder() OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
         RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -293,7 +332,7 @@ COMMENT ON FUNCTION broker._active_instance() IS
 -- Example:
 --   SELECT pg_terminate_backend(pid, 5000)
 --     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
---   Calls: _instance_lock_key
+--   Calls: _instance_lock_holder
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
@@ -301,23 +340,16 @@ RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_key record := broker._instance_lock_key();
 BEGIN
     IF p_stale_after IS NULL OR p_stale_after OPERATOR(pg_catalog.<) interval '1 second' THEN
         RAISE EXCEPTION 'broker_stale_instance_holder: p_stale_after must be at least 1 second'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN (SELECT l.pid
-              FROM pg_catalog.pg_locks AS l
-              JOIN broker.broker_queueinstance AS i
-                ON i.backend_pid OPERATOR(pg_catalog.=) l.pid AND i.status OPERATOR(pg_catalog.=) 'active'
-             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
-               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-               AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
-               AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
-               AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+    RETURN (SELECT i.backend_pid
+              FROM broker.broker_queueinstance AS i
+             WHERE i.status OPERATOR(pg_catalog.=) 'active'
+               AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+               AND i.backend_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
              LIMIT 1);
 END;

@@ -29,15 +29,27 @@ COMMENT ON FUNCTION broker._restart_interruptions_max() IS
 --     attempt like an expired lease. A crash restart of the server (a
 --     backend killed, say by the kernel's OOM killer) keeps the server's
 --     start time: it may be the job's doing and counts as below;
---   - or whose lease expired: the lost attempt counts (the session may have
---     ended by the job's own doing): pending again (after the retry
---     backoff) while attempts < max_attempts, else failed with its
---     dependents cancelled.
+--   - or whose lease expired. When the instance that claimed it is no
+--     longer live (_live_instance: its session ended, so the runner was
+--     killed or cut off until the server ended its session, and a standby
+--     may have taken over), the job returns to pending at once, attempt not
+--     counted, interruptions + 1, as above: a runner that is gone cannot
+--     tell which of its claims it had started, and the database keeps no
+--     mark of it, but a job that ends its own session while its runner
+--     lives is counted by that runner (and by the rule below), and after
+--     _restart_interruptions_max() interruptions this counts too, so a job
+--     that takes its runner down is not retried for ever. Otherwise (the
+--     claiming runner lives, or the job is autonomous, whose run has a
+--     session of its own that may outlive its runner, or the claim named no
+--     instance: tasks) the lost attempt counts (the session may have ended
+--     by the job's own doing): pending again (after the retry backoff)
+--     while attempts < max_attempts, else failed with its dependents
+--     cancelled.
 --   Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
---   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max
+--   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max, _live_instance
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
@@ -48,6 +60,7 @@ AS $$
 DECLARE
     r          record;
     v_started  timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_live     bigint := broker._live_instance();
     v_ids      bigint[] := '{}';
     v_tokens   uuid[] := '{}';
 BEGIN
@@ -57,8 +70,12 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
                j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
-               j.started_at OPERATOR(pg_catalog.<) v_started
-               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted
+               (j.started_at OPERATOR(pg_catalog.<) v_started
+                OR (j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+                    AND NOT j.autonomous))
+               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted,
+               j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+               AND NOT j.autonomous AS claimer_gone
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
@@ -79,6 +96,10 @@ BEGIN
             THEN pg_catalog.format('the server restarted at %s while the job was claimed (instance %s), and it was '
                                    'interrupted %s times before: this time the attempt counts',
                                    v_started, COALESCE(r.lease_instance_id::text, 'unknown'), r.interruptions)
+            WHEN r.claimer_gone
+            THEN pg_catalog.format('lease expired at %s, no session was executing the job and its instance %s is gone; '
+                                   'it was interrupted %s times before: this time the attempt counts',
+                                   r.lease_expires_at, r.lease_instance_id, r.interruptions)
             ELSE pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
                                    r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')) END);
         RETURN NEXT;
@@ -92,4 +113,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
-    'Returns to pending running jobs that no session is executing: at once and without counting the attempt when they were claimed before the server last started; when their lease expired, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
+    'Returns to pending running jobs that no session is executing: without counting the attempt when they were claimed before the server last started, or when their lease expired and the instance that claimed them is gone (up to 5 interruptions); when their lease expired under a live claimer, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';

@@ -1,8 +1,9 @@
 """A stalled network is noticed: the active runner reaches the server through a proxy that stops forwarding
 (no RST, nothing closed) for 25 s during a drain; a standby runner is connected directly. The stalled runner
 logs that it lost its connection, without being restarted; the standby takes over once the stalled runner's
-session has ended; after the stall every job completes exactly once (the claims the stalled runner had not
-started are handed back without an attempt).
+session has ended; after the stall every job completes exactly once. The lease (15 s) is shorter than the
+stall: the claims the stalled runner held and had not started are recovered by the standby once their lease
+expired, without an attempt, since the instance that claimed them is gone (its session ended).
 
 The small keepalive and TCP user timeout settings in the stalled runner's DSN are libpq's own (they win over
 the runner's defaults) and must be accepted; a stall behind a proxy in user space cannot set them off (the
@@ -21,6 +22,7 @@ from proxy import Proxy
 from test_outages_are_logged_when_they_start_and_end import OUTAGE_START
 
 STALL_SECONDS = 25
+LEASE_SECONDS = 15
 # the runners' deadline on their own statements (and their sessions' idle_session_timeout): well inside the stall
 DEADLINE_SECONDS = 10
 # libpq's own settings in the DSN (they win over the runner's defaults)
@@ -39,9 +41,9 @@ def test_a_stalled_network_is_noticed(tcp_cluster, runner_login, start):  # noqa
     proxy = Proxy(tcp_cluster.port)
     try:
         enqueue_drain(tcp_cluster, JOBS)
-        # a lease far beyond the stall: the claims the stalled runner holds are its to hand back, not the
-        # standby's to recover
-        flags = runner_flags(120, "--statement-deadline-sec", str(DEADLINE_SECONDS))
+        # a lease shorter than the stall: the standby recovers the stalled runner's claims (max_attempts = 1:
+        # a counted attempt would fail a job)
+        flags = runner_flags(LEASE_SECONDS, "--statement-deadline-sec", str(DEADLINE_SECONDS))
         stalled = start(extra=("--dsn", tcp_cluster.tcp_dsn(DB, runner_login, port=proxy.port, **DETECTION), *flags),
                         user=runner_login, name="stalled")
         wait(lambda: stalled.role(DB) == "active", 60, "the runner behind the proxy to be active", stalled)
