@@ -12,7 +12,7 @@ COPY runner/ runner/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.2.0
+ARG VERSION=0.3.0
 LABEL org.opencontainers.image.title="pgsql-broker" \
       org.opencontainers.image.description="PostgreSQL job broker runner" \
       org.opencontainers.image.version="${VERSION}"

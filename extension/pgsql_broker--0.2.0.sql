@@ -201,91 +201,43 @@ COMMENT ON FUNCTION broker._state(text) IS
     'Internal: the complete_status number of a job state by name (pending 0, running 1, completed 2, failed 3, cancelled 4).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._parked(p_name)
---   The broker_jobs.parked number of a reason a pending job is kept out of
---   the claim index: none 0, later 1 (until its run_after), cap 2 (its
---   concurrency key at its cap), rate 3 (its key out of tokens).
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._parked(p_name text)
-RETURNS smallint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT (CASE WHEN p_name OPERATOR(pg_catalog.=) 'none' THEN 0
-                 WHEN p_name OPERATOR(pg_catalog.=) 'later' THEN 1
-                 WHEN p_name OPERATOR(pg_catalog.=) 'cap' THEN 2
-                 WHEN p_name OPERATOR(pg_catalog.=) 'rate' THEN 3 END)::smallint
-$$;
-COMMENT ON FUNCTION broker._parked(text) IS
-    'Internal: the parked number of a reason a pending job is out of the claim index (none 0, later 1, cap 2, rate 3).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._claimable(p_complete_status, p_pending_deps, p_parked)
---   Whether a job may be claimed, run_after aside: pending, waiting on no
---   dependency, and not parked (by its run_after or its key's limit). The
---   claim index broker_jobs_claim_idx has this predicate written out
---   (sql/tables/broker_jobs.sql), and so has the WHEN of the trigger
---   broker_jobs_ready_xid_trg (sql/run/claim_hint.sql; held to it by
---   tests_sql/run/ready_xid_trigger_condition_is_claimable_written_out.sql);
---   inlined, this function is the same
---   expression, so the claim still uses that index
+-- Function: broker._claimable(p_complete_status, p_pending_deps)
+--   Whether a job may be claimed, run_after aside: pending and waiting on
+--   nothing. The claim index broker_jobs_claim_idx has this predicate
+--   written out (sql/tables/broker_jobs.sql); inlined, this function is the
+--   same expression, so the claim still uses that index
 --   (tests_sql/run/claim_is_index_backed.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
+CREATE FUNCTION broker._claimable(p_complete_status smallint, p_pending_deps integer)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
-           AND p_parked OPERATOR(pg_catalog.=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable(smallint, integer, smallint) IS
-    'Internal: pending, waiting on no unfinished dependency and not parked (the claim index predicate, inlined).';
+COMMENT ON FUNCTION broker._claimable(smallint, integer) IS
+    'Internal: pending and waiting on no unfinished dependency (the claim index predicate, inlined).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps, p_parked)
---   _claimable written with <= (the same rows: the CHECKs keep the three
---   columns >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that
---   looks for the jobs made ready since its queue's hint says this, not
+-- Function: broker._claimable_by_xid(p_complete_status, p_pending_deps)
+--   _claimable written with <= (the same rows: the CHECKs keep both columns
+--   >= 0), the predicate of broker_jobs_ready_xid_idx. A claim that looks
+--   for the jobs made ready since its queue's hint says this, not
 --   _claimable, so that no index but that one matches: with the claim
 --   index's predicate the planner could read the claim index in claim order
 --   and filter on ready_xid, over every ready job (sql/run/claim.sql).
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
+CREATE FUNCTION broker._claimable_by_xid(p_complete_status smallint, p_pending_deps integer)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_complete_status OPERATOR(pg_catalog.<=) 0 AND p_pending_deps OPERATOR(pg_catalog.<=) 0
-           AND p_parked OPERATOR(pg_catalog.<=) 0
 $$;
-COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer, smallint) IS
+COMMENT ON FUNCTION broker._claimable_by_xid(smallint, integer) IS
     'Internal: _claimable written with <= (the predicate of broker_jobs_ready_xid_idx, inlined), for the jobs a claim adds to its queue''s hint.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._claimable_by_id(p_complete_status, p_pending_deps, p_parked)
---   _claimable written so that no partial index's predicate matches it (in a
---   CASE, which the planner does not prove index predicates from; the
---   columns are NOT NULL, so the rows are the same). A statement
---   that locks given jobs (by their row versions, the claim's lock in
---   sql/run/claim_lane.sql) says this: with _claimable, a generic plan can
---   read the whole claim index and filter on the given rows instead of
---   fetching each.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claimable_by_id(p_complete_status smallint, p_pending_deps integer, p_parked smallint)
-RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT CASE WHEN p_complete_status OPERATOR(pg_catalog.=) 0 AND p_pending_deps OPERATOR(pg_catalog.=) 0
-                     AND p_parked OPERATOR(pg_catalog.=) 0 THEN true ELSE false END
-$$;
-COMMENT ON FUNCTION broker._claimable_by_id(smallint, integer, smallint) IS
-    'Internal: _claimable written so that no partial index matches it, for statements that lock given jobs (inlined).';
 -- source: sql/core/lock_keys.sql
 -- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
 -- ---------------------------------------------------------------------------
@@ -329,42 +281,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 1651665664, 0 $$;
 COMMENT ON FUNCTION broker._instance_lock_key() IS
     'Internal: advisory lock key held by the active runner instance of this database.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._key_lock_key(p_tenant_id, p_key)
---   The transaction advisory-lock key of a concurrency key's limit: the
---   tenant's limit on p_key, or, with p_tenant_id NULL, the limit on p_key
---   across tenants. A claim takes it exclusively (never waiting: it passes
---   the key over when it cannot) while it counts the key's running jobs and
---   parks those over the limit; a job that leaves running takes it shared
---   before it unparks the key's parked jobs, so that it sees every job a
---   claim parked. High 32 bits the tenant's hash (0 for every tenant), low
---   32 the key's.
---   SQL without SET search_path on purpose (inlined; every name qualified).
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._key_lock_key(p_tenant_id text, p_key text)
-RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT (COALESCE(pg_catalog.hashtext(p_tenant_id), 0)::bigint OPERATOR(pg_catalog.<<) 32)
-           OPERATOR(pg_catalog.#) (pg_catalog.hashtext('key:' OPERATOR(pg_catalog.||) p_key)::bigint
-                                   OPERATOR(pg_catalog.&) 4294967295)
-$$;
-COMMENT ON FUNCTION broker._key_lock_key(text, text) IS
-    'Internal: the advisory-lock key of a tenant''s limit on a concurrency key (p_tenant_id NULL: the limit across tenants).';
 -- source: sql/core/notify.sql
 -- sql/core/notify.sql: the NOTIFY that wakes runners (channel and payload).
 -- ---------------------------------------------------------------------------
 -- Runners LISTEN on channel pgsql_broker; the payload is '<database>/<queue>'
--- (a queue has a job to claim), '<database>/cancel/<job id>' (a running job
--- has a cancel request) or '<database>/due' (a job was parked until a time:
--- the runner asks broker_next_due again, so that its poll comes then).
--- broker._notify_queue, broker._notify_cancel and broker._notify_due write
--- them, and nothing else notifies that channel (task workers LISTEN on
--- pgsql_broker_task, where _notify_queue tells a task name's queue,
--- '<database>/<negative queue>', broker_task_queue) (schedule changes have their own, pgsql_broker_schedule:
+-- (a queue has a job to claim) or '<database>/cancel/<job id>' (a running job
+-- has a cancel request). broker._notify_queue and broker._notify_cancel write
+-- them, and nothing else notifies that channel (schedule changes have their own, pgsql_broker_schedule:
 -- broker._schedule_notify in sql/schedules/schedules.sql). A queue is notified when it gets a job claimable now: by the
 -- jobs' INSERT trigger (broker._jobs_after_insert), by releases of
 -- dependents, and by the enqueue functions once they have added a job's
@@ -388,12 +311,11 @@ CREATE FUNCTION broker._notify_queue(p_queue integer)
 RETURNS void
 LANGUAGE sql VOLATILE
 AS $$
-    -- (a task's queue is negative: its workers, not the runners, listen on pgsql_broker_task)
-    SELECT pg_catalog.pg_notify(CASE WHEN p_queue OPERATOR(pg_catalog.<) 0 THEN 'pgsql_broker_task' ELSE 'pgsql_broker' END,
+    SELECT pg_catalog.pg_notify('pgsql_broker',
                                 pg_catalog.current_database() OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) p_queue::pg_catalog.text)
 $$;
 COMMENT ON FUNCTION broker._notify_queue(integer) IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up; for a task''s queue (negative), on pgsql_broker_task, its workers'' wake-up.';
+    'Internal: NOTIFY pgsql_broker, ''<database>/<queue>'' (sent on commit): the one writer of the runners'' wake-up.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._notify_queues(p_queues)
@@ -437,29 +359,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker._notify_cancel(bigint) IS
     'Internal: NOTIFY pgsql_broker, ''<database>/cancel/<job id>'' (sent on commit): a running job has a cancel request.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._notify_due()
---   NOTIFY pgsql_broker, '<database>/due' (sent on commit): a job was parked
---   until a time (enqueued or retried for later, or held back by its key's
---   rate until its next tokens), so the time the runner's poll waits for
---   (broker_next_due) may have come nearer; the runner asks it again instead
---   of at its next regular poll. Called by the parking triggers and the
---   claim, never on the path of a job due now.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._notify_due()
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pg_catalog.pg_notify('pgsql_broker', pg_catalog.current_database() OPERATOR(pg_catalog.||) '/due');
-END;
-$$;
-COMMENT ON FUNCTION broker._notify_due() IS
-    'Internal: NOTIFY pgsql_broker, ''<database>/due'' (sent on commit): a job was parked until a time; runners ask broker_next_due again.';
 
 -- Group: tenancy: the current tenant, strict tenancy, run_as rights (table defaults call broker_current_tenant)
 -- source: sql/tenancy/tenant.sql
@@ -1013,7 +912,6 @@ CREATE TABLE broker.broker_schedule (
     last_error      text,
     skipped_fires_capped boolean NOT NULL DEFAULT false,
     autonomous      boolean     NOT NULL DEFAULT false,
-    concurrency_key text,
     CONSTRAINT broker_schedule_pkey PRIMARY KEY (schedule_id),
     CONSTRAINT broker_schedule_tenant_name_key UNIQUE (tenant_id, schedule_name),
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
@@ -1026,9 +924,7 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
     CONSTRAINT broker_schedule_catch_up_max_check CHECK (catch_up_max OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_overlap_check CHECK (overlap OPERATOR(pg_catalog.=) ANY (ARRAY['skip', 'allow'])),
-    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256),
-    CONSTRAINT broker_schedule_concurrency_key_check
-        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200)
+    CONSTRAINT broker_schedule_cron_expr_check CHECK (pg_catalog.length(cron_expr) OPERATOR(pg_catalog.<=) 256)
 );
 
 -- The tick: enabled schedules by next fire time.
@@ -1062,7 +958,6 @@ COMMENT ON COLUMN broker.broker_schedule.last_job_id IS 'The last job it enqueue
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires IS 'Due fires that enqueued no job (dropped by the catch-up policy, skipped for overlap, or their key still taken): exact, except that one tick adds at most 1,000 (see skipped_fires_capped).';
 COMMENT ON COLUMN broker.broker_schedule.skipped_fires_capped IS 'true once a tick skipped more fires than it counts (1,000): skipped_fires is then a lower bound.';
 COMMENT ON COLUMN broker.broker_schedule.autonomous IS 'Its jobs run outside a transaction block (autonomous jobs, see broker_allow_autonomous).';
-COMMENT ON COLUMN broker.broker_schedule.concurrency_key IS 'Concurrency key of the jobs it enqueues (broker_jobs.concurrency_key; NULL: none).';
 COMMENT ON COLUMN broker.broker_schedule.last_error IS 'Why the tick disabled the schedule (say its owner lost the right to run as run_as), else NULL.';
 COMMENT ON INDEX broker.broker_schedule_due_idx IS 'The tick: enabled schedules by next fire time.';
 -- source: sql/tables/broker_schedule_count.sql
@@ -1096,9 +991,8 @@ COMMENT ON COLUMN broker.broker_schedule_count.schedules IS 'How many schedules 
 --   lease), 2 completed, 3 failed, 4 cancelled. A run that its runner ended
 --   (shutdown deadline) returns the job to pending without counting the
 --   attempt; interruptions counts those, apart from attempts. run_alone is
---   what the broker learned of a job that ran past a batch's budget, or that
---   shared a transaction whose session died: it is never batched with other
---   jobs again (broker_run_batch, broker_release_jobs).
+--   what the broker learned of a job that ran past a batch's budget: it is
+--   never batched with other jobs again (broker_run_batch).
 --   pending_deps counts the unfinished jobs this job still waits on (one per
 --   id edge whose target is unfinished, one per unfinished member of each
 --   group it depends on, plus the releases of finished ones still listed in
@@ -1143,8 +1037,6 @@ CREATE TABLE broker.broker_jobs (
     autonomous          boolean     NOT NULL DEFAULT false,
     cancel_cause_job_id bigint,
     ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
-    concurrency_key     text,
-    parked              smallint    NOT NULL DEFAULT 0,
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -1154,19 +1046,8 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_group_check
         CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
-    -- (a task, run by application code, sits in its name's queue: negative, which no runner serves;
-    -- broker_task_queue)
-    CONSTRAINT broker_jobs_job_language_check
-        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
-               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
-    -- a task's execute_str is its arguments, which a claim returns as jsonb: JSON on every way in
-    -- (broker_add_job, broker_add_jobs, a raw INSERT), or one row would fail every claim of its name
-    -- (22P02 from the cast)
-    CONSTRAINT broker_jobs_task_args_check
-        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
-    CONSTRAINT broker_jobs_job_queue_check
-        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
-               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    CONSTRAINT broker_jobs_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
+    CONSTRAINT broker_jobs_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
     CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0),
@@ -1175,58 +1056,31 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
-    CONSTRAINT broker_jobs_concurrency_key_check
-        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
-    CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
--- Claim path: each tenant's claimable jobs of a queue, highest priority, then earliest
--- run_after, then id (the fair share serves tenants in turn). Parked jobs (dated later, or held
--- back by a limit on their key) are out of it. (Its predicate is broker._claimable written out,
--- as index predicates and CHECKs keep the state numbers; queries calling broker._claimable
--- inline to this same expression.)
+-- Claim path: ready jobs of a queue, highest priority, then earliest run_after, then id.
+-- (Its predicate is broker._claimable written out, as index predicates and CHECKs keep the
+-- state numbers; queries calling broker._claimable inline to this same expression.)
 CREATE INDEX broker_jobs_claim_idx ON broker.broker_jobs
-    (job_queue, tenant_id, job_priority DESC, run_after, job_id)
-    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 0;
-COMMENT ON INDEX broker.broker_jobs_claim_idx IS
-    'The claim: each tenant''s claimable jobs of a queue in claim order (priority, then age); parked jobs are out of it.';
+    (job_queue, job_priority DESC, run_after, job_id)
+    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND pending_deps OPERATOR(pg_catalog.=) 0;
 -- Claim path under a held snapshot: ready jobs of a queue by the transaction that made them
 -- ready, so that a claim finds the ones made ready since its hint (broker_claim_hint) without
 -- stepping over the claim index's dead entries. Its predicate says "<= 0" (the same rows, by
 -- the CHECKs) so that the queries that say so can use no other index: the planner would take
--- the claim index in claim order and filter on ready_xid, over every ready job. And it says
--- "ready_xid IS NOT NULL" (always true) so that only queries on ready_xid can use it: a generic
--- plan made on a small table could otherwise read it whole, and sort, for a claim-order query.
+-- the claim index in claim order and filter on ready_xid, over every ready job.
 CREATE INDEX broker_jobs_ready_xid_idx ON broker.broker_jobs (job_queue, ready_xid)
-    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0 AND parked OPERATOR(pg_catalog.<=) 0
-      AND ready_xid IS NOT NULL;
+    WHERE complete_status OPERATOR(pg_catalog.<=) 0 AND pending_deps OPERATOR(pg_catalog.<=) 0;
 COMMENT ON INDEX broker.broker_jobs_ready_xid_idx IS
     'Ready jobs of a queue by the transaction that made them ready: what a claim that starts at its queue''s hint adds (broker_get).';
--- Parked until due: what a claim unparks once their time has come.
-CREATE INDEX broker_jobs_later_idx ON broker.broker_jobs (job_queue, run_after)
-    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND parked OPERATOR(pg_catalog.=) 1;
-COMMENT ON INDEX broker.broker_jobs_later_idx IS
-    'Jobs parked until their run_after, by queue and time: what a claim unparks once due (broker._unpark_due).';
--- Concurrency keys: the running count of a key's cap, and its pending jobs (parked by its limits or not).
-CREATE INDEX broker_jobs_key_running_idx ON broker.broker_jobs (concurrency_key, tenant_id)
-    WHERE complete_status OPERATOR(pg_catalog.=) 1 AND concurrency_key IS NOT NULL;
-COMMENT ON INDEX broker.broker_jobs_key_running_idx IS
-    'Claimed jobs by concurrency key and tenant: the running count a key''s cap is checked against.';
-CREATE INDEX broker_jobs_key_pending_idx ON broker.broker_jobs
-    (concurrency_key, tenant_id, job_priority DESC, run_after, job_id)
-    WHERE complete_status OPERATOR(pg_catalog.=) 0 AND concurrency_key IS NOT NULL;
-COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
-    'Pending jobs with a concurrency key, by key and tenant in claim order: what a claim parks at the key''s limit, and a freed slot or a new token unparks.';
 -- Recovery path: running jobs by lease expiry.
 CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group.
--- ("job_group IS NOT NULL", always true, so that only queries on job_group can use it: a claim's
--- generic plan, made on a small table, could otherwise read it by tenant and sort.)
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
-    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND job_group IS NOT NULL;
+    WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
 -- Idempotency: one unfinished job per key and tenant.
 CREATE UNIQUE INDEX broker_jobs_idempotency_key_idx ON broker.broker_jobs (tenant_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]);
@@ -1252,9 +1106,9 @@ COMMENT ON COLUMN broker.broker_jobs.job_id IS 'Job id.';
 COMMENT ON COLUMN broker.broker_jobs.tenant_id IS 'Owning tenant (broker.tenant_id at enqueue, default ''default'').';
 COMMENT ON COLUMN broker.broker_jobs.job_name IS 'Human-readable name (1-200 characters).';
 COMMENT ON COLUMN broker.broker_jobs.job_group IS 'Group for fan-in dependencies; defaults to job_name.';
-COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
-COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
-COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
+COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block).';
+COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue.';
 COMMENT ON COLUMN broker.broker_jobs.job_priority IS 'Higher runs first; ties run oldest first.';
 COMMENT ON COLUMN broker.broker_jobs.run_as IS 'Role the job runs as, through its executor (the enqueuer by default).';
 COMMENT ON COLUMN broker.broker_jobs.enqueued_by IS 'Role that enqueued the job.';
@@ -1276,59 +1130,46 @@ COMMENT ON COLUMN broker.broker_jobs.finished_at IS 'When the job reached status
 COMMENT ON COLUMN broker.broker_jobs.last_error_sqlstate IS 'SQLSTATE of the latest failed attempt.';
 COMMENT ON COLUMN broker.broker_jobs.last_error_message IS 'Error message of the latest failed attempt (at most 2,000 characters, then a truncation marker).';
 COMMENT ON COLUMN broker.broker_jobs.cancel_reason IS 'Why the job was cancelled.';
-COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
-COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
+COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs): the job went back to pending without counting the attempt.';
+COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch): it then runs in a transaction of its own, its attempt not counted for that run.';
 COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled because a job it waited on (directly or transitively) failed or was cancelled: that job (broker_retry_job brings them back together).';
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
-COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
-COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
 -- source: sql/tables/broker_claim_hint.sql
--- sql/tables/broker_claim_hint.sql: per queue, where each tenant's ready jobs start in claim order as of a snapshot.
--- ---------------------------------------------------------------------------
--- Type: broker._claim_position
---   Where a tenant's ready jobs of a queue start in claim order (priority,
---   then run_after, then job_id), as a claim's probe found it.
--- ---------------------------------------------------------------------------
-CREATE TYPE broker._claim_position AS (
-    tenant_id    text,
-    job_priority integer,
-    run_after    timestamptz,
-    job_id       bigint
-);
-COMMENT ON TYPE broker._claim_position IS
-    'Internal: where a tenant''s ready jobs of a queue start in claim order (broker_claim_hint).';
-
+-- sql/tables/broker_claim_hint.sql: per queue, where its ready jobs start in claim order as of a snapshot.
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_claim_hint
---   Per queue: where each tenant's pending, unblocked, unparked jobs start
---   in claim order, as a snapshot saw them: every such job of a tenant that
---   `snapshot` sees is at or after the tenant's position (highest priority
---   first, then earliest run_after, then lowest job_id); a tenant missing
---   from positions had none. Jobs made ready later carry a ready_xid that
---   the snapshot does not see, and are found through
---   broker_jobs_ready_xid_idx. A claim starts each tenant at its position
---   instead of at the start of the claim index, so it does not step over
---   the index entries of the jobs claimed before (which a snapshot held
---   elsewhere keeps from being removed). broker_get writes it, at most once
---   per 100 transactions of the cluster; a hint stays true however old it
---   gets, only less useful. started_at is pg_postmaster_start_time() when it
---   was written: a hint of another server (a dump restored elsewhere) is
---   never used. Derived data: not dumped, no role is granted anything on it.
+--   Where the pending, unblocked jobs of a queue start in claim order, as a
+--   snapshot saw them: every such job that `snapshot` sees is at or after
+--   (job_priority, run_after, job_id) in claim order (highest priority
+--   first, then earliest run_after, then lowest job_id). Jobs made ready
+--   later carry a ready_xid that the snapshot does not see, and are found
+--   through broker_jobs_ready_xid_idx. A claim starts at the hint instead of
+--   at the start of the claim index, so it does not step over the index
+--   entries of the jobs claimed before (which a snapshot held elsewhere
+--   keeps from being removed). broker_get writes it, at most once per 100
+--   transactions of the cluster; a hint stays true however old it gets,
+--   only less useful. started_at is pg_postmaster_start_time() when it was
+--   written: a hint of another server (a dump restored elsewhere) is never
+--   used. Derived data: not dumped, no role is granted anything on it.
 -- ---------------------------------------------------------------------------
 CREATE TABLE broker.broker_claim_hint (
     job_queue    integer     NOT NULL,
     started_at   timestamptz NOT NULL,
     snapshot     pg_snapshot NOT NULL,
-    positions    broker._claim_position[] NOT NULL,
+    job_priority integer     NOT NULL,
+    run_after    timestamptz NOT NULL,
+    job_id       bigint      NOT NULL,
     CONSTRAINT broker_claim_hint_pkey PRIMARY KEY (job_queue)
 );
 COMMENT ON TABLE broker.broker_claim_hint IS
-    'Per queue: where each tenant''s ready jobs start in claim order, as of a snapshot (written by broker_get; derived, not dumped).';
+    'Per queue: where its ready jobs start in claim order, as of a snapshot (written by broker_get; derived, not dumped).';
 COMMENT ON COLUMN broker.broker_claim_hint.job_queue IS 'Queue.';
 COMMENT ON COLUMN broker.broker_claim_hint.started_at IS 'pg_postmaster_start_time() of the server that wrote it (a hint of another server is ignored).';
-COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the positions hold for: every ready job it saw is at or after its tenant''s position.';
-COMMENT ON COLUMN broker.broker_claim_hint.positions IS 'Per tenant with ready jobs then: the first of them in claim order.';
+COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the position was found with.';
+COMMENT ON COLUMN broker.broker_claim_hint.job_priority IS 'Priority level of the first ready job the snapshot saw.';
+COMMENT ON COLUMN broker.broker_claim_hint.run_after IS 'Its run_after.';
+COMMENT ON COLUMN broker.broker_claim_hint.job_id IS 'Its job_id.';
 -- source: sql/tables/broker_job_dependency.sql
 -- sql/tables/broker_job_dependency.sql: table of dependency edges.
 -- ---------------------------------------------------------------------------
@@ -1653,78 +1494,6 @@ COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue.';
 COMMENT ON COLUMN broker.broker_queue_pause.tenant_id IS 'The tenant whose jobs are paused there; NULL: every tenant''s.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_by IS 'Role that paused it.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_at IS 'When.';
--- source: sql/tables/broker_key_limit.sql
--- ---------------------------------------------------------------------------
--- Table: broker.broker_key_limit
---   Limits on concurrency keys (broker_jobs.concurrency_key): how many of a
---   key's jobs may be claimed at once (max_running: from the claim to the
---   job's end) and how many may start per second (a token bucket of
---   per_second, holding at most burst). A row with a tenant limits that
---   tenant's jobs of the key (broker_set_limit); a row with tenant_id NULL
---   limits the key's jobs of every tenant together (administrators only).
---   tokens and tokens_at are the bucket as the last claim left it; wake_at is
---   when a job parked for want of a token may start (the claim unparks them
---   then). Written by broker_set_limit and the claim.
--- ---------------------------------------------------------------------------
-CREATE TABLE broker.broker_key_limit (
-    tenant_id       text             DEFAULT broker.broker_current_tenant(),
-    concurrency_key text             NOT NULL,
-    max_running     integer,
-    per_second      double precision,
-    burst           integer,
-    tokens          double precision,
-    tokens_at       timestamptz,
-    wake_at         timestamptz,
-    set_by          name             NOT NULL DEFAULT CURRENT_USER,
-    set_at          timestamptz      NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT broker_key_limit_key UNIQUE NULLS NOT DISTINCT (concurrency_key, tenant_id),
-    CONSTRAINT broker_key_limit_concurrency_key_check
-        CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
-    CONSTRAINT broker_key_limit_max_running_check CHECK (max_running OPERATOR(pg_catalog.>=) 1),
-    CONSTRAINT broker_key_limit_per_second_check
-        CHECK (per_second OPERATOR(pg_catalog.>) 0 AND per_second OPERATOR(pg_catalog.<=) 1000000),
-    CONSTRAINT broker_key_limit_burst_check CHECK (burst OPERATOR(pg_catalog.>=) 1),
-    CONSTRAINT broker_key_limit_some_check CHECK (max_running IS NOT NULL OR per_second IS NOT NULL),
-    CONSTRAINT broker_key_limit_rate_check CHECK ((per_second IS NULL) OPERATOR(pg_catalog.=) (burst IS NULL))
-);
-CREATE INDEX broker_key_limit_wake_idx ON broker.broker_key_limit (wake_at) WHERE wake_at IS NOT NULL;
-
-COMMENT ON TABLE broker.broker_key_limit IS
-    'Limits on concurrency keys: jobs claimed at once and starts per second, per tenant or (tenant_id NULL) across tenants.';
-COMMENT ON COLUMN broker.broker_key_limit.tenant_id IS 'The tenant whose jobs of the key are limited; NULL: every tenant''s together.';
-COMMENT ON COLUMN broker.broker_key_limit.concurrency_key IS 'The key (broker_jobs.concurrency_key).';
-COMMENT ON COLUMN broker.broker_key_limit.max_running IS 'At most this many of the key''s jobs claimed at once (claim to end); NULL: no cap.';
-COMMENT ON COLUMN broker.broker_key_limit.per_second IS 'Starts per second (token bucket refill); NULL: no rate.';
-COMMENT ON COLUMN broker.broker_key_limit.burst IS 'Tokens the bucket holds at most (default: per_second rounded up).';
-COMMENT ON COLUMN broker.broker_key_limit.tokens IS 'Tokens left at tokens_at.';
-COMMENT ON COLUMN broker.broker_key_limit.tokens_at IS 'When tokens was computed.';
-COMMENT ON COLUMN broker.broker_key_limit.wake_at IS 'When the next token is due for jobs parked for want of one (NULL: none parked).';
-COMMENT ON COLUMN broker.broker_key_limit.set_by IS 'Role that set the limit.';
-COMMENT ON COLUMN broker.broker_key_limit.set_at IS 'When.';
-COMMENT ON INDEX broker.broker_key_limit_wake_idx IS 'Keys whose parked jobs get a token at wake_at (the claim unparks them).';
--- source: sql/tables/broker_tenant_weight.sql
--- ---------------------------------------------------------------------------
--- Table: broker.broker_tenant_weight
---   A tenant's weight in the fair share of a queue's claims (default 1 for a
---   tenant without a row): each claim serves the tenants that have claimable
---   jobs in proportion to their weights (broker_get). Written by
---   broker_set_tenant_weight, administrators only.
--- ---------------------------------------------------------------------------
-CREATE TABLE broker.broker_tenant_weight (
-    tenant_id text        NOT NULL,
-    weight    integer     NOT NULL,
-    set_by    name        NOT NULL DEFAULT CURRENT_USER,
-    set_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT broker_tenant_weight_pkey PRIMARY KEY (tenant_id),
-    CONSTRAINT broker_tenant_weight_weight_check
-        CHECK (weight OPERATOR(pg_catalog.>=) 1 AND weight OPERATOR(pg_catalog.<=) 1000)
-);
-COMMENT ON TABLE broker.broker_tenant_weight IS
-    'Tenants'' weights in the fair share of each queue''s claims (1 to 1000; 1 without a row).';
-COMMENT ON COLUMN broker.broker_tenant_weight.tenant_id IS 'The tenant.';
-COMMENT ON COLUMN broker.broker_tenant_weight.weight IS 'Its weight (1 to 1000).';
-COMMENT ON COLUMN broker.broker_tenant_weight.set_by IS 'Administrator who set it.';
-COMMENT ON COLUMN broker.broker_tenant_weight.set_at IS 'When.';
 -- source: sql/tables/broker_autonomous_role.sql
 -- sql/tables/broker_autonomous_role.sql: the roles allowed autonomous jobs, and how.
 -- ---------------------------------------------------------------------------
@@ -1754,32 +1523,6 @@ COMMENT ON COLUMN broker.broker_autonomous_role.tenant_id IS 'Always ''default''
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_by IS 'Who allowed it.';
 COMMENT ON COLUMN broker.broker_autonomous_role.allowed_at IS 'When.';
 
--- source: sql/tables/broker_task_queue.sql
--- ---------------------------------------------------------------------------
--- Table: broker.broker_task_queue
---   Each task name's own claim queue. A task (broker_jobs.job_language
---   'task', sql/tasks/) is claimed by name (broker_claim_tasks), so each name
---   is a queue of the claim machinery: its jobs sit in broker_jobs under the
---   negative job_queue given here, which no runner serves (runners claim
---   queues 1 to 1000). So a name's backlog never slows the claims of another
---   name, and fair share between tenants, key limits, parking and the claim
---   hint hold for tasks as they do for SQL jobs. Rows are made on the first
---   enqueue of a name (broker._task_queue) and never change.
--- ---------------------------------------------------------------------------
-CREATE TABLE broker.broker_task_queue (
-    task_name  text        NOT NULL,
-    job_queue  integer     NOT NULL GENERATED ALWAYS AS IDENTITY (MINVALUE -2147483648 MAXVALUE -1 START WITH -1 INCREMENT BY -1),
-    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT broker_task_queue_pkey PRIMARY KEY (task_name),
-    CONSTRAINT broker_task_queue_job_queue_key UNIQUE (job_queue),
-    CONSTRAINT broker_task_queue_task_name_check
-        CHECK (pg_catalog.btrim(task_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(task_name) OPERATOR(pg_catalog.<=) 200)
-);
-COMMENT ON TABLE broker.broker_task_queue IS
-    'Each task name''s claim queue: its tasks sit in broker_jobs under this negative job_queue, which no runner serves.';
-COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';
-COMMENT ON COLUMN broker.broker_task_queue.job_queue IS 'Its queue in broker_jobs (negative: tasks only).';
-COMMENT ON COLUMN broker.broker_task_queue.created_at IS 'When the name was first enqueued.';
 -- source: sql/tables/dump.sql
 -- sql/tables/dump.sql: pg_dump registration of the data tables (CREATE EXTENSION only).
 -- ---------------------------------------------------------------------------
@@ -1809,11 +1552,7 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_attempts_attempt_i
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_job_actions_action_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_queue_pause', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_key_limit', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue', '');
-SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue_job_queue_seq', '');
 -- </extension-only>
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -1935,290 +1674,90 @@ COMMENT ON FUNCTION broker._lock_dependents(text, bigint[], text[]) IS
 -- source: sql/dependencies/cycle.sql
 -- sql/dependencies/cycle.sql: the dependency cycle check.
 -- ---------------------------------------------------------------------------
--- The check is linear in the size of the graph it looks at: it reads each
--- job and each group once, and each edge between them once, whatever the
--- number of paths (a fan-in over a fan-out has as many paths as the product
--- of their widths). A cycle closed by new edges passes through a job that
--- got them and that something waits on (an origin); every job on it waits,
--- transitively, on that origin. So the jobs that wait on the origins, with
--- the origins, hold every such cycle: the walk collects them (up, from the
--- targets to their waiters: the jobs a batch enqueues have few or no
--- waiters, however long the chain below them), then a topological sort of
--- the graph between them finds whether one is left.
--- ---------------------------------------------------------------------------
-
--- ---------------------------------------------------------------------------
--- Function: broker._dependency_waiters(p_origins, p_max_reach)
---   For _dependency_cycle: the pending jobs p_origins, then every pending job
---   that waits on one of them, transitively, by id or by group (only pending
---   jobs wait), one row per job (job_id, tenant_id, its job_group) and one
---   per group of such a job (job_id NULL, tenant_id, job_group), each once:
---   a group is a node of its own, so its waiters are read once however many
---   of its members are reached. The origins come first. At most
---   2 * p_max_reach + 1 rows: past it, more than p_max_reach jobs were
---   reached (a group row follows one of its members). The walk follows
---   index probes only (the edges on a job id, or on a group with the
---   group's tenant, then the waiter by primary key), so it reads only the
---   tenant's own jobs and edges, whatever other tenants have (nested loops
---   only: a hash join would read every tenant's edges).
+-- Function: broker._dependency_cycle(p_origins, p_max_reach)
+--   For _dependency_after_insert: a pending job that waits, through unfinished
+--   jobs (only pending ones wait), on one of the jobs p_origins again, by id
+--   or by its group, with the origin it leads back to; no row when none does.
+--   The walk follows the edges of the jobs it reached (index probes on
+--   job_id) to their targets (the primary key, or the group index with the
+--   edge's tenant), so it reads only the tenant's own jobs and edges,
+--   whatever other tenants have (nested loops only: a hash join would read
+--   every tenant's unfinished jobs). It stops once it has reached more than
+--   p_max_reach (origin, job) pairs (100,000 unless told): 54000.
+-- Errors: 54000 more than p_max_reach pairs reachable.
 --   Calls: none
 --   Tables: reads broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_waiters(p_origins bigint[], p_max_reach integer)
-RETURNS TABLE (job_id bigint, tenant_id text, job_group text)
-LANGUAGE sql STABLE
+CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000)
+RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
-    WITH RECURSIVE walk (job_id, tenant_id, job_group) AS (
-        SELECT o.job_id, o.tenant_id, o.job_group
+DECLARE
+    v record;
+BEGIN
+    WITH RECURSIVE reach (origin, tenant_id, job_id, complete_status) AS (
+        SELECT o.job_id, o.tenant_id, o.job_id, 0::smallint
           FROM broker.broker_jobs AS o
          WHERE o.job_id OPERATOR(pg_catalog.=) ANY (p_origins)
-           AND o.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
         UNION
-        SELECT n.job_id, n.tenant_id, n.job_group
-          FROM walk AS r
+        SELECT r.origin, r.tenant_id, n.job_id, n.complete_status
+          FROM reach AS r
          CROSS JOIN LATERAL (
-               -- the job's group
-               SELECT NULL::bigint AS job_id, r.tenant_id, r.job_group
-                WHERE r.job_id IS NOT NULL
-               UNION ALL
-               -- the pending jobs waiting on the job by id
-               SELECT w.job_id, w.tenant_id, w.job_group
+               SELECT t.job_id, t.complete_status
                  FROM broker.broker_job_dependency AS e
-                 JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                WHERE r.job_id IS NOT NULL
+                 JOIN broker.broker_jobs AS t ON t.job_id OPERATOR(pg_catalog.=) e.depends_on_job_id
+                WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                   AND e.depends_on_job_id IS NOT NULL
-                  AND e.depends_on_job_id OPERATOR(pg_catalog.=) r.job_id
-                  AND w.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+                  AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
                UNION ALL
-               -- the pending jobs waiting on the group
-               SELECT w.job_id, w.tenant_id, w.job_group
+               SELECT t.job_id, t.complete_status
                  FROM broker.broker_job_dependency AS e
-                 JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) e.job_id
-                WHERE r.job_id IS NULL
-                  AND e.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                 JOIN broker.broker_jobs AS t
+                   ON t.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
+                  AND t.job_group OPERATOR(pg_catalog.=) e.depends_on_group
+                WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
                   AND e.depends_on_group IS NOT NULL
-                  AND e.depends_on_group OPERATOR(pg_catalog.=) r.job_group
-                  AND w.complete_status OPERATOR(pg_catalog.=) broker._state('pending')) AS n
+                  AND t.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])) AS n
+         WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+    ), capped AS MATERIALIZED (
+        -- (the recursion runs only as far as this LIMIT reads)
+        SELECT * FROM reach LIMIT p_max_reach OPERATOR(pg_catalog.+) 1
     )
-    -- (the recursion runs only as far as this LIMIT reads)
-    SELECT w.job_id, w.tenant_id, w.job_group
-      FROM walk AS w
-     LIMIT 2 OPERATOR(pg_catalog.*) p_max_reach::bigint OPERATOR(pg_catalog.+) 1
-$$;
-COMMENT ON FUNCTION broker._dependency_waiters(bigint[], integer) IS
-    'Internal: the given pending jobs, every pending job waiting on them transitively (by id or group), and their groups, each once; at most 2 * p_max_reach + 1 rows.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._dependency_node_key(p_tenant_id, p_group)
---   For _dependency_cycle: the text key of group p_group of tenant p_tenant_id
---   as a node of the graph it sorts: 'g', the tenant's length, ':', the
---   tenant, then the group (unambiguous whatever the names hold; a job's key
---   is 'j' and its id).
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_node_key(p_tenant_id text, p_group text)
-RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    -- (SQL without SET search_path on purpose: the planner inlines it; everything is schema-qualified)
-    SELECT 'g' OPERATOR(pg_catalog.||) pg_catalog.length(p_tenant_id)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-           OPERATOR(pg_catalog.||) p_tenant_id OPERATOR(pg_catalog.||) p_group
-$$;
-COMMENT ON FUNCTION broker._dependency_node_key(text, text) IS
-    'Internal: the node key of a tenant''s group in the cycle check''s graph.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._dependency_cycle(p_origins, p_max_reach, p_max_edges)
---   For _dependency_after_insert: a pending job that waits, through pending
---   jobs, on one of the jobs p_origins again, by id or by its group, with
---   the origin it leads back to; no row when none does.
---   * the jobs waiting on the origins (broker._dependency_waiters); more
---     than p_max_reach (100,000 unless told) distinct jobs: 54000;
---   * the edges between them (index probes on job_id from each job); more
---     than p_max_edges (1,000,000 unless told): 54001;
---   * a topological sort (Kahn's: jobs and groups that wait on nothing left
---     are taken off, their waiters' counts go down), in arrays, linear in
---     jobs and edges; what is left holds a cycle, which a walk along the
---     edges left finds, then the origin on it and the job before it.
---   Bounded: at most 2 * p_max_reach + 1 nodes and p_max_edges edges.
--- Errors: 54000 more than p_max_reach jobs wait on the origins; 54001 more
---   than p_max_edges edges between them.
---   Calls: _dependency_waiters, _dependency_node_key
---   Tables: reads broker_jobs, broker_job_dependency
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._dependency_cycle(p_origins bigint[], p_max_reach integer DEFAULT 100000,
-                                         p_max_edges integer DEFAULT 1000000)
-RETURNS TABLE (job_id bigint, job_name text, origin_id bigint, origin_name text, origin_group text)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-SET plan_cache_mode = force_custom_plan
-AS $$
-DECLARE
-    v_job    bigint[];   -- node i: a job (its id), or a group (NULL)
-    v_tenant text[];
-    v_group  text[];
-    v_n      integer;    -- nodes
-    v_jobs   integer;    -- of which jobs
-    v_seeds  integer;    -- of which origins (the first ones)
-    v_src    integer[];  -- edge k: node v_src[k] waits on node v_dst[k], sorted by v_dst
-    v_dst    integer[];
-    v_first  integer[];  -- the edges into node i are v_first[i] .. v_first[i + 1] - 1
-    v_left   integer[];  -- per node: how many of its edges lead to nodes not yet taken off
-    v_queue  integer[];  -- the nodes taken off, in order
-    v_head   integer := 1;
-    v_tail   integer;
-    v_x      integer;
-    v_p      integer;
-    v_next   integer[];  -- on a cycle's search: one edge per node left
-    v_step   integer[];
-    v_cycle  integer[];
-    v_origin integer;
-    v_waiter integer;
-BEGIN
-    SELECT pg_catalog.array_agg(w.job_id ORDER BY w.o), pg_catalog.array_agg(w.tenant_id ORDER BY w.o),
-           pg_catalog.array_agg(w.job_group ORDER BY w.o), pg_catalog.count(*),
-           pg_catalog.count(w.job_id)
-      INTO v_job, v_tenant, v_group, v_n, v_jobs
-      FROM broker._dependency_waiters(p_origins, p_max_reach) WITH ORDINALITY AS w(job_id, tenant_id, job_group, o);
-    IF v_jobs OPERATOR(pg_catalog.>) p_max_reach THEN
-        RAISE EXCEPTION 'dependency cycle check: more than % pending jobs wait, directly or through others, on the job(s) getting new dependencies (job %)',
+    SELECT (SELECT pg_catalog.count(*) FROM capped) AS reached, c.*
+      INTO v
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (
+           SELECT w.job_id, w.job_name, j.job_id AS origin_id, j.job_name AS origin_name, j.job_group AS origin_group
+             FROM capped AS r
+             JOIN broker.broker_jobs AS j ON j.job_id OPERATOR(pg_catalog.=) r.origin
+             JOIN broker.broker_jobs AS w ON w.job_id OPERATOR(pg_catalog.=) r.job_id
+            WHERE r.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
+              AND (EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                            WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                              AND e.depends_on_job_id IS NOT NULL
+                              AND e.depends_on_job_id OPERATOR(pg_catalog.=) j.job_id)
+                   OR EXISTS (SELECT 1 FROM broker.broker_job_dependency AS e
+                               WHERE e.job_id OPERATOR(pg_catalog.=) r.job_id
+                                 AND e.depends_on_group IS NOT NULL
+                                 AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group))
+            LIMIT 1) AS c ON true;
+    IF v.reached OPERATOR(pg_catalog.>) p_max_reach THEN
+        RAISE EXCEPTION 'dependency cycle check: more than % unfinished jobs are reachable from the job(s) getting new dependencies (job %)',
             p_max_reach, p_origins[1]
             USING ERRCODE = 'program_limit_exceeded',
-                  HINT = 'Split the work into smaller dependency graphs, or let part of the jobs waiting on these finish first.';
+                  HINT = 'Split the work into smaller dependency graphs.';
     END IF;
-    IF v_n OPERATOR(pg_catalog.=) 0 THEN
-        RETURN;
+    IF v.job_id IS NOT NULL THEN
+        RETURN QUERY SELECT v.job_id, v.job_name, v.origin_id, v.origin_name, v.origin_group;
     END IF;
-    v_seeds := (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(v_job) WITH ORDINALITY AS u(id, o)
-                 WHERE u.id OPERATOR(pg_catalog.=) ANY (p_origins));
-
-    -- The edges between the nodes: a job waits on a job (id) or on a group; a group waits on
-    -- its members. Each job's edges by index (on job_id); the nodes are matched by one text key
-    -- ('j' and the id, or 'g', the tenant's length, the tenant and the group), in one hash join.
-    WITH n AS MATERIALIZED (
-        SELECT u.o::integer AS i, u.id,
-               CASE WHEN u.id IS NOT NULL THEN 'j' OPERATOR(pg_catalog.||) u.id::text
-                    ELSE broker._dependency_node_key(u.tenant_id, u.grp) END AS key,
-               CASE WHEN u.id IS NOT NULL THEN broker._dependency_node_key(u.tenant_id, u.grp) END AS group_key
-          FROM ROWS FROM (pg_catalog.unnest(v_job), pg_catalog.unnest(v_tenant), pg_catalog.unnest(v_group))
-               WITH ORDINALITY AS u(id, tenant_id, grp, o)
-    ), e AS (
-        SELECT w.i AS src, t.i AS dst
-          FROM n AS w
-         CROSS JOIN LATERAL (
-               SELECT CASE WHEN d.depends_on_job_id IS NOT NULL THEN 'j' OPERATOR(pg_catalog.||) d.depends_on_job_id::text
-                           ELSE broker._dependency_node_key(d.tenant_id, d.depends_on_group) END AS key
-                 FROM broker.broker_job_dependency AS d
-                WHERE d.job_id OPERATOR(pg_catalog.=) w.id) AS d
-          JOIN n AS t ON t.key OPERATOR(pg_catalog.=) d.key
-         WHERE w.id IS NOT NULL
-        UNION ALL
-        SELECT g.i, m.i
-          FROM n AS g
-          JOIN n AS m ON m.group_key OPERATOR(pg_catalog.=) g.key
-         WHERE g.id IS NULL
-    )
-    SELECT pg_catalog.array_agg(l.src ORDER BY l.dst, l.src), pg_catalog.array_agg(l.dst ORDER BY l.dst, l.src)
-      INTO v_src, v_dst
-      FROM (SELECT * FROM e LIMIT p_max_edges::bigint OPERATOR(pg_catalog.+) 1) AS l;
-    IF COALESCE(pg_catalog.cardinality(v_src), 0) OPERATOR(pg_catalog.>) p_max_edges THEN
-        RAISE EXCEPTION 'dependency cycle check: more than % dependency edges between the jobs waiting on the job(s) getting new dependencies (job %)',
-            p_max_edges, p_origins[1]
-            USING ERRCODE = 'statement_too_complex',
-                  HINT = 'Wait on groups rather than on many job ids, or split the work into smaller dependency graphs.';
-    END IF;
-    IF v_src IS NULL THEN
-        RETURN;  -- no edge, no cycle
-    END IF;
-
-    -- per node: where its incoming edges start, and how many edges it has
-    SELECT pg_catalog.array_agg(f.first ORDER BY f.i), pg_catalog.array_agg(f.outs ORDER BY f.i)
-      INTO v_first, v_left
-      FROM (SELECT g.i, COALESCE(c.outs, 0)::integer AS outs,
-                   (1 OPERATOR(pg_catalog.+) COALESCE(pg_catalog.sum(c.ins) OVER (ORDER BY g.i ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::integer AS first
-              FROM pg_catalog.generate_series(1, v_n OPERATOR(pg_catalog.+) 1) AS g(i)
-              LEFT JOIN (SELECT x.i, pg_catalog.sum(x.ins) AS ins, pg_catalog.sum(x.outs) AS outs
-                           FROM (SELECT d AS i, 1 AS ins, 0 AS outs FROM pg_catalog.unnest(v_dst) AS d
-                                 UNION ALL
-                                 SELECT s, 0, 1 FROM pg_catalog.unnest(v_src) AS s) AS x
-                          GROUP BY x.i) AS c ON c.i OPERATOR(pg_catalog.=) g.i) AS f;
-
-    -- Kahn's sort: take off what waits on nothing left
-    v_queue := ARRAY(SELECT g.i FROM pg_catalog.generate_series(1, v_n) AS g(i)
-                      WHERE v_left[g.i] OPERATOR(pg_catalog.=) 0 ORDER BY g.i);
-    v_tail := pg_catalog.cardinality(v_queue);
-    WHILE v_head OPERATOR(pg_catalog.<=) v_tail LOOP
-        v_x := v_queue[v_head];
-        v_head := v_head OPERATOR(pg_catalog.+) 1;
-        FOR k IN v_first[v_x] .. v_first[v_x OPERATOR(pg_catalog.+) 1] OPERATOR(pg_catalog.-) 1 LOOP
-            v_p := v_src[k];
-            v_left[v_p] := v_left[v_p] OPERATOR(pg_catalog.-) 1;
-            IF v_left[v_p] OPERATOR(pg_catalog.=) 0 THEN
-                v_tail := v_tail OPERATOR(pg_catalog.+) 1;
-                v_queue[v_tail] := v_p;
-            END IF;
-        END LOOP;
-    END LOOP;
-    IF v_tail OPERATOR(pg_catalog.=) v_n THEN
-        RETURN;  -- everything taken off: no cycle
-    END IF;
-
-    -- A node left waits on a node left: follow such edges until one comes round again.
-    v_next := ARRAY(SELECT COALESCE(x.dst, 0) FROM pg_catalog.generate_series(1, v_n) AS g(i)
-                      LEFT JOIN (SELECT u.s, pg_catalog.min(u.d) AS dst
-                                   FROM ROWS FROM (pg_catalog.unnest(v_src), pg_catalog.unnest(v_dst)) AS u(s, d)
-                                  WHERE v_left[u.s] OPERATOR(pg_catalog.>) 0 AND v_left[u.d] OPERATOR(pg_catalog.>) 0
-                                  GROUP BY u.s) AS x ON x.s OPERATOR(pg_catalog.=) g.i
-                     ORDER BY g.i);
-    v_step := pg_catalog.array_fill(0, ARRAY[v_n]);
-    v_x := (SELECT pg_catalog.min(g.i) FROM pg_catalog.generate_series(1, v_n) AS g(i)
-             WHERE v_left[g.i] OPERATOR(pg_catalog.>) 0);
-    v_p := 0;
-    WHILE v_step[v_x] OPERATOR(pg_catalog.=) 0 LOOP
-        v_p := v_p OPERATOR(pg_catalog.+) 1;
-        v_step[v_x] := v_p;
-        v_x := v_next[v_x];
-    END LOOP;
-    -- the cycle from v_x round to it; every cycle passes through an origin (the graph had none before)
-    v_cycle := ARRAY[v_x];
-    v_p := v_next[v_x];
-    WHILE v_p OPERATOR(pg_catalog.<>) v_x LOOP
-        v_cycle := v_cycle OPERATOR(pg_catalog.||) v_p;
-        v_p := v_next[v_p];
-    END LOOP;
-    SELECT c.o INTO v_p FROM pg_catalog.unnest(v_cycle) WITH ORDINALITY AS c(i, o)
-     WHERE c.i OPERATOR(pg_catalog.<=) v_seeds ORDER BY c.o LIMIT 1;
-    IF v_p IS NULL THEN
-        v_p := 1;  -- (not expected; name the cycle from any of its jobs)
-        WHILE v_job[v_cycle[v_p]] IS NULL LOOP
-            v_p := v_p OPERATOR(pg_catalog.+) 1;
-        END LOOP;
-    END IF;
-    v_origin := v_cycle[v_p];
-    -- the job before it on the cycle (before its group, when the cycle enters through the group)
-    v_p := ((v_p OPERATOR(pg_catalog.-) 2 OPERATOR(pg_catalog.+) pg_catalog.cardinality(v_cycle))
-            OPERATOR(pg_catalog.%) pg_catalog.cardinality(v_cycle)) OPERATOR(pg_catalog.+) 1;
-    v_waiter := v_cycle[v_p];
-    IF v_job[v_waiter] IS NULL THEN
-        v_p := ((v_p OPERATOR(pg_catalog.-) 2 OPERATOR(pg_catalog.+) pg_catalog.cardinality(v_cycle))
-                OPERATOR(pg_catalog.%) pg_catalog.cardinality(v_cycle)) OPERATOR(pg_catalog.+) 1;
-        v_waiter := v_cycle[v_p];
-    END IF;
-    RETURN QUERY
-    SELECT w.job_id, w.job_name, o.job_id, o.job_name, o.job_group
-      FROM broker.broker_jobs AS w, broker.broker_jobs AS o
-     WHERE w.job_id OPERATOR(pg_catalog.=) v_job[v_waiter]
-       AND o.job_id OPERATOR(pg_catalog.=) v_job[v_origin];
 END;
 $$;
-COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer, integer) IS
-    'Internal: a pending job that waits, transitively through pending jobs, on one of the given jobs (or their groups) again, with that job; 54000 past p_max_reach jobs, 54001 past p_max_edges edges.';
+COMMENT ON FUNCTION broker._dependency_cycle(bigint[], integer) IS
+    'Internal: a pending job that waits, transitively through unfinished jobs of its tenant, on one of the given jobs (or their groups) again, with that job; 54000 past p_max_reach.';
 -- source: sql/dependencies/release.sql
 -- sql/dependencies/release.sql: releasing dependents when jobs complete (pending_deps), deferred when large.
 -- ---------------------------------------------------------------------------
@@ -2736,17 +2275,15 @@ COMMENT ON TRIGGER broker_job_dependency_before_insert_trg ON broker.broker_job_
 --   * refuses a job waiting on more than 100 groups;
 --   * takes the dependency locks of all new edges in one ordered call;
 --   * rejects id edges whose target failed or was cancelled meanwhile;
---   * rejects cycles: from the jobs that got edges and that some pending job
+--   * rejects cycles: for each job that got edges and that some pending job
 --     already waits on (by id or by its group: the only way a new edge can
---     close a cycle), once for the whole statement, collects the pending
---     jobs of their tenant that wait on them, transitively, and sorts that
---     graph topologically (broker._dependency_cycle: linear in its jobs and
---     edges, at most 100,000 jobs and 1,000,000 edges);
+--     close a cycle), walks what it waits on, transitively, through
+--     unfinished jobs of its tenant (only pending jobs wait), looking for a
+--     way back, visiting at most 100,000 (origin, job) pairs;
 --   * adds to each job's pending_deps its new edges' unfinished targets
 --     (each target group's unfinished members are counted once per group).
 -- Errors: 22023 more than 100 groups; 55000 a target failed meanwhile;
---   23514 a dependency cycle; 54000 more than 100,000 jobs wait on the jobs
---   getting edges, 54001 more than 1,000,000 edges between them.
+--   23514 a dependency cycle; 54000 a graph too large to check.
 --   Calls: _dependency_lock_key, _lock_dependency_keys, _dependency_cycle
 --   Tables: reads broker_job_dependency; writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -2817,7 +2354,7 @@ BEGIN
                         WHERE e.tenant_id OPERATOR(pg_catalog.=) j.tenant_id
                           AND e.depends_on_group OPERATOR(pg_catalog.=) j.job_group));
     IF pg_catalog.cardinality(v_origins) OPERATOR(pg_catalog.>) 0 THEN
-        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (bounded: see there)
+        SELECT * INTO v_cycle FROM broker._dependency_cycle(v_origins) LIMIT 1;   -- (at most 100,000 pairs)
         IF FOUND THEN
             RAISE EXCEPTION 'dependency cycle: job % (%) already waits on job % (%) or its group %',
                 v_cycle.job_id, pg_catalog.quote_literal(v_cycle.job_name), v_cycle.origin_id,
@@ -3362,8 +2899,7 @@ CREATE TYPE broker._job_fields AS (
     run_after          timestamptz,
     timeout            interval,
     search_path        text,
-    autonomous         boolean,
-    concurrency_key    text);
+    autonomous         boolean);
 COMMENT ON TYPE broker._job_fields IS
     'Internal: a job''s fields as the enqueue functions take them (broker_add_job''s parameters without p_, broker_add_jobs'' keys).';
 
@@ -3440,14 +2976,10 @@ AS $$
             THEN ARRAY['22023', 'job_name', 'must be 1 to 200 characters and not blank', NULL]
         WHEN pg_catalog.btrim(j.execute_str) OPERATOR(pg_catalog.=) ''
             THEN ARRAY['22023', 'execute_str', 'is empty; give the SQL the job should run', NULL]
-        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql', 'task'])
+        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) ALL (ARRAY['sql', 'plpgsql'])
             THEN ARRAY['22023', 'job_language', pg_catalog.format('must be sql or plpgsql, got %L', j.job_language),
                        'Use ''sql'' or ''plpgsql''.']
-        -- a task sits in its name's queue (negative: no runner serves it), which broker_add_task finds
-        WHEN pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.=) 'task'
-             AND (j.job_queue OPERATOR(pg_catalog.>=) 0 OR COALESCE(j.autonomous, false))
-            THEN ARRAY['22023', 'job_language', 'task: tasks are enqueued with broker_add_task', 'Call broker.broker_add_task(task, args, ...).']
-        WHEN j.job_queue OPERATOR(pg_catalog.<) 1 AND pg_catalog.lower(pg_catalog.btrim(j.job_language)) OPERATOR(pg_catalog.<>) 'task'
+        WHEN j.job_queue OPERATOR(pg_catalog.<) 1
             THEN ARRAY['22023', 'job_queue', pg_catalog.format('must be >= 1, got %s', j.job_queue), NULL]
         -- queues are 1..1000 (metric series, runner memory)
         WHEN j.job_queue OPERATOR(pg_catalog.>) 1000
@@ -3465,11 +2997,6 @@ AS $$
                        pg_catalog.format('must be at most 512 characters, got %s', pg_catalog.length(j.idempotency_key)), NULL]
         WHEN pg_catalog.starts_with(j.idempotency_key, 'broker_schedule:')
             THEN ARRAY['22023', 'idempotency_key', 'must not start with broker_schedule: (reserved for schedules)', NULL]
-        WHEN pg_catalog.btrim(j.concurrency_key) OPERATOR(pg_catalog.=) ''
-            THEN ARRAY['22023', 'concurrency_key', 'must not be blank (NULL for none)', NULL]
-        WHEN pg_catalog.length(j.concurrency_key) OPERATOR(pg_catalog.>) 200
-            THEN ARRAY['22023', 'concurrency_key',
-                       pg_catalog.format('must be at most 200 characters, got %s', pg_catalog.length(j.concurrency_key)), NULL]
         WHEN j.timeout OPERATOR(pg_catalog.<=) interval '0'
             THEN ARRAY['22023', 'timeout', pg_catalog.format('must be positive, got %s', j.timeout), NULL]
         WHEN pg_catalog.array_ndims(j.depends_on_job_ids) OPERATOR(pg_catalog.>) 1
@@ -3519,8 +3046,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 -- Function: broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
 --     p_job_priority, p_job_language, p_run_as, p_schedule_id,
 --     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous,
---     p_concurrency_key)
+--     p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_tenant_id, p_autonomous)
 --   Enqueues a job for the caller's tenant and returns (job_id, is_new).
 --   * p_tenant_id names the tenant for this call only (checked as by
 --     broker_set_tenant, and the caller must be allowed to act for it, as for
@@ -3541,9 +3067,6 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --     procedure that commits): one such statement, for a role an
 --     administrator allowed (broker_allow_autonomous). A regular job whose
 --     text can never run inside a transaction is refused (0A000).
---   * p_concurrency_key: the key whose limits (broker_set_limit: jobs
---     running at once, starts per second) the job counts against; NULL
---     (default) for none. At most 200 characters, not blank.
 --   * SECURITY INVOKER on purpose: the rows are written with the caller's
 --     rights, so the row-level security policies check the caller's tenant,
 --     identity (enqueued_by) and run_as as that caller; the triggers on the
@@ -3553,8 +3076,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 -- Errors: those of broker._job_problem, as 'broker_add_job: p_<field> ...':
 --   22004 NULL where a value is required; 22023 invalid value (also a queue
 --   outside 1..1000, an idempotency key over 512 characters or starting with
---   'broker_schedule:', reserved for the tick, a blank concurrency key or
---   one over 200 characters);
+--   'broker_schedule:', reserved for the tick);
 --   42704 unknown run_as role; 42501 run_as not allowed, or the role may not
 --   act for the tenant (strict tenancy); 23503 unknown
 --   schedule or dependency job; 55000 dependency job already failed or
@@ -3567,7 +3089,6 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --                                    p_job_priority => 5, p_max_attempts => 3, p_timeout => '10 minutes');
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
---   SELECT * FROM broker.broker_add_job('sync 42', 'CALL crm.sync(42)', p_concurrency_key => 'crm-api');
 --   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
@@ -3588,8 +3109,7 @@ CREATE FUNCTION broker.broker_add_job(
     p_timeout             interval    DEFAULT NULL,
     p_search_path         text        DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id           text        DEFAULT NULL,
-    p_autonomous          boolean     DEFAULT false,
-    p_concurrency_key     text        DEFAULT NULL)
+    p_autonomous          boolean     DEFAULT false)
 RETURNS TABLE (job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -3612,14 +3132,14 @@ BEGIN
         RETURN QUERY SELECT a.job_id, a.is_new FROM broker.broker_add_job(p_job_name, p_execute_str, p_job_queue,
             p_job_priority, p_job_language, p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key,
             p_max_attempts, p_job_group, p_depends_on_groups, p_run_after, p_timeout, p_search_path,
-            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
     ---- the fields' own rules (broker._job_problem, one expression) -----------
     v_problem := broker._job_problem(ROW(p_job_name, p_execute_str, p_job_queue, p_job_priority, p_job_language,
         p_run_as, p_schedule_id, p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
-        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous, p_concurrency_key)::broker._job_fields);
+        p_depends_on_groups, p_run_after, p_timeout, p_search_path, p_autonomous)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error('broker_add_job', 'p_' OPERATOR(pg_catalog.||) v_problem[2], v_problem);
     END IF;
@@ -3636,9 +3156,7 @@ BEGIN
                      ELSE broker._check_run_as('broker_add_job', p_run_as) END;
     -- (a regular job's text the quick filter of _never_in_transaction does not match is never refused:
     -- most calls skip the check's call)
-    -- (a task's execute_str is its arguments, run by application code: no SQL to check, no executor)
-    IF v_language OPERATOR(pg_catalog.<>) 'task'
-       AND (COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str)) THEN
+    IF COALESCE(p_autonomous, false) OR broker._may_not_run_in_transaction(p_execute_str) THEN
         PERFORM broker._check_autonomous('broker_add_job', p_execute_str, v_language, v_run_as, p_autonomous);
     END IF;
 
@@ -3686,7 +3204,7 @@ BEGIN
 
     -- The job will run inside its run_as role's executor: make sure it has one
     -- (a look-up by name here; broker_create_executor and the run check it fully).
-    IF v_language OPERATOR(pg_catalog.<>) 'task' AND pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
+    IF pg_catalog.to_regprocedure(pg_catalog.format('%I.run_job(text,text,text)',
            'broker_exec_' OPERATOR(pg_catalog.||) pg_catalog.to_regrole(pg_catalog.quote_ident(v_run_as))::pg_catalog.oid::pg_catalog.text)) IS NULL THEN
         PERFORM broker.broker_create_executor(v_run_as);
     END IF;
@@ -3696,11 +3214,10 @@ BEGIN
         -- the common case: one plain INSERT (its trigger notifies the queue)
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
+                run_as, schedule_id, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
-                p_concurrency_key)
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         RETURNING j.job_id INTO v_id;
         job_id := v_id;
         is_new := true;
@@ -3713,12 +3230,10 @@ BEGIN
     LOOP
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
-                concurrency_key)
+                run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
         VALUES (p_job_name, v_group, p_execute_str, v_language, p_job_queue, p_job_priority,
                 v_run_as, p_schedule_id, p_idempotency_key, p_max_attempts,
-                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false),
-                p_concurrency_key)
+                COALESCE(p_run_after, pg_catalog.now()), p_timeout, COALESCE(p_search_path, ''), COALESCE(p_autonomous, false))
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -3755,8 +3270,8 @@ BEGIN
     RETURN QUERY SELECT v_id, true;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean, text) IS
-    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay, timeout and concurrency key, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
+COMMENT ON FUNCTION broker.broker_add_job(text, text, integer, integer, text, text, bigint, bigint[], text, integer, text, text[], timestamptz, interval, text, text, boolean) IS
+    'Enqueues a job (SQL or PL/pgSQL) for the current tenant with optional id/group dependencies, idempotency key, retries, delay and timeout, or as an autonomous job (outside a transaction); returns (job_id, is_new).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_job_simple(p_job_name, p_execute_str,
@@ -3807,8 +3322,7 @@ AS $$
     SELECT e.o::integer, r, broker._job_problem(r)
       FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o)
      CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(
-               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false,
-                   NULL)::broker._job_fields,
+               ROW(NULL, NULL, 1, 0, 'sql', NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL, NULL, p_search_path, false)::broker._job_fields,
                e.v) AS r
 $$;
 COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
@@ -3839,9 +3353,9 @@ AS $$
 DECLARE
     c_keys  CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_queue', 'job_priority', 'job_language',
         'run_as', 'schedule_id', 'depends_on_job_ids', 'idempotency_key', 'max_attempts', 'job_group',
-        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous', 'concurrency_key'];
+        'depends_on_groups', 'run_after', 'timeout', 'search_path', 'autonomous'];
     c_types CONSTANT text[] := ARRAY['string', 'string', 'number', 'number', 'string', 'string', 'number', 'array',
-        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean', 'string'];
+        'string', 'number', 'string', 'array', 'string', 'string', 'string', 'boolean'];
     v_tenant text := broker.broker_current_tenant();
     v_bad    record;
     a_jobs   broker._job_fields[];  -- the elements (index = ord)
@@ -3898,8 +3412,7 @@ BEGIN
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'run_after') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'timeout') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
                              OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'search_path') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean'])
-                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'concurrency_key') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'string']) END), false),
+                             OR pg_catalog.jsonb_typeof(e.v OPERATOR(pg_catalog.->) 'autonomous') OPERATOR(pg_catalog.<>) ALL (ARRAY['null', 'boolean']) END), false),
            -- (autonomous jobs, and texts that may never run in a transaction, are checked on the general path)
            COALESCE(pg_catalog.bool_or(e.v OPERATOR(pg_catalog.?|) ARRAY['run_as', 'schedule_id', 'idempotency_key',
                                                                     'depends_on_job_ids', 'depends_on_groups', 'autonomous']
@@ -4091,12 +3604,11 @@ BEGIN
         WITH ins AS (
             INSERT INTO broker.broker_jobs AS j
                    (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous,
-                    concurrency_key)
+                    run_as, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path, autonomous)
             SELECT u.job_name, COALESCE(u.job_group, u.job_name), u.execute_str, pg_catalog.lower(pg_catalog.btrim(u.job_language)),
                    u.job_queue, u.job_priority, COALESCE(u.run_as::name, CURRENT_USER), u.schedule_id, u.idempotency_key,
                    u.max_attempts, COALESCE(u.run_after, pg_catalog.now()), u.timeout, COALESCE(u.search_path, ''),
-                   COALESCE(u.autonomous, false), u.concurrency_key
+                   COALESCE(u.autonomous, false)
               FROM pg_catalog.unnest(a_jobs) WITH ORDINALITY AS u
              WHERE a_todo[u.ordinality]
              ORDER BY u.ordinality
@@ -4149,7 +3661,7 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY(
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
-               AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+               AND broker._claimable(j.complete_status, j.pending_deps)
                AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
     END IF;
 
@@ -4174,9 +3686,8 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   broker_add_job's parameter names without the p_ prefix (job_name,
 --   execute_str, job_queue, job_priority, job_language, run_as, schedule_id,
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
---   depends_on_groups, run_after, timeout, search_path, autonomous,
---   concurrency_key); a missing key takes broker_add_job's default
---   (search_path: the caller's). Returns one row per
+--   depends_on_groups, run_after, timeout, search_path, autonomous); a missing key takes
+--   broker_add_job's default (search_path: the caller's). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
 --   rules as broker_add_job, which the whole array passes or fails together:
@@ -4240,13 +3751,12 @@ BEGIN
     WITH ins AS (
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, max_attempts, run_after, job_timeout, job_search_path, concurrency_key)
+                run_as, max_attempts, run_after, job_timeout, job_search_path)
         SELECT (p.job).job_name, COALESCE((p.job).job_group, (p.job).job_name), (p.job).execute_str,
                CASE WHEN p.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((p.job).job_language))
                     ELSE broker._job_field_error(pg_catalog.format('broker_add_jobs: element %s', p.ord), p.problem[2], p.problem) END,
                (p.job).job_queue, (p.job).job_priority, CURRENT_USER, (p.job).max_attempts,
-               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, ''),
-               (p.job).concurrency_key
+               COALESCE((p.job).run_after, pg_catalog.now()), (p.job).timeout, COALESCE((p.job).search_path, '')
           FROM broker._parse_jobs(p_jobs, p_search_path) AS p
          ORDER BY p.ord
         RETURNING j.job_id
@@ -4270,7 +3780,7 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues,
 --     p_job_priorities, p_job_groups, p_max_attempts, p_run_afters,
---     p_timeouts, p_job_languages, p_concurrency_keys, p_search_path)
+--     p_timeouts, p_job_languages, p_search_path)
 --   The jobs of broker_add_jobs_arrays' arrays, one row per element of
 --   p_job_names (ord = its position): job, the k-th element of each array
 --   as broker._job_fields, a NULL array taking broker_add_job's default
@@ -4283,7 +3793,7 @@ COMMENT ON FUNCTION broker._add_plain_jobs(jsonb, text) IS
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_of_arrays(p_job_names text[], p_execute_strs text[], p_job_queues integer[],
     p_job_priorities integer[], p_job_groups text[], p_max_attempts integer[], p_run_afters timestamptz[],
-    p_timeouts interval[], p_job_languages text[], p_concurrency_keys text[], p_search_path text)
+    p_timeouts interval[], p_job_languages text[], p_search_path text)
 RETURNS TABLE (ord bigint, job broker._job_fields, problem text[])
 LANGUAGE sql STABLE
 AS $$
@@ -4293,32 +3803,30 @@ AS $$
                             CASE WHEN p_job_priorities IS NULL THEN 0 ELSE u.priority END,
                             CASE WHEN p_job_languages IS NULL THEN 'sql' ELSE u.lang END, NULL, NULL, NULL, NULL,
                             CASE WHEN p_max_attempts IS NULL THEN 1 ELSE u.attempts END, u.grp, NULL, u.run_after, u.timeout,
-                            p_search_path, false, u.ckey)::broker._job_fields AS r
+                            p_search_path, false)::broker._job_fields AS r
               FROM ROWS FROM (pg_catalog.unnest(p_job_names), pg_catalog.unnest(p_execute_strs),
                               pg_catalog.unnest(p_job_queues), pg_catalog.unnest(p_job_priorities),
                               pg_catalog.unnest(p_job_groups), pg_catalog.unnest(p_max_attempts),
                               pg_catalog.unnest(p_run_afters), pg_catalog.unnest(p_timeouts),
-                              pg_catalog.unnest(p_job_languages), pg_catalog.unnest(p_concurrency_keys))
-                   WITH ORDINALITY AS u(name, sql, queue, priority, grp, attempts, run_after, timeout, lang, ckey, o)
+                              pg_catalog.unnest(p_job_languages))
+                   WITH ORDINALITY AS u(name, sql, queue, priority, grp, attempts, run_after, timeout, lang, o)
             OFFSET 0) AS s
 $$;
-COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text[], text) IS
+COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text) IS
     'Internal: broker_add_jobs_arrays'' elements as broker._job_fields with broker_add_job''s defaults, and the first rule each breaks.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
 --     p_job_queues, p_job_priorities, p_job_groups, p_max_attempts,
---     p_run_afters, p_timeouts, p_job_languages, p_search_path, p_tenant_id,
---     p_concurrency_keys)
+--     p_run_afters, p_timeouts, p_job_languages, p_search_path, p_tenant_id)
 --   Bulk enqueue of jobs without run_as, schedule, idempotency key,
 --   dependencies or autonomy, one array per field: job k has the k-th
 --   element of each array. An array left NULL gives every job
 --   broker_add_job's default for that field (queue 1, priority 0, group =
---   name, 1 attempt, now, no timeout, sql, no concurrency key); a NULL
---   element is a NULL field (refused where broker_add_job refuses NULL).
---   p_search_path (one for every job) defaults to the caller's. Returns one
---   row per job, in array order: (ord = 1-based position, job_id, is_new =
---   true).
+--   name, 1 attempt, now, no timeout, sql); a NULL element is a NULL field
+--   (refused where broker_add_job refuses NULL). p_search_path (one for
+--   every job) defaults to the caller's. Returns one row per job, in array
+--   order: (ord = 1-based position, job_id, is_new = true).
 --   What broker_add_jobs does for such elements, without JSON in between:
 --   the same rules (broker._job_problem, the element named as in
 --   broker_add_jobs: 'broker_add_jobs_arrays: element 3: job_queue ...'),
@@ -4331,8 +3839,6 @@ COMMENT ON FUNCTION broker._jobs_of_arrays(text[], text[], integer[], integer[],
 -- Example:
 --   SELECT * FROM broker.broker_add_jobs_arrays(ARRAY['a', 'b'], ARRAY['CALL etl.a()', 'CALL etl.b()'],
 --                                               p_job_queues => ARRAY[1, 2]);
---   SELECT * FROM broker.broker_add_jobs_arrays(ARRAY['sync 1', 'sync 2'], ARRAY['CALL crm.sync(1)', 'CALL crm.sync(2)'],
---                                               p_concurrency_keys => ARRAY['crm-api', 'crm-api']);
 --   Calls: _set_tenant, broker_current_tenant, _transaction_keywords, _may_not_run_in_transaction, _tenant_allowed, _jobs_of_arrays, _job_field_error, _check_autonomous, _executor, broker_create_executor
 --   Tables: reads broker_tenant_roles; writes broker_jobs
 -- ---------------------------------------------------------------------------
@@ -4347,8 +3853,7 @@ CREATE FUNCTION broker.broker_add_jobs_arrays(
     p_timeouts       interval[]    DEFAULT NULL,
     p_job_languages  text[]        DEFAULT NULL,
     p_search_path    text          DEFAULT pg_catalog.current_setting('search_path'),
-    p_tenant_id      text          DEFAULT NULL,
-    p_concurrency_keys text[]      DEFAULT NULL)
+    p_tenant_id      text          DEFAULT NULL)
 RETURNS TABLE (ord integer, job_id bigint, is_new boolean)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -4365,7 +3870,7 @@ BEGIN
         PERFORM broker._set_tenant(c_fn, p_tenant_id);
         RETURN QUERY SELECT a.ord, a.job_id, a.is_new FROM broker.broker_add_jobs_arrays(p_job_names, p_execute_strs,
             p_job_queues, p_job_priorities, p_job_groups, p_max_attempts, p_run_afters, p_timeouts, p_job_languages,
-            p_search_path, p_concurrency_keys => p_concurrency_keys) AS a;
+            p_search_path) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -4381,8 +3886,7 @@ BEGIN
                    (6, 'p_max_attempts', pg_catalog.array_ndims(p_max_attempts), pg_catalog.cardinality(p_max_attempts)),
                    (7, 'p_run_afters', pg_catalog.array_ndims(p_run_afters), pg_catalog.cardinality(p_run_afters)),
                    (8, 'p_timeouts', pg_catalog.array_ndims(p_timeouts), pg_catalog.cardinality(p_timeouts)),
-                   (9, 'p_job_languages', pg_catalog.array_ndims(p_job_languages), pg_catalog.cardinality(p_job_languages)),
-                   (10, 'p_concurrency_keys', pg_catalog.array_ndims(p_concurrency_keys), pg_catalog.cardinality(p_concurrency_keys)))
+                   (9, 'p_job_languages', pg_catalog.array_ndims(p_job_languages), pg_catalog.cardinality(p_job_languages)))
            AS a(k, name, dims, n)
      WHERE a.dims OPERATOR(pg_catalog.>) 1 OR a.n OPERATOR(pg_catalog.<>) v_n
      ORDER BY a.k LIMIT 1;
@@ -4404,8 +3908,7 @@ BEGIN
            AND EXISTS (SELECT 1 FROM pg_catalog.unnest(p_execute_strs) AS s WHERE broker._may_not_run_in_transaction(s))) THEN
         SELECT x.ord AS o, x.problem INTO v_bad
           FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
-                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_concurrency_keys,
-                                      p_search_path) AS x
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
          WHERE x.problem IS NOT NULL
          ORDER BY x.ord LIMIT 1;
         IF FOUND THEN
@@ -4428,16 +3931,14 @@ BEGIN
     WITH ins AS (
         INSERT INTO broker.broker_jobs AS j
                (job_name, job_group, execute_str, job_language, job_queue, job_priority,
-                run_as, max_attempts, run_after, job_timeout, job_search_path, concurrency_key)
+                run_as, max_attempts, run_after, job_timeout, job_search_path)
         SELECT (x.job).job_name, COALESCE((x.job).job_group, (x.job).job_name), (x.job).execute_str,
                CASE WHEN x.problem IS NULL THEN pg_catalog.lower(pg_catalog.btrim((x.job).job_language))
                     ELSE broker._job_field_error(pg_catalog.format('%s: element %s', c_fn, x.ord), x.problem[2], x.problem) END,
                (x.job).job_queue, (x.job).job_priority, CURRENT_USER, (x.job).max_attempts,
-               COALESCE((x.job).run_after, pg_catalog.now()), (x.job).timeout, COALESCE(p_search_path, ''),
-               (x.job).concurrency_key
+               COALESCE((x.job).run_after, pg_catalog.now()), (x.job).timeout, COALESCE(p_search_path, '')
           FROM broker._jobs_of_arrays(p_job_names, p_execute_strs, p_job_queues, p_job_priorities, p_job_groups,
-                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_concurrency_keys,
-                                      p_search_path) AS x
+                                      p_max_attempts, p_run_afters, p_timeouts, p_job_languages, p_search_path) AS x
          ORDER BY x.ord
         RETURNING j.job_id
     )
@@ -4450,8 +3951,8 @@ BEGIN
     RETURN QUERY SELECT u.o::integer, u.id, true FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, o);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text, text[]) IS
-    'Enqueues many plain jobs (no run_as, schedule, idempotency key, dependencies) from one array per field, as broker_add_jobs would; returns (ord, job_id, is_new) in array order.';
+COMMENT ON FUNCTION broker.broker_add_jobs_arrays(text[], text[], integer[], integer[], text[], integer[], timestamptz[], interval[], text[], text, text) IS
+    'Enqueues many plain jobs (no run_as, schedule, key, dependencies) from one array per field, as broker_add_jobs would; returns (ord, job_id, is_new) in array order.';
 
 -- Group: run: executors, the run guard, attempts, claim (and paused queues), run, finish/fail and retries,
 -- release/interrupt, autonomous jobs, cancel, operator retries, recovery
@@ -5217,9 +4718,6 @@ BEGIN
     IF p_language OPERATOR(pg_catalog.=) 'plpgsql' THEN
         RETURN 'DO';
     END IF;
-    IF p_language OPERATOR(pg_catalog.=) 'task' THEN
-        RETURN NULL;  -- (its text is its arguments)
-    END IF;
     -- string functions, not regular expressions over the whole text: a third of the cost, once per job
     IF v_n OPERATOR(pg_catalog.>) 0 THEN
         v_last := pg_catalog.right(v_last, v_n OPERATOR(pg_catalog.-) 1);
@@ -5536,24 +5034,6 @@ COMMENT ON FUNCTION broker._paused_tenants(integer) IS
     'Internal: the tenants whose jobs of a queue are paused (an element NULL: every tenant), or NULL.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._paused_for(p_paused, p_tenant_id)
---   Whether a tenant's jobs are paused, given the tenants paused in their
---   queue (p_paused, what broker._paused_tenants returns): the queue is
---   paused for every tenant, or for this one.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._paused_for(p_paused text[], p_tenant_id text)
-RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT p_paused IS NOT NULL
-           AND (pg_catalog.array_position(p_paused, NULL) IS NOT NULL OR p_tenant_id OPERATOR(pg_catalog.=) ANY (p_paused))
-$$;
-COMMENT ON FUNCTION broker._paused_for(text[], text) IS
-    'Internal: whether a tenant''s jobs are paused, given the tenants paused in their queue (_paused_tenants).';
-
--- ---------------------------------------------------------------------------
 -- Function: broker.broker_pause_queue(p_job_queue, p_paused)
 --   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
 --   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
@@ -5609,1041 +5089,14 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
     'Pauses or resumes a queue: claims skip it, running jobs finish; a tenant pauses its own jobs there, an administrator the queue for everyone. Returns whether anything changed.';
--- source: sql/flow/weights.sql
--- sql/flow/weights.sql: tenants' weights in the fair share of a queue's claims.
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_set_tenant_weight(p_tenant_id, p_weight)
---   Sets tenant p_tenant_id's weight in the fair share of every queue's
---   claims (broker_get): each claim serves the tenants that have claimable
---   jobs in proportion to their weights. A tenant without a weight weighs 1;
---   p_weight NULL removes the weight (back to 1). Administrators only.
---   Returns the weight now in force.
--- Errors: 22004 NULL tenant; 22023 blank tenant or over 200 characters, a
---   weight outside 1..1000; 42501 the caller is not an administrator.
--- Example:
---   SELECT broker.broker_set_tenant_weight('premium', 3);
---   Calls: _is_broker_admin
---   Tables: writes broker_tenant_weight
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_set_tenant_weight(p_tenant_id text, p_weight integer)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NOT broker._is_broker_admin(CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_set_tenant_weight: only administrators (broker_admin) set tenants'' weights'
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF p_tenant_id IS NULL THEN
-        RAISE EXCEPTION 'broker_set_tenant_weight: p_tenant_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_tenant_id) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_tenant_id) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_set_tenant_weight: tenant id must be 1 to 200 characters and not blank'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_weight OPERATOR(pg_catalog.<) 1 OR p_weight OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_set_tenant_weight: weights are 1 to 1000, got %', p_weight
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'NULL removes the weight (a tenant without one weighs 1).';
-    END IF;
-    IF p_weight IS NULL THEN
-        DELETE FROM broker.broker_tenant_weight AS w WHERE w.tenant_id OPERATOR(pg_catalog.=) p_tenant_id;
-        RETURN 1;
-    END IF;
-    INSERT INTO broker.broker_tenant_weight AS w (tenant_id, weight) VALUES (p_tenant_id, p_weight)
-        ON CONFLICT (tenant_id) DO UPDATE
-           SET weight = EXCLUDED.weight, set_by = CURRENT_USER, set_at = pg_catalog.now();
-    RETURN p_weight;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_set_tenant_weight(text, integer) IS
-    'Sets a tenant''s weight (1 to 1000; NULL: back to 1) in the fair share of every queue''s claims. Administrators only.';
--- source: sql/flow/limits.sql
--- sql/flow/limits.sql: limits on concurrency keys (caps and rates) and what a claim checks against them.
-
--- ---------------------------------------------------------------------------
--- Function: broker._unpark_key(p_tenant_id, p_key, p_limit)
---   Puts up to p_limit (NULL: all) jobs parked by a limit on concurrency key
---   p_key back into the claim index, first in claim order: the tenant's
---   (p_tenant_id), or every tenant's (p_tenant_id NULL). A claim parks them
---   again if the limit still holds them back, so unparking is never unsafe;
---   it wakes the runners of their queues. Returns how many.
---   Calls: _parked, _notify_queues
---   Tables: writes broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._unpark_key(p_tenant_id text, p_key text, p_limit integer DEFAULT NULL)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_queues integer[];
-BEGIN
-    WITH unparked AS (
-        UPDATE broker.broker_jobs AS j
-           SET parked = broker._parked('none')
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                   SELECT p.job_id FROM broker.broker_jobs AS p
-                    WHERE p.concurrency_key OPERATOR(pg_catalog.=) p_key
-                      AND (p_tenant_id IS NULL OR p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
-                      AND p.complete_status OPERATOR(pg_catalog.=) 0
-                      AND p.parked OPERATOR(pg_catalog.>=) 2
-                    ORDER BY p.concurrency_key, p.tenant_id, p.job_priority DESC, p.run_after, p.job_id
-                    LIMIT p_limit
-                      FOR NO KEY UPDATE SKIP LOCKED))
-           AND j.parked OPERATOR(pg_catalog.>=) 2
-        RETURNING j.job_queue)
-    SELECT pg_catalog.array_agg(DISTINCT u.job_queue) INTO v_queues FROM unparked AS u;
-    IF v_queues IS NOT NULL THEN
-        PERFORM broker._notify_queues(v_queues);
-    END IF;
-    RETURN COALESCE(pg_catalog.cardinality(v_queues), 0);
-END;
-$$;
-COMMENT ON FUNCTION broker._unpark_key(text, text, integer) IS
-    'Internal: puts up to p_limit jobs parked by a limit on a key back into the claim index (a tenant''s, or every tenant''s with NULL) and wakes their queues.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_set_limit(p_key, p_max_running, p_per_second, p_burst, p_all_tenants)
---   Sets the limit on concurrency key p_key for the current tenant's jobs:
---   at most p_max_running of them claimed at once (from the claim to the
---   job's end: lease recovery, autonomous jobs and every queue and runner
---   included) and at most p_per_second starts per second (a token bucket
---   that holds p_burst tokens, default p_per_second rounded up). NULL means
---   no limit of that kind; both NULL remove the limit. With p_all_tenants
---   (administrators only) the limit holds for the key's jobs of every tenant
---   together, on top of each tenant's own. A job over a limit is parked: out
---   of the claim index, so that it holds up neither the other jobs of its
---   queue nor the claim's cost; a freed slot or a new token puts it back.
---   Returns whether a limit is now in force.
--- Errors: 22004 NULL key; 22023 blank key or over 200 characters, a cap
---   below 1, a rate not above 0 (or above 1,000,000), a burst below 1 or
---   without a rate; 42501 p_all_tenants by a non-administrator, or the
---   caller may not act for the current tenant (strict tenancy).
--- Example:
---   SELECT broker.broker_set_limit('stripe', 2, NULL);        -- 2 at once
---   SELECT broker.broker_set_limit('geocoder', NULL, 10);     -- 10 starts a second
---   SELECT broker.broker_set_limit('stripe', NULL, NULL);     -- no limit
---   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed
---   Tables: writes broker_key_limit (its trigger unparks the key's jobs)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_set_limit(
-    p_key          text,
-    p_max_running  integer,
-    p_per_second   double precision,
-    p_burst        integer DEFAULT NULL,
-    p_all_tenants  boolean DEFAULT false)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_admin  boolean := broker._is_broker_admin(CURRENT_USER);
-    v_tenant text := CASE WHEN COALESCE(p_all_tenants, false) THEN NULL ELSE broker.broker_current_tenant() END;
-    v_burst  integer := COALESCE(p_burst, pg_catalog.ceil(p_per_second)::integer);
-BEGIN
-    IF p_key IS NULL THEN
-        RAISE EXCEPTION 'broker_set_limit: p_key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_key) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_key) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION 'broker_set_limit: p_key must be 1 to 200 characters and not blank' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_max_running OPERATOR(pg_catalog.<) 1 THEN
-        RAISE EXCEPTION 'broker_set_limit: p_max_running must be at least 1 (NULL: no cap), got %', p_max_running
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'To hold a key''s jobs back altogether, pause their queue (broker_pause_queue).';
-    END IF;
-    IF p_per_second OPERATOR(pg_catalog.<=) 0 OR p_per_second OPERATOR(pg_catalog.>) 1000000 OR p_per_second = 'NaN' THEN
-        RAISE EXCEPTION 'broker_set_limit: p_per_second must be above 0 and at most 1000000 (NULL: no rate), got %', p_per_second
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_burst IS NOT NULL AND (p_per_second IS NULL OR p_burst OPERATOR(pg_catalog.<) 1) THEN
-        RAISE EXCEPTION 'broker_set_limit: p_burst must be at least 1, and only with p_per_second, got %', p_burst
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF COALESCE(p_all_tenants, false) AND NOT v_admin THEN
-        RAISE EXCEPTION 'broker_set_limit: only administrators (broker_admin) set a limit across tenants'
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_set_limit: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
-    END IF;
-
-    IF p_max_running IS NULL AND p_per_second IS NULL THEN
-        DELETE FROM broker.broker_key_limit AS l
-         WHERE l.concurrency_key OPERATOR(pg_catalog.=) p_key
-           AND l.tenant_id IS NOT DISTINCT FROM v_tenant;
-    ELSE
-        INSERT INTO broker.broker_key_limit AS l (tenant_id, concurrency_key, max_running, per_second, burst, tokens, tokens_at)
-        VALUES (v_tenant, p_key, p_max_running, p_per_second, CASE WHEN p_per_second IS NOT NULL THEN v_burst END,
-                CASE WHEN p_per_second IS NOT NULL THEN v_burst END, pg_catalog.statement_timestamp())
-        ON CONFLICT (concurrency_key, tenant_id) DO UPDATE
-           SET max_running = EXCLUDED.max_running, per_second = EXCLUDED.per_second, burst = EXCLUDED.burst,
-               tokens = LEAST(COALESCE(l.tokens, EXCLUDED.tokens), EXCLUDED.burst), tokens_at = EXCLUDED.tokens_at,
-               wake_at = NULL, set_by = CURRENT_USER, set_at = pg_catalog.now();
-    END IF;
-    RETURN p_max_running IS NOT NULL OR p_per_second IS NOT NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_set_limit(text, integer, double precision, integer, boolean) IS
-    'Sets the limit on a concurrency key for the current tenant (or, p_all_tenants, administrators: every tenant together): jobs claimed at once and starts per second; NULLs remove it.';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._key_limit_changed()
---   AFTER INSERT, DELETE, or UPDATE of a limit's cap, rate or burst on
---   broker_key_limit: the jobs the key's limit parked (the row's tenant's, or
---   every tenant's for a limit across tenants) go back into the claim index,
---   and the next claims look at them under the limit as it is now. A trigger,
---   so that whoever may write the row (row-level security: a tenant its own,
---   administrators any) unparks that row's jobs and no one else's; the token
---   bookkeeping the claim writes does not fire it.
---   Calls: _unpark_key
---   Tables: writes broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._key_limit_changed()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
-        PERFORM broker._unpark_key(OLD.tenant_id, OLD.concurrency_key);
-    ELSE
-        PERFORM broker._unpark_key(NEW.tenant_id, NEW.concurrency_key);
-    END IF;
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker._key_limit_changed() IS
-    'Internal trigger: a limit was set, changed or removed; the jobs it parked go back into the claim index.';
-
-CREATE TRIGGER broker_key_limit_changed_trg
-    AFTER INSERT OR DELETE OR UPDATE OF max_running, per_second, burst ON broker.broker_key_limit
-    FOR EACH ROW EXECUTE FUNCTION broker._key_limit_changed();
-COMMENT ON TRIGGER broker_key_limit_changed_trg ON broker.broker_key_limit IS
-    'A limit set, changed or removed: the jobs it parked go back into the claim index.';
--- source: sql/flow/keys.sql
--- sql/flow/keys.sql: what a claim may take of jobs with a concurrency key, and parking the rest.
-
--- ---------------------------------------------------------------------------
--- Type: broker._claim_candidate
---   A job a claim looked at (in claim order) before it locks any: its id,
---   its concurrency key, its run_after (where the next look starts) and the
---   row version it saw (row_tid: the lock fetches that version directly,
---   with no index descent; a version updated since is skipped, or rechecked
---   when it was updated after the lock's snapshot).
--- ---------------------------------------------------------------------------
-CREATE TYPE broker._claim_candidate AS (
-    job_id          bigint,
-    concurrency_key text,
-    run_after       timestamptz,
-    row_tid         tid
-);
-COMMENT ON TYPE broker._claim_candidate IS
-    'Internal: a job a claim looked at before locking it (id, concurrency key, run_after and the row version seen).';
-
--- ---------------------------------------------------------------------------
--- Type: broker._claim_keys
---   What a claim did under the keys' limits so far, across its tenants: the
---   capped keys it took a job of (taken, once per job), and how many jobs it
---   parked (parked: at most 1,000 a claim).
--- ---------------------------------------------------------------------------
-CREATE TYPE broker._claim_keys AS (
-    taken  text[],
-    parked integer
-);
-COMMENT ON TYPE broker._claim_keys IS
-    'Internal: a claim''s dealings with the keys'' limits so far (capped keys it took a job of, jobs it parked).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._admit_keyed(p_tenant_id, p_candidates, p_keys, p_now, p_want)
---   For a claim of tenant p_tenant_id's jobs: which of p_candidates (in claim
---   order) it may take under the limits on their concurrency keys
---   (broker_key_limit: the tenant's, and the one across tenants). A job
---   without a key, or whose key has no limit, is taken. For a key with a
---   limit the claim first takes the key's lock (_key_lock_key) without
---   waiting; when another claim or a job's end holds it, the key's jobs are
---   left for a later claim. Then:
---   * a cap: at most one job of the key per claim (a claim's jobs run one
---     after the other, so a second would hold a slot idle), and only while
---     fewer than the cap are claimed (running);
---   * a rate: one token per job, the bucket refilled at per_second up to
---     burst since it was last read.
---   The key's other pending jobs of the tenant (up to 1,000, first in claim
---   order) are parked when the cap is reached (parked cap) or the tokens are
---   spent (parked rate, and wake_at is set to when the bucket is full again,
---   which the runners hear of: _notify_due):
---   out of the claim index, so that neither the claim's cost nor the other
---   jobs of the queue wait on them. A candidate locked by
---   someone else is neither taken nor parked. At most p_want of a key are
---   taken (and charged). p_keys (in and out) is what the claim did under the
---   limits so far, across its tenants (broker._claim_keys): it parks at most
---   1,000 jobs in all.
---   Returns the ids taken, in claim order.
---   Calls: _key_lock_key, _parked, _notify_due
---   Tables: reads broker_key_limit, broker_jobs; writes broker_key_limit (tokens), broker_jobs (parked)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._admit_keyed(
-    p_tenant_id  text,
-    p_candidates broker._claim_candidate[],
-    INOUT p_keys broker._claim_keys,
-    p_now        timestamptz,
-    p_want       integer,
-    OUT p_ids    bigint[])
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_key      text;
-    v_cap      integer;     -- slots left under the caps (NULL: no cap)
-    v_tokens   double precision;  -- whole tokens left under the rates (NULL: no rate)
-    v_ok       boolean;
-    v_take     integer;
-    v_park     smallint;
-    v_limit    record;
-    v_running  integer;
-    v_parked   integer;
-    v_key_ids  bigint[];
-    v_allowed  text[] := '{}';   -- keys whose candidates are taken without a limit
-    v_quota    integer[] := '{}';
-    v_keys     text[] := '{}';
-    c          broker._claim_candidate;
-    i          integer;
-BEGIN
-    p_ids := '{}';
-    -- the limits of each key among the candidates, once per key
-    FOR v_key IN SELECT DISTINCT x.concurrency_key FROM pg_catalog.unnest(p_candidates) AS x
-                  WHERE x.concurrency_key IS NOT NULL LOOP
-        v_cap := NULL;
-        v_tokens := NULL;
-        v_ok := true;
-        v_park := NULL;
-        FOR v_limit IN SELECT l.tenant_id, l.max_running, l.per_second, l.burst, l.tokens, l.tokens_at
-                         FROM broker.broker_key_limit AS l
-                        WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
-                          AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
-                        ORDER BY l.tenant_id NULLS FIRST LOOP
-            IF NOT pg_catalog.pg_try_advisory_xact_lock(broker._key_lock_key(v_limit.tenant_id, v_key)) THEN
-                v_ok := false;   -- another claim, or a job's end, is at this key: a later claim takes it
-                EXIT;
-            END IF;
-            IF v_limit.max_running IS NOT NULL THEN
-                SELECT pg_catalog.count(*)::integer INTO v_running FROM broker.broker_jobs AS j
-                 WHERE j.concurrency_key OPERATOR(pg_catalog.=) v_key
-                   AND (v_limit.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) v_limit.tenant_id)
-                   AND j.complete_status OPERATOR(pg_catalog.=) 1;
-                -- (and the key's jobs this claim took already count: they are claimed at its end)
-                v_cap := LEAST(COALESCE(v_cap, 2147483647), v_limit.max_running OPERATOR(pg_catalog.-) v_running
-                               OPERATOR(pg_catalog.-) (SELECT pg_catalog.count(*)::integer FROM pg_catalog.unnest(p_keys.taken) AS t(k)
-                                                        WHERE t.k OPERATOR(pg_catalog.=) v_key));
-            END IF;
-            IF v_limit.per_second IS NOT NULL THEN
-                v_tokens := LEAST(COALESCE(v_tokens, 'Infinity'),
-                                  pg_catalog.floor(LEAST(v_limit.burst::double precision,
-                                      COALESCE(v_limit.tokens, v_limit.burst) OPERATOR(pg_catalog.+)
-                                      (GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(v_limit.tokens_at, p_now)), 0)
-                                       OPERATOR(pg_catalog.*) v_limit.per_second))));
-            END IF;
-        END LOOP;
-        IF NOT v_ok THEN
-            v_take := 0;
-        ELSIF v_cap IS NULL AND v_tokens IS NULL THEN
-            v_allowed := v_allowed OPERATOR(pg_catalog.||) v_key;
-            CONTINUE;
-        ELSE
-            v_take := LEAST(COALESCE(v_cap, 2147483647), COALESCE(v_tokens, 2147483647)::integer);
-            IF v_cap IS NOT NULL THEN
-                v_take := LEAST(v_take, CASE WHEN v_key OPERATOR(pg_catalog.=) ANY (p_keys.taken) THEN 0 ELSE 1 END);
-            END IF;
-            v_take := GREATEST(LEAST(v_take, p_want), 0);   -- (no more tokens spent than the claim wants)
-            -- park the key's other candidates when the limit, not this claim, holds them back
-            IF v_cap IS NOT NULL AND v_cap OPERATOR(pg_catalog.<=) v_take THEN
-                v_park := broker._parked('cap');
-            ELSIF v_tokens IS NOT NULL AND v_tokens OPERATOR(pg_catalog.<=) v_take THEN
-                v_park := broker._parked('rate');
-            END IF;
-        END IF;
-        IF v_ok AND v_tokens IS NOT NULL THEN
-            -- the tokens this claim spends (a job it then finds locked by another claim spends one too)
-            UPDATE broker.broker_key_limit AS l
-               SET tokens = LEAST(l.burst::double precision, COALESCE(l.tokens, l.burst) OPERATOR(pg_catalog.+)
-                                  (GREATEST(pg_catalog.date_part('epoch', p_now OPERATOR(pg_catalog.-) COALESCE(l.tokens_at, p_now)), 0)
-                                   OPERATOR(pg_catalog.*) l.per_second)) OPERATOR(pg_catalog.-) v_take,
-                   tokens_at = p_now
-             WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
-               AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
-               AND l.per_second IS NOT NULL;
-            IF v_park OPERATOR(pg_catalog.=) broker._parked('rate') THEN
-                -- when the bucket is full again: the claim that comes then unparks a burst of them
-                -- (broker._unpark_due), and the runner's poll comes then (broker_next_due)
-                UPDATE broker.broker_key_limit AS l
-                   SET wake_at = p_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(
-                           secs => GREATEST(l.burst OPERATOR(pg_catalog.-) l.tokens, 0) OPERATOR(pg_catalog./) l.per_second)
-                 WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_key
-                   AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) p_tenant_id)
-                   AND l.per_second IS NOT NULL
-                   AND l.tokens OPERATOR(pg_catalog.<) 1;
-                IF FOUND THEN
-                    PERFORM broker._notify_due();   -- (a time the runner's poll did not know yet)
-                END IF;
-            END IF;
-        END IF;
-        v_key_ids := ARRAY(SELECT x.job_id FROM pg_catalog.unnest(p_candidates) WITH ORDINALITY AS x(job_id, concurrency_key, run_after, row_tid, o)
-                            WHERE x.concurrency_key OPERATOR(pg_catalog.=) v_key ORDER BY x.o);
-        IF v_park IS NOT NULL AND p_keys.parked OPERATOR(pg_catalog.<) 1000 THEN
-            -- the key's other pending jobs of this tenant, not only this window's, in claim order, up
-            -- to 1,000 a claim: the claims that follow then do not meet them level by level (rows
-            -- another transaction holds are left as they are: SKIP LOCKED)
-            UPDATE broker.broker_jobs AS j
-               SET parked = v_park
-             WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                       SELECT p.job_id FROM broker.broker_jobs AS p
-                        WHERE p.concurrency_key OPERATOR(pg_catalog.=) v_key
-                          AND p.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                          AND p.complete_status OPERATOR(pg_catalog.=) 0
-                          AND p.parked OPERATOR(pg_catalog.=) 0
-                          AND p.job_id OPERATOR(pg_catalog.<>) ALL (v_key_ids[1 : v_take])
-                        ORDER BY p.concurrency_key, p.tenant_id, p.job_priority DESC, p.run_after, p.job_id
-                        LIMIT 1000 OPERATOR(pg_catalog.-) p_keys.parked
-                          FOR NO KEY UPDATE SKIP LOCKED));
-            GET DIAGNOSTICS v_parked = ROW_COUNT;
-            p_keys.parked := p_keys.parked OPERATOR(pg_catalog.+) v_parked;
-        END IF;
-        IF v_cap IS NOT NULL AND v_take OPERATOR(pg_catalog.>) 0 THEN
-            p_keys.taken := p_keys.taken OPERATOR(pg_catalog.||) v_key;
-        END IF;
-        v_keys := v_keys OPERATOR(pg_catalog.||) v_key;
-        v_quota := v_quota OPERATOR(pg_catalog.||) v_take;
-    END LOOP;
-
-    -- the candidates taken, in claim order
-    FOREACH c IN ARRAY p_candidates LOOP
-        IF c.concurrency_key IS NULL OR c.concurrency_key OPERATOR(pg_catalog.=) ANY (v_allowed) THEN
-            p_ids := p_ids OPERATOR(pg_catalog.||) c.job_id;
-        ELSE
-            i := pg_catalog.array_position(v_keys, c.concurrency_key);
-            IF v_quota[i] OPERATOR(pg_catalog.>) 0 THEN
-                p_ids := p_ids OPERATOR(pg_catalog.||) c.job_id;
-                v_quota[i] := v_quota[i] OPERATOR(pg_catalog.-) 1;
-            END IF;
-        END IF;
-    END LOOP;
-    RETURN;
-END;
-$$;
-COMMENT ON FUNCTION broker._admit_keyed(text, broker._claim_candidate[], broker._claim_keys, timestamptz, integer) IS
-    'Internal: which candidates a claim may take under their keys'' limits; parks the key''s others when its cap or tokens hold them back.';
--- source: sql/flow/parking.sql
--- sql/flow/parking.sql: parked jobs: out of the claim index until their time comes or their key's limit frees up.
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_park_later()
---   BEFORE INSERT of a pending job dated later (run_after after the
---   statement's time) that is not parked: it parks it (parked later), so that
---   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
---   and cost a claim nothing. broker._unpark_due puts them back once due; the
---   runners hear of it (_notify_due), so that their poll comes then.
---   Calls: _state, _parked, _notify_due
---   Tables: none (sets NEW.parked of broker_jobs)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._jobs_park_later()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NEW.complete_status OPERATOR(pg_catalog.=) broker._state('pending') AND NEW.parked OPERATOR(pg_catalog.=) broker._parked('none') THEN
-        NEW.parked := broker._parked('later');
-        PERFORM broker._notify_due();
-    END IF;
-    RETURN NEW;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_park_later() IS
-    'Internal trigger: a pending row version dated later is parked (parked later) until it is due.';
-
-CREATE TRIGGER broker_jobs_park_later_trg
-    BEFORE INSERT ON broker.broker_jobs
-    FOR EACH ROW
-    -- (the rest of the condition is in the function: every INSERT statement prepares this WHEN
-    -- from its stored text, and a short one costs a one-job enqueue less; docs/benchmarks.md)
-    WHEN (NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp())
-    EXECUTE FUNCTION broker._jobs_park_later();
-COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
-    'A job enqueued for later is parked until due (out of the claim index).';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_park_again()
---   BEFORE UPDATE of a job that becomes pending (a retry's backoff, a
---   hand-back, a recovered lease, an operator's retry) or whose run_after
---   moves while it is pending, unless the write sets parked itself (a claim
---   or an unpark does): parked later when it is dated later, else not parked.
---   So a job never comes back pending still parked by a limit that may be
---   gone (a cancelled job retried), and a backoff is spent outside the claim
---   index. A job parked later is told to the runners (_notify_due).
---   Calls: _parked, _notify_due
---   Tables: none (sets NEW.parked of broker_jobs)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._jobs_park_again()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
-        NEW.parked := broker._parked('later');
-        PERFORM broker._notify_due();
-    ELSE
-        NEW.parked := broker._parked('none');
-    END IF;
-    RETURN NEW;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_park_again() IS
-    'Internal trigger: a job that becomes pending, or whose run_after moves while pending, is parked later if dated later, else not parked.';
-
--- (named to fire before broker_jobs_ready_xid_trg, which sees the parked it sets)
-CREATE TRIGGER broker_jobs_park_again_trg
-    BEFORE UPDATE ON broker.broker_jobs
-    FOR EACH ROW
-    WHEN (NEW.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.parked OPERATOR(pg_catalog.=) OLD.parked
-          AND (OLD.complete_status OPERATOR(pg_catalog.<>) 0 OR OLD.run_after OPERATOR(pg_catalog.<>) NEW.run_after))
-    EXECUTE FUNCTION broker._jobs_park_again();
-COMMENT ON TRIGGER broker_jobs_park_again_trg ON broker.broker_jobs IS
-    'A job that becomes pending, or whose run_after moves while pending, is parked later if dated later, else not parked.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._unpark_due(p_job_queue)
---   For the claim: puts back into the claim index up to 1,000 jobs of queue
---   p_job_queue parked until a run_after that has come (oldest first), and
---   the jobs of every key whose next token is due (broker_key_limit.wake_at:
---   up to the key's burst; a claim parks again what is still over the
---   limit). Rows another transaction holds are left to a later claim (SKIP
---   LOCKED): it never waits. The rows it unparks become ready in this
---   transaction (their ready_xid), so the claim finds them.
---   Calls: _parked, _unpark_key
---   Tables: writes broker_jobs, broker_key_limit
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._unpark_due(p_job_queue integer)
-RETURNS void
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    v_now timestamptz := pg_catalog.statement_timestamp();
-    r     record;
-BEGIN
-    IF EXISTS (SELECT FROM broker.broker_jobs AS j
-                WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                  AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                  AND j.run_after OPERATOR(pg_catalog.<=) v_now) THEN
-        UPDATE broker.broker_jobs AS j
-           SET parked = broker._parked('none')
-         WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(
-                   SELECT p.job_id FROM broker.broker_jobs AS p
-                    WHERE p.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                      AND p.complete_status OPERATOR(pg_catalog.=) 0 AND p.parked OPERATOR(pg_catalog.=) 1
-                      AND p.run_after OPERATOR(pg_catalog.<=) v_now
-                    ORDER BY p.job_queue, p.run_after
-                    LIMIT 1000
-                      FOR NO KEY UPDATE SKIP LOCKED))
-           AND j.parked OPERATOR(pg_catalog.=) 1;
-    END IF;
-    IF EXISTS (SELECT FROM broker.broker_key_limit AS l WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now) THEN
-        FOR r IN SELECT l.tenant_id, l.concurrency_key, l.burst FROM broker.broker_key_limit AS l
-                  WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now
-                  ORDER BY l.wake_at
-                  LIMIT 100
-                    FOR NO KEY UPDATE SKIP LOCKED LOOP
-            UPDATE broker.broker_key_limit AS l SET wake_at = NULL
-             WHERE l.concurrency_key OPERATOR(pg_catalog.=) r.concurrency_key
-               AND l.tenant_id IS NOT DISTINCT FROM r.tenant_id;
-            PERFORM broker._unpark_key(r.tenant_id, r.concurrency_key, r.burst);
-        END LOOP;
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._unpark_due(integer) IS
-    'Internal: for the claim, puts back the jobs of a queue parked until a time that has come, and those of keys whose next token is due.';
-
--- ---------------------------------------------------------------------------
--- Trigger function: broker._jobs_key_slot_freed()
---   AFTER UPDATE on broker_jobs of a job with a concurrency key that leaves
---   running (completed, failed, cancelled, handed back, recovered): a slot
---   of its key is free, so the key's jobs parked at its cap go back into the
---   claim index (up to the largest cap on the key; a claim parks again what
---   is still over it) and their runners are woken, without waiting for a
---   poll. It first takes the key's lock shared (_key_lock_key): a claim that
---   was parking the key's jobs has then committed, and this sees them.
---   Shared, so that jobs' ends never wait on each other; claims take it
---   only when free, so no two wait on each other either.
---   Calls: _key_lock_key, _unpark_key
---   Tables: reads broker_key_limit; writes broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._jobs_key_slot_freed()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_all    integer;
-    v_tenant integer;
-BEGIN
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._key_lock_key(NULL, OLD.concurrency_key));
-    PERFORM pg_catalog.pg_advisory_xact_lock_shared(broker._key_lock_key(OLD.tenant_id, OLD.concurrency_key));
-    SELECT pg_catalog.max(l.max_running) FILTER (WHERE l.tenant_id IS NULL),
-           pg_catalog.max(l.max_running) FILTER (WHERE l.tenant_id IS NOT NULL)
-      INTO v_all, v_tenant
-      FROM broker.broker_key_limit AS l
-     WHERE l.concurrency_key OPERATOR(pg_catalog.=) OLD.concurrency_key
-       AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) OLD.tenant_id);
-    IF v_all IS NOT NULL THEN
-        PERFORM broker._unpark_key(NULL, OLD.concurrency_key, v_all);
-    END IF;
-    -- (also with no limit left: jobs parked under a limit since removed go back)
-    PERFORM broker._unpark_key(OLD.tenant_id, OLD.concurrency_key, COALESCE(v_tenant, v_all, 1000));
-    RETURN NULL;
-END;
-$$;
-COMMENT ON FUNCTION broker._jobs_key_slot_freed() IS
-    'Internal trigger: a job with a concurrency key left running; the key''s jobs parked at its cap go back into the claim index.';
-
-CREATE TRIGGER broker_jobs_key_slot_freed_trg
-    AFTER UPDATE ON broker.broker_jobs
-    FOR EACH ROW
-    WHEN (OLD.complete_status OPERATOR(pg_catalog.=) 1 AND NEW.complete_status OPERATOR(pg_catalog.<>) 1
-          AND OLD.concurrency_key IS NOT NULL)
-    EXECUTE FUNCTION broker._jobs_key_slot_freed();
-COMMENT ON TRIGGER broker_jobs_key_slot_freed_trg ON broker.broker_jobs IS
-    'A job with a concurrency key left running: its key''s jobs parked at the cap go back into the claim index.';
--- source: sql/flow/stats.sql
--- sql/flow/stats.sql: seeing flow control: each tenant's share of a queue, each key's limit and use, and why a job waits.
--- A tenant (broker_enqueue) reads these through row-level security: its own jobs, limits and weight,
--- and of the other tenants only the totals its share and the limits across tenants are measured
--- against (_queue_totals, _key_totals). The monitoring roles (broker_runtime, administrators) read
--- every tenant, as broker_queue_stats does. Each reads through the indexes that hold what it counts
--- (enable_seqscan off: with many finished jobs the planner would otherwise read the whole table for a
--- few thousand ready ones; tests_sql/flow/statistics_read_what_they_count_not_the_whole_table.sql).
-
--- ---------------------------------------------------------------------------
--- Function: broker._queue_totals(p_window)
---   Per queue, across every tenant: the jobs running now, the jobs served in
---   the last p_window (running, or claimed and finished since), and the sum
---   of the weights of the tenants with running jobs there. Totals only, no
---   tenant's own numbers: what a tenant's share is measured against.
---   Reads the running jobs (broker_jobs_lease_idx) and the jobs finished
---   within the window (broker_jobs_finished_idx).
---   Calls: _state
---   Tables: reads broker_jobs, broker_tenant_weight
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._queue_totals(p_window interval)
-RETURNS TABLE (job_queue integer, running bigint, served bigint, running_weight bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window;
-BEGIN
-    RETURN QUERY
-    WITH run AS (
-        SELECT j.job_queue, j.tenant_id, pg_catalog.count(*) AS n
-          FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
-         GROUP BY j.job_queue, j.tenant_id
-    ), fin AS (
-        SELECT j.job_queue, pg_catalog.count(*) AS n
-          FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-           AND j.finished_at OPERATOR(pg_catalog.>=) v_since
-           AND j.started_at IS NOT NULL
-         GROUP BY j.job_queue
-    ), q AS (
-        SELECT r.job_queue, pg_catalog.sum(r.n) AS running,
-               pg_catalog.sum(COALESCE(w.weight, 1)) AS running_weight
-          FROM run AS r LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) r.tenant_id
-         GROUP BY r.job_queue
-    )
-    SELECT COALESCE(q.job_queue, f.job_queue), COALESCE(q.running, 0)::bigint,
-           (COALESCE(q.running, 0) OPERATOR(pg_catalog.+) COALESCE(f.n, 0))::bigint, COALESCE(q.running_weight, 0)::bigint
-      FROM q FULL JOIN fin AS f ON f.job_queue OPERATOR(pg_catalog.=) q.job_queue;
-END;
-$$;
-COMMENT ON FUNCTION broker._queue_totals(interval) IS
-    'Internal: per queue across tenants, the jobs running, served in a window and the running tenants'' weights (totals only).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._key_totals(p_key)
---   For a concurrency key with a limit across tenants: its running and
---   pending jobs across every tenant (NULL, NULL for a key without one).
---   Totals only, through broker_jobs_key_running_idx and
---   broker_jobs_key_pending_idx.
---   Calls: none
---   Tables: reads broker_key_limit, broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._key_totals(p_key text, OUT running bigint, OUT waiting bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-BEGIN
-    IF NOT EXISTS (SELECT FROM broker.broker_key_limit AS l
-                    WHERE l.concurrency_key OPERATOR(pg_catalog.=) p_key AND l.tenant_id IS NULL) THEN
-        RETURN;
-    END IF;
-    running := (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS j
-                 WHERE j.concurrency_key OPERATOR(pg_catalog.=) p_key
-                   AND j.complete_status OPERATOR(pg_catalog.=) 1 AND j.concurrency_key IS NOT NULL);
-    waiting := (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS j
-                 WHERE j.concurrency_key OPERATOR(pg_catalog.=) p_key
-                   AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.concurrency_key IS NOT NULL);
-END;
-$$;
-COMMENT ON FUNCTION broker._key_totals(text) IS
-    'Internal: the running and pending jobs across tenants of a key with a limit across tenants (NULLs otherwise).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._tenant_stats_rows(p_window)
---   broker_tenant_stats over the jobs the caller reads (row-level security),
---   each tenant's share measured against its queue's totals (_queue_totals).
---   Ready: claimable now (_claimable, run_after reached) and not paused for
---   the tenant (_paused_for), through the claim index; running: claimed;
---   served: running, or claimed and finished within p_window.
---   Calls: _claimable, _paused_tenants, _paused_for, _queue_totals
---   Tables: reads broker_jobs, broker_tenant_weight, broker_queue_pause
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._tenant_stats_rows(p_window interval)
-RETURNS TABLE (job_queue integer, tenant_id text, weight integer, ready bigint, running bigint, served bigint,
-               share_served double precision)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_now   timestamptz := pg_catalog.statement_timestamp();
-    v_since timestamptz := pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window;
-BEGIN
-    RETURN QUERY
-    WITH s AS (
-        SELECT j.job_queue, j.tenant_id, pg_catalog.count(*) AS ready, 0::bigint AS running, 0::bigint AS finished
-          FROM broker.broker_jobs AS j
-         WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
-           AND j.run_after OPERATOR(pg_catalog.<=) v_now
-         GROUP BY j.job_queue, j.tenant_id
-        UNION ALL
-        SELECT j.job_queue, j.tenant_id, 0, pg_catalog.count(*), 0
-          FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) 1
-         GROUP BY j.job_queue, j.tenant_id
-        UNION ALL
-        SELECT j.job_queue, j.tenant_id, 0, 0, pg_catalog.count(*)
-          FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
-           AND j.finished_at OPERATOR(pg_catalog.>=) v_since
-           AND j.started_at IS NOT NULL
-         GROUP BY j.job_queue, j.tenant_id
-    ), t AS (
-        SELECT s.job_queue, s.tenant_id, pg_catalog.sum(s.ready)::bigint AS ready, pg_catalog.sum(s.running)::bigint AS running,
-               (pg_catalog.sum(s.running) OPERATOR(pg_catalog.+) pg_catalog.sum(s.finished))::bigint AS served
-          FROM s
-         GROUP BY s.job_queue, s.tenant_id
-    )
-    SELECT t.job_queue, t.tenant_id, COALESCE(w.weight, 1),
-           CASE WHEN broker._paused_for(broker._paused_tenants(t.job_queue), t.tenant_id) THEN 0::bigint ELSE t.ready END,
-           t.running, t.served,
-           t.served::double precision OPERATOR(pg_catalog./) NULLIF(q.served, 0)::double precision
-      FROM t
-      LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) t.tenant_id
-      LEFT JOIN broker._queue_totals(p_window) AS q ON q.job_queue OPERATOR(pg_catalog.=) t.job_queue
-     ORDER BY t.job_queue, t.tenant_id;
-END;
-$$;
-COMMENT ON FUNCTION broker._tenant_stats_rows(interval) IS
-    'Internal: broker_tenant_stats over the jobs the caller reads (row-level security).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._key_stats_rows()
---   broker_key_stats over the limits and jobs the caller reads (row-level
---   security): a row per limit, with its key's running and pending jobs (of
---   its tenant; across tenants for a limit across tenants, _key_totals), and
---   a row per key and tenant with running or pending jobs and no limit.
---   Through broker_jobs_key_running_idx and broker_jobs_key_pending_idx.
---   Calls: _key_totals
---   Tables: reads broker_key_limit, broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._key_stats_rows()
-RETURNS TABLE (concurrency_key text, tenant_id text, running bigint, max_running integer, per_second double precision,
-               burst integer, waiting bigint)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-BEGIN
-    RETURN QUERY
-    WITH c AS (
-        SELECT j.concurrency_key, j.tenant_id, pg_catalog.sum(j.running)::bigint AS running, pg_catalog.sum(j.waiting)::bigint AS waiting
-          FROM (SELECT r.concurrency_key, r.tenant_id, pg_catalog.count(*) AS running, 0::bigint AS waiting
-                  FROM broker.broker_jobs AS r
-                 WHERE r.complete_status OPERATOR(pg_catalog.=) 1 AND r.concurrency_key IS NOT NULL
-                 GROUP BY r.concurrency_key, r.tenant_id
-                UNION ALL
-                SELECT p.concurrency_key, p.tenant_id, 0, pg_catalog.count(*)
-                  FROM broker.broker_jobs AS p
-                 WHERE p.complete_status OPERATOR(pg_catalog.=) 0 AND p.concurrency_key IS NOT NULL
-                 GROUP BY p.concurrency_key, p.tenant_id) AS j
-         GROUP BY j.concurrency_key, j.tenant_id
-    )
-    SELECT l.concurrency_key, l.tenant_id,
-           COALESCE(CASE WHEN l.tenant_id IS NULL THEN (broker._key_totals(l.concurrency_key)).running ELSE c.running END, 0),
-           l.max_running, l.per_second, l.burst,
-           COALESCE(CASE WHEN l.tenant_id IS NULL THEN (broker._key_totals(l.concurrency_key)).waiting ELSE c.waiting END, 0)
-      FROM broker.broker_key_limit AS l
-      LEFT JOIN c ON c.concurrency_key OPERATOR(pg_catalog.=) l.concurrency_key
-                 AND c.tenant_id OPERATOR(pg_catalog.=) l.tenant_id
-    UNION ALL
-    SELECT c.concurrency_key, c.tenant_id, c.running, NULL::integer, NULL::double precision, NULL::integer, c.waiting
-      FROM c
-     WHERE NOT EXISTS (SELECT FROM broker.broker_key_limit AS l
-                        WHERE l.concurrency_key OPERATOR(pg_catalog.=) c.concurrency_key
-                          AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) c.tenant_id))
-     ORDER BY 1, 2 NULLS FIRST;
-END;
-$$;
-COMMENT ON FUNCTION broker._key_stats_rows() IS
-    'Internal: broker_key_stats over the limits and jobs the caller reads (row-level security).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._tenant_stats_every_tenant(p_window), broker._key_stats_every_tenant()
---   The same rows across every tenant, for the monitoring roles
---   (broker_runtime, administrators): what broker_tenant_stats and
---   broker_key_stats return to them.
---   Calls: _tenant_stats_rows, _key_stats_rows
---   Tables: reads broker_jobs, broker_key_limit, broker_tenant_weight, broker_queue_pause
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._tenant_stats_every_tenant(p_window interval)
-RETURNS TABLE (job_queue integer, tenant_id text, weight integer, ready bigint, running bigint, served bigint,
-               share_served double precision)
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT * FROM broker._tenant_stats_rows(p_window)
-$$;
-COMMENT ON FUNCTION broker._tenant_stats_every_tenant(interval) IS
-    'Internal: broker_tenant_stats across every tenant, for the monitoring roles.';
-
-CREATE FUNCTION broker._key_stats_every_tenant()
-RETURNS TABLE (concurrency_key text, tenant_id text, running bigint, max_running integer, per_second double precision,
-               burst integer, waiting bigint)
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT * FROM broker._key_stats_rows()
-$$;
-COMMENT ON FUNCTION broker._key_stats_every_tenant() IS
-    'Internal: broker_key_stats across every tenant, for the monitoring roles.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._sees_every_tenant()
---   Whether the caller reads every tenant's statistics: an administrator
---   (broker_admin, superuser) or a monitoring role (a member of
---   broker_runtime); else it reads its own tenant's, by row-level security.
---   Called by the SECURITY INVOKER functions below, so CURRENT_USER is the
---   caller (a job's SQL runs as its run_as role, never as the runner).
---   Calls: _is_broker_admin
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._sees_every_tenant()
-RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_runtime oid := pg_catalog.to_regrole('broker_runtime');
-BEGIN
-    RETURN broker._is_broker_admin(CURRENT_USER)
-        OR (v_runtime IS NOT NULL AND pg_catalog.pg_has_role(CURRENT_USER, v_runtime, 'USAGE'));
-END;
-$$;
-COMMENT ON FUNCTION broker._sees_every_tenant() IS
-    'Internal: whether the caller reads every tenant''s statistics (administrators, broker_runtime members).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_tenant_stats(p_window)
---   Each tenant's part of each queue: its weight (broker_set_tenant_weight,
---   default 1), its jobs ready (claimable now and not paused for it),
---   running, and served (running, or claimed and finished in the last
---   p_window), and share_served: its served over the queue's served across
---   every tenant (NULL when the queue served none), to set beside its weight.
---   One row per queue and tenant with ready, running or served jobs. A
---   tenant sees its own rows; administrators and broker_runtime every
---   tenant's. Index-backed: the claim index, running and finished jobs.
--- Errors: 22023 p_window NULL or negative.
--- Example:
---   SELECT * FROM broker.broker_tenant_stats('5 minutes') WHERE job_queue = 1;
---   Calls: _sees_every_tenant, _tenant_stats_every_tenant, _tenant_stats_rows
---   Tables: reads broker_jobs, broker_tenant_weight, broker_queue_pause
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_tenant_stats(p_window interval DEFAULT '1 minute')
-RETURNS TABLE (job_queue integer, tenant_id text, weight integer, ready bigint, running bigint, served bigint,
-               share_served double precision)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_window IS NULL OR p_window OPERATOR(pg_catalog.<) interval '0' THEN
-        RAISE EXCEPTION 'broker_tenant_stats: p_window must be an interval of 0 or more (say ''1 minute''), got %',
-            COALESCE(p_window::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF broker._sees_every_tenant() THEN
-        RETURN QUERY SELECT * FROM broker._tenant_stats_every_tenant(p_window);
-    ELSE
-        RETURN QUERY SELECT * FROM broker._tenant_stats_rows(p_window);
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_tenant_stats(interval) IS
-    'Per queue and tenant: weight, ready, running and served jobs in a window, and the share of the queue''s served jobs (a tenant: its own rows; monitoring: all).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_key_stats()
---   Each concurrency key's limits and use: one row per limit (tenant_id
---   NULL: the limit across tenants) with its cap, rate and burst, its jobs
---   running and pending (waiting; across tenants for a limit across
---   tenants), and one row per key and tenant with running or pending jobs
---   and no limit (cap and rate NULL). A tenant sees its own limits and jobs
---   and the limits across tenants; administrators and broker_runtime all.
--- Example:
---   SELECT * FROM broker.broker_key_stats() WHERE running >= max_running;
---   Calls: _sees_every_tenant, _key_stats_every_tenant, _key_stats_rows
---   Tables: reads broker_key_limit, broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_key_stats()
-RETURNS TABLE (concurrency_key text, tenant_id text, running bigint, max_running integer, per_second double precision,
-               burst integer, waiting bigint)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF broker._sees_every_tenant() THEN
-        RETURN QUERY SELECT * FROM broker._key_stats_every_tenant();
-    ELSE
-        RETURN QUERY SELECT * FROM broker._key_stats_rows();
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_key_stats() IS
-    'Per concurrency key (and tenant, NULL: across tenants): running jobs, cap, rate, burst and pending jobs.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_job_waiting(p_job_id)
---   Why pending job p_job_id is not running, as an operator reads it; NULL
---   when it is running or finished, or the caller does not see it (row-level
---   security). In this order, the first that holds:
---   * 'waiting: dependencies (N left)': N jobs or groups it waits on;
---   * 'waiting: queue paused': its queue is paused for its tenant;
---   * 'waiting: due at <run_after>': dated later (parked later, or not yet due);
---   * 'waiting: limit <key> (R of C running)': its key at its cap (parked
---     cap): C the cap in force (the smaller of its tenant's and the limit
---     across tenants), R the jobs running under it;
---   * 'waiting: limit <key> (rate N per second)': its key out of tokens
---     (parked rate), N the rate in force (the smaller);
---   * 'waiting: tenant share': ready, other tenants' jobs of its queue run,
---     and its tenant runs at least its weighted share of the queue's
---     running jobs (weight over the weights of the tenants running there and
---     its own): the claims serve the others first;
---   * else 'waiting: a free worker'.
--- Example:
---   SELECT broker.broker_job_waiting(42);   -- 'waiting: limit stripe (2 of 2 running)'
---   Calls: _parked, _state, _paused_tenants, _paused_for, _key_totals, _queue_totals
---   Tables: reads broker_jobs, broker_key_limit, broker_tenant_weight, broker_queue_pause
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_job_waiting(p_job_id bigint)
-RETURNS text
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_job     record;
-    v_limit   record;
-    v_running bigint;
-    v_weight  bigint;
-    v_queue   record;
-BEGIN
-    SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.parked, j.run_after, j.concurrency_key
-      INTO v_job FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    IF NOT FOUND OR v_job.complete_status OPERATOR(pg_catalog.<>) broker._state('pending') THEN
-        RETURN NULL;
-    END IF;
-    IF v_job.pending_deps OPERATOR(pg_catalog.>) 0 THEN
-        RETURN pg_catalog.format('waiting: dependencies (%s left)', v_job.pending_deps);
-    END IF;
-    IF broker._paused_for(broker._paused_tenants(v_job.job_queue), v_job.tenant_id) THEN
-        RETURN 'waiting: queue paused';
-    END IF;
-    IF v_job.parked OPERATOR(pg_catalog.=) broker._parked('later')
-       OR v_job.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
-        RETURN pg_catalog.format('waiting: due at %s', v_job.run_after);
-    END IF;
-    IF v_job.parked OPERATOR(pg_catalog.>=) broker._parked('cap') THEN
-        -- the limits in force on its key: its tenant's and the one across tenants (the smaller binds)
-        SELECT pg_catalog.min(l.max_running) AS cap,
-               pg_catalog.min(l.max_running) FILTER (WHERE l.tenant_id IS NULL) AS cap_all,
-               pg_catalog.min(l.per_second) AS rate
-          INTO v_limit
-          FROM broker.broker_key_limit AS l
-         WHERE l.concurrency_key OPERATOR(pg_catalog.=) v_job.concurrency_key
-           AND (l.tenant_id IS NULL OR l.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id);
-        IF v_job.parked OPERATOR(pg_catalog.=) broker._parked('rate') AND v_limit.rate IS NOT NULL THEN
-            RETURN pg_catalog.format('waiting: limit %s (rate %s per second)', v_job.concurrency_key, v_limit.rate);
-        END IF;
-        IF v_job.parked OPERATOR(pg_catalog.=) broker._parked('cap') AND v_limit.cap IS NOT NULL THEN
-            v_running := CASE WHEN v_limit.cap OPERATOR(pg_catalog.=) v_limit.cap_all
-                              THEN (broker._key_totals(v_job.concurrency_key)).running
-                              ELSE (SELECT pg_catalog.count(*) FROM broker.broker_jobs AS j
-                                     WHERE j.concurrency_key OPERATOR(pg_catalog.=) v_job.concurrency_key
-                                       AND j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id
-                                       AND j.complete_status OPERATOR(pg_catalog.=) 1 AND j.concurrency_key IS NOT NULL) END;
-            RETURN pg_catalog.format('waiting: limit %s (%s of %s running)', v_job.concurrency_key, v_running, v_limit.cap);
-        END IF;
-        RETURN pg_catalog.format('waiting: limit %s', v_job.concurrency_key);
-    END IF;
-    -- ready: is its tenant at or over its weighted share of the queue's running jobs, others running?
-    SELECT q.running, q.running_weight INTO v_queue
-      FROM broker._queue_totals(interval '0') AS q WHERE q.job_queue OPERATOR(pg_catalog.=) v_job.job_queue;
-    SELECT pg_catalog.count(*) INTO v_running FROM broker.broker_jobs AS j
-     WHERE j.complete_status OPERATOR(pg_catalog.=) 1
-       AND j.job_queue OPERATOR(pg_catalog.=) v_job.job_queue AND j.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id;
-    v_weight := COALESCE((SELECT w.weight FROM broker.broker_tenant_weight AS w
-                           WHERE w.tenant_id OPERATOR(pg_catalog.=) v_job.tenant_id), 1);
-    IF v_running OPERATOR(pg_catalog.>) 0 AND COALESCE(v_queue.running, 0) OPERATOR(pg_catalog.>) v_running
-       AND v_running::numeric OPERATOR(pg_catalog.>=)
-           ((v_queue.running OPERATOR(pg_catalog.*) v_weight)::numeric OPERATOR(pg_catalog./) v_queue.running_weight) THEN
-        RETURN 'waiting: tenant share';
-    END IF;
-    RETURN 'waiting: a free worker';
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_job_waiting(bigint) IS
-    'Why a pending job waits (dependencies, queue paused, due later, a key''s cap or rate, its tenant''s share, a free worker); NULL when it is not pending or not seen.';
-
 -- source: sql/run/claim_hint.sql
 -- sql/run/claim_hint.sql: what lets a claim start at its queue's hint: ready_xid kept by a trigger, and writing the hint.
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_ready_xid()
---   BEFORE UPDATE on broker_jobs of a row version that becomes pending,
---   unblocked and unparked (a retry, a hand-back, an interrupted run, a
---   recovered lease, an operator retry, a job whose last dependency
---   finished, one unparked: due, or its key's limit freed) or moves in
+--   BEFORE UPDATE on broker_jobs of a row version that becomes pending and
+--   unblocked (a retry, a hand-back, an interrupted run, a recovered lease,
+--   an operator retry, a job whose last dependency finished) or moves in
 --   claim order while it is: it records the transaction that made it so
 --   (ready_xid), so that a claim that starts at its queue's hint
 --   (broker_claim_hint) finds it. A write that leaves a ready job where it
@@ -6667,19 +5120,12 @@ $$;
 COMMENT ON FUNCTION broker._jobs_ready_xid() IS
     'Internal trigger: a row version that becomes or stays pending and unblocked records its transaction in ready_xid.';
 
--- (broker._claimable written out, as the claim index's predicate is: every UPDATE statement on
--- broker_jobs prepares this WHEN, and a function call in it is inlined there each time, parsing the
--- function's body; tests_sql/run/ready_xid_trigger_condition_is_claimable_written_out.sql holds the
--- two to the same rows)
 CREATE TRIGGER broker_jobs_ready_xid_trg
     BEFORE UPDATE ON broker.broker_jobs
     FOR EACH ROW
-    WHEN (NEW.complete_status OPERATOR(pg_catalog.=) 0 AND NEW.pending_deps OPERATOR(pg_catalog.=) 0
-          AND NEW.parked OPERATOR(pg_catalog.=) 0
-          AND (NOT (OLD.complete_status OPERATOR(pg_catalog.=) 0 AND OLD.pending_deps OPERATOR(pg_catalog.=) 0
-                    AND OLD.parked OPERATOR(pg_catalog.=) 0)
+    WHEN (broker._claimable(NEW.complete_status, NEW.pending_deps)
+          AND (NOT broker._claimable(OLD.complete_status, OLD.pending_deps)
                OR NEW.job_queue OPERATOR(pg_catalog.<>) OLD.job_queue OR NEW.job_priority OPERATOR(pg_catalog.<>) OLD.job_priority
-               OR NEW.tenant_id OPERATOR(pg_catalog.<>) OLD.tenant_id
                OR NEW.run_after OPERATOR(pg_catalog.<>) OLD.run_after))
     EXECUTE FUNCTION broker._jobs_ready_xid();
 COMMENT ON TRIGGER broker_jobs_ready_xid_trg ON broker.broker_jobs IS
@@ -6694,10 +5140,12 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
     'A row inserted with a ready_xid of its own (a restore, COPY) records the inserting transaction instead, as the column''s default does.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_positions)
---   For broker_get: every pending, unblocked, unparked job of queue
---   p_job_queue that p_snapshot sees is at or after its tenant's position in
---   p_positions (a tenant missing had none). Writes it as the queue's hint
+-- Function: broker._save_claim_hint(p_job_queue, p_snapshot, p_priority,
+--     p_run_after, p_job_id)
+--   For broker_get: the first pending, unblocked job of queue p_job_queue
+--   that p_snapshot sees is (p_priority, p_run_after, p_job_id), or none
+--   (NULLs: the hint then points past every job, and every job made ready
+--   later is found by its ready_xid). Writes it as the queue's hint
 --   (broker_claim_hint), unless another claim is writing one (any true hint
 --   will do: it does not wait for that claim), or the transaction cannot (a
 --   REPEATABLE READ caller that would fail to serialise); a claim never
@@ -6705,637 +5153,104 @@ COMMENT ON TRIGGER broker_jobs_ready_xid_insert_trg ON broker.broker_jobs IS
 --   Calls: none
 --   Tables: writes broker_claim_hint
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_positions broker._claim_position[])
+CREATE FUNCTION broker._save_claim_hint(p_job_queue integer, p_snapshot pg_snapshot, p_priority integer,
+                                        p_run_after timestamptz, p_job_id bigint)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_priority  integer := COALESCE(p_priority, -2147483648);
+    v_run_after timestamptz := COALESCE(p_run_after, 'infinity');
+    v_job_id    bigint := COALESCE(p_job_id, 9223372036854775807);
 BEGIN
     PERFORM FROM broker.broker_claim_hint AS h
       WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
         FOR NO KEY UPDATE SKIP LOCKED;
     IF FOUND THEN
         UPDATE broker.broker_claim_hint AS h
-           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot, positions = p_positions
+           SET started_at = pg_catalog.pg_postmaster_start_time(), snapshot = p_snapshot,
+               job_priority = v_priority, run_after = v_run_after, job_id = v_job_id
          WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue;
     ELSIF NOT EXISTS (SELECT FROM broker.broker_claim_hint AS h WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue) THEN
         -- (the queue's first hint; a row another claim has locked is left to it: inserting
         -- beside it would wait for that claim to end)
-        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, positions)
-        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, p_positions)
+        INSERT INTO broker.broker_claim_hint (job_queue, started_at, snapshot, job_priority, run_after, job_id)
+        VALUES (p_job_queue, pg_catalog.pg_postmaster_start_time(), p_snapshot, v_priority, v_run_after, v_job_id)
         ON CONFLICT (job_queue) DO NOTHING;
     END IF;
 EXCEPTION WHEN serialization_failure OR lock_not_available THEN
     NULL;   -- the hint in place is true too
 END;
 $$;
-COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, broker._claim_position[]) IS
+COMMENT ON FUNCTION broker._save_claim_hint(integer, pg_snapshot, integer, timestamptz, bigint) IS
     'Internal: write the queue''s claim hint (broker_claim_hint) for broker_get, never waiting for another claim and never failing the claim.';
--- source: sql/run/claim_lane.sql
--- sql/run/claim_lane.sql: one tenant's part of a claim (broker._claim_lane).
--- ---------------------------------------------------------------------------
--- Function: broker._claim_lane(p_job_queue, p_tenant_id, p_want, p_now,
---     p_hxmin, p_hxmax, p_hxip, p_hint, p_keys)
---   For broker_get: locks up to p_want claimable jobs of tenant p_tenant_id
---   in queue p_job_queue, in the tenant's claim order (highest priority
---   first, then earliest run_after, then lowest job_id), and returns their
---   ids (p_ids). It also returns where the tenant's ready jobs start (p_first,
---   its first probe, job_id NULL when it has none), for the queue's hint;
---   p_want 0 only probes.
---   The claim index holds only pending, unblocked, unparked jobs, by queue
---   and tenant. The probe finds the tenant's first of them in claim order
---   (a level whose first job is for later, which only a row written without
---   the triggers can be, is skipped whole), and the claim reads that level
---   from there. With a hint (p_hxmin, p_hxmax, p_hxip: its snapshot; p_hint:
---   the tenant's position in it, job_id NULL when the snapshot saw none of
---   the tenant's) it starts there, and adds the jobs made ready since, found
---   by the transaction that made them ready (ready_xid); levels below the
---   position are read from their start (sql/tables/broker_claim_hint.sql).
---   It reads at most 16 levels a claim (a tenant whose levels give nothing
---   now costs a claim no more), each in windows of what is still wanted plus 16, without
---   locks, at most 4 windows a level: the jobs of a window under a limit on
---   their concurrency key go through broker._admit_keyed (which parks those
---   its limit holds back), then the rest are locked, skipping those another
---   transaction holds. So a claim steps over at most a few windows of rows
---   locked elsewhere, whoever holds them.
---   Each statement is an index descent with LIMIT or an index range, no
---   join, planned with enable_seqscan off and kept as a generic plan
---   (tests_sql/run/claim_is_index_backed.sql).
---   Calls: _claimable, _claimable_by_xid, _claimable_by_id, _admit_keyed
---   Tables: reads broker_jobs (and, through _admit_keyed, writes its parked and broker_key_limit)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claim_lane(
-    p_job_queue  integer,
-    p_tenant_id  text,
-    p_want       integer,
-    p_now        timestamptz,
-    p_hxmin      xid8,
-    p_hxmax      xid8,
-    p_hxip       xid8[],
-    p_hint       broker._claim_position,
-    INOUT p_keys broker._claim_keys,
-    OUT p_ids    bigint[],
-    OUT p_first  broker._claim_position)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_left     integer := p_want;
-    v_bound    bigint := 2147483648;  -- above every integer priority
-    v_priority integer;
-    v_from_at  timestamptz;   -- the level's claimable jobs start after (v_from_at, v_from_id)
-    v_from_id  bigint;
-    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
-    v_hxmin    xid8 := p_hxmin;
-    v_hxmax    xid8 := p_hxmax;
-    v_hxip     xid8[] := p_hxip;
-    v_hp       integer;
-    v_hr       timestamptz;
-    v_hid      bigint;
-    v_cands    broker._claim_candidate[];
-    v_tids     tid[];
-    v_keyed    boolean;       -- a candidate has a concurrency key: its limits decide
-    v_admit    record;
-    v_got      bigint[];
-    v_windows  integer;
-    v_levels   integer := 0;   -- levels probed
-    v_window   integer;       -- rows a window reads: what is still wanted, and 16 more
-    v_last     broker._claim_candidate;
-BEGIN
-    p_ids := '{}';
-    IF v_hxmin IS NOT NULL THEN
-        -- (a tenant the hint's snapshot saw no ready job of: a position past every job)
-        v_hp := COALESCE(p_hint.job_priority, -2147483648);
-        v_hr := COALESCE(p_hint.run_after, 'infinity');
-        v_hid := COALESCE(p_hint.job_id, 9223372036854775807);
-    END IF;
-    LOOP
-        -- <priority-probe> The tenant's first pending, unblocked, unparked job below v_bound in
-        -- claim order: the least of the first job made ready since the hint above where it
-        -- starts (a range of broker_jobs_ready_xid_idx from the snapshot's xmin), the first of
-        -- the hint's level from where it starts, and the first of the levels below it. Each an
-        -- index descent with LIMIT 1 (no join: no statistics can make it a hash join over every
-        -- ready job); without a hint, only the last one, over every level.
-        SELECT c.p, c.r, c.id, c.src
-          INTO v_priority, v_from_at, v_from_id, v_src
-          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
-                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
-                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
-                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
-                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
-                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
-                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
-                  ORDER BY j.job_queue, j.tenant_id, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
-                   FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND j.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
-                  ORDER BY j.job_queue, j.tenant_id, j.job_priority DESC, j.run_after, j.job_id
-                  LIMIT 1)
-                UNION ALL
-                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
-         ORDER BY c.p DESC NULLS LAST, c.r, c.id
-         LIMIT 1
-        -- </priority-probe>
-        ;
-        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
-            p_first := ROW(p_tenant_id, v_priority, v_from_at, v_from_id)::broker._claim_position;
-        END IF;
-        v_levels := v_levels OPERATOR(pg_catalog.+) 1;
-        -- (at most 16 levels a claim: a tenant whose levels give nothing now, say each holds one
-        -- job of a key this claim already took one of, costs a claim no more than that)
-        EXIT WHEN v_priority IS NULL OR v_left OPERATOR(pg_catalog.<=) 0 OR v_levels OPERATOR(pg_catalog.>) 16;
-        IF v_from_at OPERATOR(pg_catalog.>) p_now THEN
-            -- the level's earliest job is for later, and so is all of it: the level below
-            v_bound := v_priority;
-            CONTINUE;
-        END IF;
-
-        -- the level in windows: the jobs made ready since the hint before where it starts (new),
-        -- then, at the hint's level or below it, the level's jobs from where they start
-        v_windows := 0;
-        v_from_id := v_from_id OPERATOR(pg_catalog.-) 1;   -- (a range starts after (v_from_at, v_from_id))
-        LOOP
-            v_windows := v_windows OPERATOR(pg_catalog.+) 1;
-            v_window := v_left OPERATOR(pg_catalog.+) 16;
-            -- (the window, its tids and whether a key is among them in one statement; an aggregate
-            -- over a subquery takes its rows in the order the subquery gives them)
-            IF v_src OPERATOR(pg_catalog.=) 'new' THEN
-                SELECT COALESCE(pg_catalog.array_agg(w.cand), '{}'), pg_catalog.array_agg(w.row_tid), pg_catalog.bool_or(w.keyed)
-                  INTO v_cands, v_tids, v_keyed
-                  FROM (
-                    -- <claim-new> the level's jobs made ready since the hint, before where it starts
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate AS cand,
-                           r.ctid AS row_tid, r.concurrency_key IS NOT NULL AS keyed
-                      FROM broker.broker_jobs AS r
-                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND broker._claimable_by_xid(r.complete_status, r.pending_deps, r.parked)
-                       AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                       AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
-                       AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                       AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
-                       AND r.run_after OPERATOR(pg_catalog.<=) p_now
-                     ORDER BY r.run_after, r.job_id
-                     LIMIT v_window
-                    -- </claim-new>
-                    ) AS w;
-            ELSE
-                SELECT COALESCE(pg_catalog.array_agg(w.cand), '{}'), pg_catalog.array_agg(w.row_tid), pg_catalog.bool_or(w.keyed)
-                  INTO v_cands, v_tids, v_keyed
-                  FROM (
-                    -- <claim-range> a window of the level's jobs from where they start, not locked
-                    SELECT ROW(r.job_id, r.concurrency_key, r.run_after, r.ctid)::broker._claim_candidate AS cand,
-                           r.ctid AS row_tid, r.concurrency_key IS NOT NULL AS keyed
-                      FROM broker.broker_jobs AS r
-                     WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                       AND r.tenant_id OPERATOR(pg_catalog.=) p_tenant_id
-                       AND broker._claimable(r.complete_status, r.pending_deps, r.parked)
-                       AND r.job_priority OPERATOR(pg_catalog.=) v_priority
-                       AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>) (v_from_at, v_from_id)
-                       AND r.run_after OPERATOR(pg_catalog.<=) p_now
-                     ORDER BY r.job_queue, r.tenant_id, r.job_priority DESC, r.run_after, r.job_id
-                     LIMIT v_window
-                    -- </claim-range>
-                    ) AS w;
-            END IF;
-            IF pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.>) 0 THEN
-                -- what the keys' limits let this claim take (jobs without a key pass as they are)
-                IF v_keyed THEN
-                    SELECT a.p_keys, a.p_ids INTO v_admit
-                      FROM broker._admit_keyed(p_tenant_id, v_cands, p_keys, p_now, v_left) AS a;
-                    p_keys := v_admit.p_keys;
-                    v_tids := ARRAY(SELECT c.row_tid FROM pg_catalog.unnest(v_cands) AS c
-                                     WHERE c.job_id OPERATOR(pg_catalog.=) ANY (v_admit.p_ids));
-                END IF;
-                v_got := ARRAY(
-                    -- <claim-lock> those locked, skipping rows another transaction holds: the row
-                    -- versions the window read, fetched by their tids (no index descent); one updated
-                    -- since is not found, or, updated after this statement's snapshot, rechecked as
-                    -- its latest version (the ids as an array, not a join: a join's generic plan can
-                    -- be a hash join over the table)
-                    SELECT r.job_id
-                      FROM broker.broker_jobs AS r
-                     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (v_tids)
-                       AND broker._claimable_by_id(r.complete_status, r.pending_deps, r.parked)
-                     ORDER BY r.job_priority DESC, r.run_after, r.job_id
-                     LIMIT v_left
-                       FOR NO KEY UPDATE SKIP LOCKED
-                    -- </claim-lock>
-                    );
-                p_ids := p_ids OPERATOR(pg_catalog.||) v_got;
-                v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_got);
-            END IF;
-            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
-            IF v_src OPERATOR(pg_catalog.=) 'new' THEN
-                EXIT WHEN v_priority OPERATOR(pg_catalog.<>) v_hp;
-                -- then the hint's level from where it starts
-                v_src := 'from';
-                v_from_at := v_hr;
-                v_from_id := v_hid OPERATOR(pg_catalog.-) 1;
-                CONTINUE;
-            END IF;
-            -- a window not full: the level has no more; at most 4 windows a level
-            EXIT WHEN pg_catalog.cardinality(v_cands) OPERATOR(pg_catalog.<) v_window OR v_windows OPERATOR(pg_catalog.>=) 4;
-            v_last := v_cands[pg_catalog.cardinality(v_cands)];
-            v_from_at := v_last.run_after;
-            v_from_id := v_last.job_id;
-        END LOOP;
-        EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
-        -- This level is drained (or what is left of it is locked elsewhere or held back by
-        -- its keys' limits): continue below it.
-        v_bound := v_priority;
-    END LOOP;
-    IF p_first IS NULL THEN
-        p_first := ROW(p_tenant_id, NULL, NULL, NULL)::broker._claim_position;
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._claim_lane(integer, text, integer, timestamptz, xid8, xid8, xid8[], broker._claim_position, broker._claim_keys) IS
-    'Internal: one tenant''s part of a claim: locks up to p_want of its claimable jobs of a queue in claim order; returns them and where its ready jobs start.';
 -- source: sql/run/claim.sql
 -- sql/run/claim.sql: claiming jobs (broker_get).
 -- ---------------------------------------------------------------------------
--- Function: broker._claim_job_token(p_claim_token, p_job_id)
---   The lease token of job p_job_id in a claim whose claimer chose the token
---   p_claim_token (broker_get p_lease_token): an md5 of both, so that it is
---   unique per job and tells nothing of the claim's token.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claim_job_token(p_claim_token uuid, p_job_id bigint)
-RETURNS uuid LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- (no SET clause, so that it is inlined into the claim's UPDATE, which computes it for each job it
--- claims; everything in it is qualified: sql/pgspot-no-search-path.txt)
-AS $$
-    SELECT pg_catalog.md5(p_claim_token::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-                          OPERATOR(pg_catalog.||) p_job_id::pg_catalog.text)::pg_catalog.uuid
-$$;
-COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
-    'Internal: a job''s lease token in a claim whose claimer chose its token (an md5 of the claim token and the job id).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._claim(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token, p_tenant_id)
---   The claim of broker_get (below, where the claim is told) and of
---   broker_claim_tasks (sql/tasks/claim.sql), with arguments its callers
---   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
---   and writes no hint. Each row also carries the job's execute_str (a task's
---   arguments, which broker_claim_tasks returns without reading the rows again).
---   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
---   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._claim(
-    p_job_queue     integer,
-    p_instance_id   bigint,
-    p_lease_seconds integer,
-    p_batch_size    integer,
-    p_lease_token   uuid,
-    p_tenant_id     text)
-RETURNS TABLE (
-    job_id           bigint,
-    job_name         text,
-    job_queue        integer,
-    job_priority     integer,
-    job_language     text,
-    tenant_id        text,
-    attempts         integer,
-    max_attempts     integer,
-    job_timeout      interval,
-    lease_token      uuid,
-    lease_expires_at timestamptz,
-    autonomous       boolean,
-    execute_str      text)
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_lease    integer := p_lease_seconds;
-    v_left     integer := p_batch_size;
-    v_now      timestamptz := pg_catalog.statement_timestamp();
-    v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
-    -- the hint: every ready job of a tenant its snapshot saw is at or after the tenant's position
-    v_hxmin    xid8;          -- its snapshot: ready_xid >= v_hxmax or in v_hxip (all >= v_hxmin):
-    v_hxmax    xid8;          -- made ready since
-    v_hxip     xid8[];
-    v_hint     broker._claim_position[];
-    v_snap     pg_snapshot := CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL
-                                   THEN pg_catalog.pg_current_snapshot() END;  -- for a new hint
-    v_tenants  text[];
-    v_weights  integer[];
-    v_done     boolean[];     -- a tenant that gave fewer than its share has no more now
-    v_first    broker._claim_position[] := '{}';
-    v_keys     broker._claim_keys := ROW('{}', 0);   -- what it did under the keys' limits
-    v_round_ids bigint[];
-    v_got      bigint[];
-    v_share    integer[];
-    v_wsum     bigint;
-    v_point    bigint;
-    v_turn     bigint;
-    v_step     double precision;
-    v_extra    integer;
-    v_acc      bigint;
-    v_round    integer := 0;
-    v_lane     record;
-    v_pos      broker._claim_position;   -- a tenant's position in the hint
-    i          integer;
-    k          integer;
-BEGIN
-    IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
-        RETURN;  -- paused for every tenant (broker_pause_queue)
-    END IF;
-
-    SELECT pg_catalog.pg_snapshot_xmin(h.snapshot), pg_catalog.pg_snapshot_xmax(h.snapshot),
-           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.positions
-      INTO v_hxmin, v_hxmax, v_hxip, v_hint
-      FROM broker.broker_claim_hint AS h
-     WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
-       AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
-       AND pg_catalog.pg_snapshot_xmax(h.snapshot)
-           OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
-    -- (two IFs: without a hint, the count is not even started)
-    IF v_hxmin IS NOT NULL THEN
-        IF (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
-             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-               AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
-               AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-             LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
-            -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
-            -- claim would cost more than the hint saves; this claim reads from the start of the
-            -- index and writes a new hint
-            v_hxmin := NULL;
-            v_hxmax := NULL;
-            v_hint := NULL;
-        END IF;
-    END IF;
-
-    -- jobs parked until now, or until a token of their key now due, are claimable again (after
-    -- the snapshot above: they are made ready by this transaction, which it does not see)
-    IF EXISTS (SELECT FROM broker.broker_jobs AS j
-                WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                  AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                  AND j.run_after OPERATOR(pg_catalog.<=) v_now)
-       OR EXISTS (SELECT FROM broker.broker_key_limit AS l WHERE l.wake_at OPERATOR(pg_catalog.<=) v_now) THEN
-        PERFORM broker._unpark_due(p_job_queue);
-    END IF;
-
-    IF v_hxmin IS NOT NULL THEN
-        -- the hint's tenants, and those of the jobs made ready since (fewer than 100: above)
-        v_tenants := ARRAY(
-            SELECT DISTINCT t.tenant_id FROM (
-                SELECT x.tenant_id FROM pg_catalog.unnest(v_hint) AS x WHERE x.job_id IS NOT NULL
-                UNION ALL
-                SELECT j.tenant_id FROM broker.broker_jobs AS j
-                 WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                   AND broker._claimable_by_xid(j.complete_status, j.pending_deps, j.parked)
-                   AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
-                   AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))) AS t
-             ORDER BY 1);
-    ELSIF p_tenant_id IS NOT NULL THEN
-        v_tenants := ARRAY[p_tenant_id];
-    ELSE
-        -- the tenants of the claim index in this queue: one descent each
-        v_tenants := ARRAY(
-            -- <claim-tenants>
-            WITH RECURSIVE t (tenant) AS (
-                (SELECT j.tenant_id FROM broker.broker_jobs AS j
-                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                    AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                  ORDER BY j.job_queue, j.tenant_id LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.tenant_id FROM broker.broker_jobs AS j
-                         WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
-                           AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                           AND j.tenant_id OPERATOR(pg_catalog.>) t.tenant
-                         ORDER BY j.job_queue, j.tenant_id LIMIT 1)
-                  FROM t WHERE t.tenant IS NOT NULL)
-            SELECT t.tenant FROM t WHERE t.tenant IS NOT NULL
-            -- </claim-tenants>
-            );
-    END IF;
-    IF p_tenant_id IS NOT NULL AND v_hxmin IS NOT NULL THEN
-        -- a claim for one tenant (broker_claim_tasks) serves that tenant alone
-        v_tenants := ARRAY(SELECT t FROM pg_catalog.unnest(v_tenants) AS t WHERE t OPERATOR(pg_catalog.=) p_tenant_id);
-    END IF;
-    k := COALESCE(pg_catalog.cardinality(v_tenants), 0);
-    IF k OPERATOR(pg_catalog.=) 0 THEN
-        v_first := '{}';
-    ELSE
-        IF k OPERATOR(pg_catalog.=) 1 THEN
-            -- one tenant: the whole claim is its (no weight, no point to share from)
-            v_weights := ARRAY[1];
-            v_done := ARRAY[broker._paused_for(v_paused, v_tenants[1])];
-            v_point := 0;
-        ELSE
-            v_weights := ARRAY(SELECT COALESCE(w.weight, 1) FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o)
-                                 LEFT JOIN broker.broker_tenant_weight AS w ON w.tenant_id OPERATOR(pg_catalog.=) t.tenant
-                                ORDER BY t.o);
-            -- paused tenants take no share (their lanes are only probed, for the hint)
-            v_done := ARRAY(SELECT broker._paused_for(v_paused, t.tenant)
-                              FROM pg_catalog.unnest(v_tenants) WITH ORDINALITY AS t(tenant, o) ORDER BY t.o);
-            -- where the remainder of each round's shares starts: moves from claim to claim
-            -- (and from claim to claim of one transaction: its turn)
-            v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.claim_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
-            PERFORM pg_catalog.set_config('broker.claim_turn', v_turn::text, true);
-            v_point := ((pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
-                        OPERATOR(pg_catalog.*) 2654435761) OPERATOR(pg_catalog.%) 4294967296;
-        END IF;
-        LOOP
-            v_round := v_round OPERATOR(pg_catalog.+) 1;
-            -- this round's shares: floor(left * weight / sum of weights), the remainder by weight
-            -- at evenly spaced points from v_point (systematic sampling)
-            v_wsum := 0;
-            FOR i IN 1 .. k LOOP
-                IF NOT v_done[i] THEN v_wsum := v_wsum OPERATOR(pg_catalog.+) v_weights[i]; END IF;
-            END LOOP;
-            v_share := pg_catalog.array_fill(0, ARRAY[k]);
-            v_round_ids := '{}';
-            IF v_wsum OPERATOR(pg_catalog.>) 0 THEN
-                v_extra := v_left;
-                FOR i IN 1 .. k LOOP
-                    IF NOT v_done[i] THEN
-                        v_share[i] := (v_left::bigint OPERATOR(pg_catalog.*) v_weights[i] OPERATOR(pg_catalog./) v_wsum)::integer;
-                        v_extra := v_extra OPERATOR(pg_catalog.-) v_share[i];
-                    END IF;
-                END LOOP;
-                v_step := v_wsum::double precision OPERATOR(pg_catalog./) GREATEST(v_extra, 1);
-                FOR e IN 0 .. v_extra OPERATOR(pg_catalog.-) 1 LOOP
-                    v_acc := ((v_point OPERATOR(pg_catalog.%) v_wsum)
-                              OPERATOR(pg_catalog.+) pg_catalog.floor(e OPERATOR(pg_catalog.*) v_step)::bigint)
-                             OPERATOR(pg_catalog.%) v_wsum;
-                    FOR i IN 1 .. k LOOP
-                        CONTINUE WHEN v_done[i];
-                        IF v_acc OPERATOR(pg_catalog.<) v_weights[i] THEN
-                            v_share[i] := v_share[i] OPERATOR(pg_catalog.+) 1;
-                            EXIT;
-                        END IF;
-                        v_acc := v_acc OPERATOR(pg_catalog.-) v_weights[i];
-                    END LOOP;
-                END LOOP;
-            END IF;
-            FOR i IN 1 .. k LOOP
-                -- the first round probes every tenant (the hint needs each one's position)
-                CONTINUE WHEN v_round OPERATOR(pg_catalog.>) 1 AND (v_done[i] OR v_share[i] OPERATOR(pg_catalog.=) 0);
-                v_pos := NULL;
-                IF v_hint IS NOT NULL THEN
-                    v_pos := (SELECT x FROM pg_catalog.unnest(v_hint) AS x WHERE x.tenant_id OPERATOR(pg_catalog.=) v_tenants[i]);
-                END IF;
-                -- (a call, not a query over the function: no executor to start for it)
-                v_lane := broker._claim_lane(p_job_queue, v_tenants[i], CASE WHEN v_done[i] THEN 0 ELSE v_share[i] END,
-                                             v_now, v_hxmin, v_hxmax, v_hxip, v_pos, v_keys);
-                v_keys := v_lane.p_keys;
-                IF v_round OPERATOR(pg_catalog.=) 1 THEN
-                    v_first := v_first OPERATOR(pg_catalog.||) v_lane.p_first;
-                END IF;
-                CONTINUE WHEN v_done[i];
-                v_got := v_lane.p_ids;
-                v_round_ids := v_round_ids OPERATOR(pg_catalog.||) v_got;
-                v_left := v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_got);
-                IF pg_catalog.cardinality(v_got) OPERATOR(pg_catalog.<) v_share[i] THEN
-                    v_done[i] := true;   -- no more of this tenant's jobs can be had now
-                END IF;
-            END LOOP;
-            -- this round's jobs are claimed now: the next round's reads no longer see them as claimable
-            IF pg_catalog.cardinality(v_round_ids) OPERATOR(pg_catalog.>) 0 THEN
-                RETURN QUERY
-                -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
-                -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
-                WITH claimed AS (
-                    UPDATE broker.broker_jobs AS j
-                       SET complete_status = broker._state('running'),
-                           attempts = j.attempts OPERATOR(pg_catalog.+) 1,
-                           started_at = v_now,
-                           lease_token = CASE WHEN p_lease_token IS NULL THEN pg_catalog.gen_random_uuid()
-                                              ELSE broker._claim_job_token(p_lease_token, j.job_id) END,
-                           lease_instance_id = p_instance_id,
-                           lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-                     WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
-                    RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
-                              j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
-                              j.execute_str
-                )
-                SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-                       c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
-                       c.execute_str
-                  FROM claimed AS c
-                 -- (tenant by tenant, each in its claim order: the order the lanes took them in)
-                 ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
-                -- </claim-query>
-                ;
-            END IF;
-            EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0 OR NOT (false OPERATOR(pg_catalog.=) ANY (v_done)) OR v_round OPERATOR(pg_catalog.>=) 8;
-        END LOOP;
-    END IF;
-
-
-    -- a new hint once the one used is 100 transactions old (or there was none, or too many
-    -- jobs were made ready since), from the snapshot taken before this transaction had an id
-    -- of its own (its later writes then have ids the snapshot does not see, so they count as
-    -- made ready since) and each tenant's first probe, all made after that snapshot
-    -- (not by a claim for one tenant: its hint would lack the other tenants' positions)
-    IF v_snap IS NOT NULL AND p_tenant_id IS NULL
-       AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
-                               OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
-        PERFORM broker._save_claim_hint(p_job_queue, v_snap,
-                                        ARRAY(SELECT x FROM pg_catalog.unnest(v_first) AS x WHERE x.job_id IS NOT NULL));
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._claim(integer, bigint, integer, integer, uuid, text) IS
-    'Internal: the claim of broker_get and broker_claim_tasks (fair share, lanes, the hint), for a queue, a lease (seconds, checked by the caller), a batch size, a claim token and optionally one tenant.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_lease_token)
+-- Function: broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size)
 --   Claims up to p_batch_size ready jobs of queue p_job_queue: pending, no
---   unfinished dependency (pending_deps = 0), run_after reached, not held
---   back by a limit on their concurrency key. Each claimed job becomes
---   running (1) with a lease of p_lease_seconds (default: setting
+--   unfinished dependency (pending_deps = 0), run_after reached. Highest
+--   priority first, then earliest run_after, then lowest job_id. Each claimed
+--   job becomes running (1) with a lease of p_lease_seconds (default: setting
 --   lease_seconds, else 60) and one more attempt. Rows locked by another
---   transaction are skipped. Each job's lease token is random, or, when the
---   claimer gives the claim a token of its own (p_lease_token, as hard to
---   guess as a random uuid), derived from it and the job id
---   (_claim_job_token): a claimer that may lose the claim's answer (its
---   connection dies while the claim commits) can then hand back the claim it
---   never saw (broker_release_claim), while no job's token tells the claim's
---   token or another job's (a claim holds several tenants' jobs). Returns
---   one row per claimed job, none when idle; an autonomous job (autonomous =
---   true) is run with broker_autonomous_begin/_end outside a transaction,
---   not broker_run. It does no other work (deferred dependency releases are
---   the runner's maintenance, broker_apply_deferred_releases): a claim's
---   cost is its own queue's, whatever any tenant left to release.
+--   claimer are skipped. Returns one row per claimed job, none when idle;
+--   an autonomous job (autonomous = true) is run with
+--   broker_autonomous_begin/_end outside a transaction, not broker_run.
+--   It does no other work (deferred dependency releases are the runner's
+--   maintenance, broker_apply_deferred_releases): a claim's cost is its own
+--   queue's, whatever any tenant left to release.
 --
---   Fair share: the claim serves the tenants that have claimable jobs in the
---   queue in proportion to their weights (broker_tenant_weight, default 1):
---   each gets the share of the batch its weight gives (floor), and the
---   remainder goes by weight from a point that moves from claim to claim
---   (the snapshot's xmax), so that over claims every tenant gets its share
---   even of batches of one. A tenant with fewer jobs than its share leaves
---   the rest to the others. Priority orders a tenant's own jobs (then age);
---   it never puts one tenant ahead of another's share. With one tenant the
---   order is priority, then age. Jobs are returned tenant by tenant, each in
---   its claim order.
---   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
---   leaves that tenant out (broker._paused_tenants, one lookup per claim).
---   Parked jobs are out of the claim index: jobs dated later (until due;
---   broker._unpark_due, run first, puts back those that are), and jobs over
---   a limit on their key (until a slot frees or a token is due). So a claim
---   costs the same however many jobs of any tenant are dated later, paused,
---   over a limit or waiting on dependencies, and jobs locked elsewhere cost
---   it at most a few windows (broker._claim_lane).
---   Each tenant's part is broker._claim_lane. Under a snapshot held
---   elsewhere (a long REPEATABLE READ transaction, pg_dump, a replication
---   slot, hot_standby_feedback) the index entries of claimed jobs cannot be
---   removed and sit before the ready ones; so a claim starts each tenant at
---   its position in the queue's hint (broker_claim_hint) and adds the jobs
---   made ready since. The tenants are those of the hint and those of the
---   jobs made ready since it; without a usable hint, those of the claim
---   index (one descent per tenant). A claim that has no transaction id yet
---   when it starts writes a new hint, from its snapshot then and each
---   tenant's first probe, once the hint is 100 transactions old, or 100 jobs
---   or more were made ready since, so that a hint spans few claimed jobs and
---   few new ones.
+--   The claim index holds only pending, unblocked jobs. The probe finds the
+--   first of them in claim order (a level whose first job is for later is
+--   skipped whole, one level at a time), and the claim's range scan starts
+--   at the job it found, so the cost does not depend on how many jobs are
+--   finished, blocked or scheduled for later.
+--   Under a snapshot held elsewhere (a long REPEATABLE READ transaction,
+--   pg_dump, a replication slot, hot_standby_feedback) the index entries of
+--   claimed jobs cannot be removed and sit before the ready ones; a claim
+--   that started at the start of the index would step over all of them. So
+--   a claim starts at the queue's hint (broker_claim_hint: where the ready
+--   jobs started as of a snapshot; every ready job that snapshot saw is at
+--   or after it) and adds the jobs made ready since, which it finds by the
+--   transaction that made them ready (ready_xid, broker_jobs_ready_xid_idx:
+--   not seen by the hint's snapshot). Levels below the hint's are read from
+--   their start. A claim that has no transaction id yet when it probes
+--   writes a new hint (sql/run/claim_hint.sql) once the hint is 100
+--   transactions old, or 100 jobs or more were made ready since (the
+--   probe's snapshot and what it found), so that a hint spans few claimed
+--   jobs and few new ones.
+--   Each statement is an index descent with LIMIT or an index range, no
+--   join, so missing or stale statistics cannot turn one into a scan of
+--   every ready job, and the plans are made with enable_seqscan off: a
+--   session keeps the generic plans (plan_cache_mode) it made at its first
+--   claim, and made on a small table they were sequential scans
+--   (tests_sql/run/claim_is_index_backed.sql,
+--   tests_sql/run/claim_plans_do_not_depend_on_statistics.sql). Generic
+--   plans: a custom plan would be planned again at every call, at about the
+--   cost of a claim of one job.
 --   A claim names the active instance (broker_register_instance) when there
 --   is one, and its lease is at most an hour: whoever claims jobs it will
 --   not run (a stray or hostile session of the runner's login) holds them
 --   visibly and for a bounded time.
+--   A paused queue (broker_pause_queue) claims nothing; a tenant's pause
+--   skips that tenant's jobs (broker._paused_tenants, one lookup per claim):
+--   a filter of the claim's own scan, which reads the rows it locks anyway,
+--   not of the level probe (an index-only check); a level whose ready jobs
+--   are all paused claims nothing and the claim goes on below it.
 -- Errors: 22023 queue < 1, lease < 1 second or > 3600 seconds, batch size
 --   < 1; 55000 p_instance_id is not the active instance, or NULL while one
 --   is active.
 -- Example:
 --   SELECT job_id, lease_token FROM broker.broker_get(1, p_instance_id => 7, p_lease_seconds => 60, p_batch_size => 10);
---   broker_get checks its arguments and the instance; broker._claim, which
---   broker_claim_tasks shares (sql/tasks/claim.sql), does the rest. A claim
---   for one tenant (p_tenant_id) serves that tenant alone and writes no hint.
---   Calls: _setting_int, _check_lease_seconds, _active_instance, _claim (_paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token)
---   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
+--   Calls: _setting_int, _active_instance, _paused_tenants, _claimable, _claimable_by_xid, _state, _save_claim_hint
+--   Tables: reads broker_claim_hint; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_get(
     p_job_queue     integer DEFAULT 1,
     p_instance_id   bigint  DEFAULT NULL,
     p_lease_seconds integer DEFAULT NULL,
-    p_batch_size    integer DEFAULT 1,
-    p_lease_token   uuid    DEFAULT NULL)
+    p_batch_size    integer DEFAULT 1)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -7351,16 +5266,43 @@ RETURNS TABLE (
     autonomous       boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 DECLARE
-    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_lease    integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
+    v_left     integer := p_batch_size;
+    v_priority integer;
+    v_bound    bigint := 2147483648;  -- above every integer priority
+    v_now      timestamptz := pg_catalog.statement_timestamp();
+    v_claimed  integer;
+    v_paused   text[] := broker._paused_tenants(p_job_queue);  -- NULL: nothing paused in this queue
+    v_from_at  timestamptz;   -- where the level's claimable jobs start
+    v_from_id  bigint;
+    v_src      text;          -- new: made ready since the hint; from: the hint's level; scan: below it
+    v_ids      bigint[];
+    -- the hint: every ready job its snapshot saw is at or after (v_hp, v_hr, v_hid) in claim order
+    v_hxmin    xid8;          -- its snapshot: ready_xid >= v_hxmax or in v_hxip (all >= v_hxmin):
+    v_hxmax    xid8;          -- made ready since
+    v_hxip     xid8[];
+    v_hp       integer;
+    v_hr       timestamptz;
+    v_hid      bigint;
+    v_psnap    pg_snapshot;   -- a probe's snapshot, when the claim had no xid yet
+    v_snap     pg_snapshot;   -- the first probe's, and what it found
+    v_fp       integer;
+    v_fr       timestamptz;
+    v_fid      bigint;
 BEGIN
     IF p_job_queue IS NULL OR p_job_queue OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_job_queue must be >= 1, got %', COALESCE(p_job_queue::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM broker._check_lease_seconds('broker_get', v_lease,
-        'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.');
+    IF v_lease OPERATOR(pg_catalog.<) 1 OR v_lease OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_get: the lease must be 1 to 3600 seconds, got %', v_lease
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A lease only bounds how long a crashed claimer holds its jobs; a job that runs longer keeps it.';
+    END IF;
     IF p_instance_id IS DISTINCT FROM broker._active_instance() THEN
         RAISE EXCEPTION 'broker_get: %', CASE WHEN p_instance_id IS NULL
                 THEN 'claims name the active instance ' OPERATOR(pg_catalog.||) broker._active_instance()
@@ -7368,24 +5310,189 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Claim as the runner does: with the id broker_register_instance returned.';
     END IF;
-    IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+    IF v_left IS NULL OR v_left OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_get: p_batch_size must be >= 1, got %', COALESCE(p_batch_size::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN QUERY
-    SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
-           c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
-      FROM broker._claim(p_job_queue, p_instance_id, v_lease, p_batch_size, p_lease_token, NULL) AS c;
+
+    IF v_paused IS NOT NULL AND pg_catalog.array_position(v_paused, NULL) IS NOT NULL THEN
+        RETURN;  -- paused for every tenant (broker_pause_queue)
+    END IF;
+
+    SELECT pg_catalog.pg_snapshot_xmin(h.snapshot), pg_catalog.pg_snapshot_xmax(h.snapshot),
+           ARRAY(SELECT pg_catalog.pg_snapshot_xip(h.snapshot)), h.job_priority, h.run_after, h.job_id
+      INTO v_hxmin, v_hxmax, v_hxip, v_hp, v_hr, v_hid
+      FROM broker.broker_claim_hint AS h
+     WHERE h.job_queue OPERATOR(pg_catalog.=) p_job_queue
+       AND h.started_at OPERATOR(pg_catalog.=) pg_catalog.pg_postmaster_start_time()
+       AND pg_catalog.pg_snapshot_xmax(h.snapshot)
+           OPERATOR(pg_catalog.<=) pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
+    IF v_hp IS NOT NULL
+       AND (SELECT pg_catalog.count(*) FROM (SELECT FROM broker.broker_jobs AS j
+             WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+               AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+               AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+             LIMIT 100) AS x) OPERATOR(pg_catalog.>=) 100 THEN
+        -- 100 or more made ready since the hint (a bulk enqueue): reading them all at every
+        -- claim would cost more than the hint saves; this claim reads from the start of the
+        -- index and writes a new hint
+        v_hxmin := NULL;
+        v_hxmax := NULL;
+        v_hp := NULL;
+    END IF;
+
+    LOOP
+        -- <priority-probe> The first pending, unblocked job below v_bound in claim order: the
+        -- least of the first job made ready since the hint above where it starts (a range of
+        -- broker_jobs_ready_xid_idx from the snapshot's xmin), the first of the hint's level
+        -- from where it starts, and the first of the levels below it. Each an index descent
+        -- with LIMIT 1 (no join: no statistics can make it a hash join over every ready job);
+        -- without a hint, only the last one, over every level. Paused tenants are the claim's
+        -- filter, not the probe's: the hint is where the ready jobs start, paused or not.
+        SELECT c.p, c.r, c.id, c.src,
+               CASE WHEN pg_catalog.pg_current_xact_id_if_assigned() IS NULL THEN pg_catalog.pg_current_snapshot() END
+          INTO v_priority, v_from_at, v_from_id, v_src, v_psnap
+          FROM ((SELECT j.job_priority AS p, j.run_after AS r, j.job_id AS id, 'new' AS src
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable_by_xid(j.complete_status, j.pending_deps)
+                    AND j.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                    AND (j.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR j.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                    AND j.job_priority OPERATOR(pg_catalog.<) v_bound
+                    AND (j.job_priority OPERATOR(pg_catalog.>) v_hp
+                         OR (j.job_priority OPERATOR(pg_catalog.=) v_hp
+                             AND (j.run_after, j.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid)))
+                  ORDER BY j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'from'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps)
+                    AND j.job_priority OPERATOR(pg_catalog.=) v_hp AND v_hp OPERATOR(pg_catalog.<) v_bound
+                    AND (j.run_after, j.job_id) OPERATOR(pg_catalog.>=) (v_hr, v_hid)
+                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                (SELECT j.job_priority, j.run_after, j.job_id, 'scan'
+                   FROM broker.broker_jobs AS j
+                  WHERE j.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                    AND broker._claimable(j.complete_status, j.pending_deps)
+                    AND j.job_priority OPERATOR(pg_catalog.<) LEAST(v_bound, COALESCE(v_hp, v_bound))
+                  ORDER BY j.job_queue, j.job_priority DESC, j.run_after, j.job_id
+                  LIMIT 1)
+                UNION ALL
+                SELECT NULL, NULL, NULL, 'none') AS c   -- (a row even when there is no job)
+         ORDER BY c.p DESC NULLS LAST, c.r, c.id
+         LIMIT 1
+        -- </priority-probe>
+        ;
+        IF v_bound OPERATOR(pg_catalog.=) 2147483648 THEN
+            v_snap := v_psnap;
+            v_fp := v_priority;
+            v_fr := v_from_at;
+            v_fid := v_from_id;
+        END IF;
+        EXIT WHEN v_priority IS NULL;
+        IF v_from_at OPERATOR(pg_catalog.>) v_now THEN
+            -- the level's earliest job is for later, and so is all of it: the level below
+            v_bound := v_priority;
+            CONTINUE;
+        END IF;
+
+        v_ids := '{}';
+        IF v_src OPERATOR(pg_catalog.=) 'new' THEN
+            v_ids := ARRAY(
+                -- <claim-new> the level's jobs made ready since the hint, before where it starts
+                SELECT r.job_id
+                  FROM broker.broker_jobs AS r
+                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable_by_xid(r.complete_status, r.pending_deps)
+                   AND r.ready_xid OPERATOR(pg_catalog.>=) v_hxmin
+                   AND (r.ready_xid OPERATOR(pg_catalog.>=) v_hxmax OR r.ready_xid OPERATOR(pg_catalog.=) ANY (v_hxip))
+                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                   AND (v_priority OPERATOR(pg_catalog.>) v_hp OR (r.run_after, r.job_id) OPERATOR(pg_catalog.<) (v_hr, v_hid))
+                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
+                 ORDER BY r.run_after, r.job_id
+                 LIMIT v_left
+                   FOR NO KEY UPDATE SKIP LOCKED
+                -- </claim-new>
+                );
+            IF v_priority OPERATOR(pg_catalog.=) v_hp THEN
+                -- then the hint's level from where it starts
+                v_src := 'from';
+                v_from_at := v_hr;
+                v_from_id := v_hid;
+            END IF;
+        END IF;
+        IF v_src OPERATOR(pg_catalog.<>) 'new' AND pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.<) v_left THEN
+            v_ids := v_ids OPERATOR(pg_catalog.||) ARRAY(
+                -- <claim-range> the level's jobs from where they start
+                SELECT r.job_id
+                  FROM broker.broker_jobs AS r
+                 WHERE r.job_queue OPERATOR(pg_catalog.=) p_job_queue
+                   AND broker._claimable(r.complete_status, r.pending_deps)
+                   AND r.job_priority OPERATOR(pg_catalog.=) v_priority
+                   AND (r.run_after, r.job_id) OPERATOR(pg_catalog.>=) (v_from_at, v_from_id)
+                   AND r.run_after OPERATOR(pg_catalog.<=) v_now
+                   AND (v_paused IS NULL OR r.tenant_id OPERATOR(pg_catalog.<>) ALL (v_paused))  -- paused tenants
+                 ORDER BY r.job_queue, r.job_priority DESC, r.run_after, r.job_id
+                 LIMIT v_left OPERATOR(pg_catalog.-) pg_catalog.cardinality(v_ids)
+                   FOR NO KEY UPDATE SKIP LOCKED
+                -- </claim-range>
+                );
+        END IF;
+
+        IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
+            RETURN QUERY
+            -- <claim-query> (tests_sql/run/claim_is_index_backed.sql EXPLAINs the text between these markers)
+            -- (the ids as an array, not a join: a join's generic plan can be a hash join over the table)
+            WITH claimed AS (
+                UPDATE broker.broker_jobs AS j
+                   SET complete_status = broker._state('running'),
+                       attempts = j.attempts OPERATOR(pg_catalog.+) 1,
+                       started_at = v_now,
+                       lease_token = pg_catalog.gen_random_uuid(),
+                       lease_instance_id = p_instance_id,
+                       lease_expires_at = v_now OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
+                 WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids)
+                RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
+                          j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous
+            )
+            SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
+                   c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous
+              FROM claimed AS c
+             ORDER BY c.run_after, c.job_id
+            -- </claim-query>
+            ;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            v_left := v_left OPERATOR(pg_catalog.-) v_claimed;
+            EXIT WHEN v_left OPERATOR(pg_catalog.=) 0;
+        END IF;
+        -- This level is drained (or its remaining rows are locked by other
+        -- claimers, or belong to paused tenants): continue below it.
+        v_bound := v_priority;
+    END LOOP;
+
+    -- a new hint once the one used is 100 transactions old (or there was none, or too many
+    -- jobs were made ready since), from the first probe, when it ran before this transaction
+    -- had an id of its own (its later writes then have ids the snapshot does not see, so they
+    -- count as made ready since)
+    IF v_snap IS NOT NULL
+       AND (v_hxmax IS NULL OR pg_catalog.pg_snapshot_xmax(v_snap)::text::bigint
+                               OPERATOR(pg_catalog.-) v_hxmax::text::bigint OPERATOR(pg_catalog.>) 100) THEN
+        PERFORM broker._save_claim_hint(p_job_queue, v_snap, v_fp, v_fr, v_fid);
+    END IF;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) IS
-    'Claims up to p_batch_size ready jobs of a queue, tenants served in proportion to their weights, each tenant''s by priority then age, with a lease; returns them with their lease_token (derived from p_lease_token, the claim''s token, when given). Skips blocked, parked and locked jobs.';
+COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer) IS
+    'Claims up to p_batch_size ready jobs of a queue (priority, then oldest) with a lease; returns them with their lease_token. Skips blocked, future and locked jobs.';
 -- source: sql/run/claim_batches.sql
 -- sql/run/claim_batches.sql: which claimed jobs may share a transaction (broker_claim_batches).
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction, p_lease_token)
---   Claims as broker_get does (same arguments, same order, same errors;
---   p_lease_token, the claim's token, last) and
+-- Function: broker.broker_claim_batches(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size, p_budget, p_alone, p_per_transaction)
+--   Claims as broker_get does (same arguments, same order, same errors) and
 --   says which of the claimed jobs may share a transaction: the rule of
 --   batching in one place. Consecutive jobs share a batch (batch_no) while
 --   they have the tenant and the run_as role of the batch's first job, none
@@ -7413,8 +5520,7 @@ CREATE FUNCTION broker.broker_claim_batches(
     p_batch_size      integer  DEFAULT 1,
     p_budget          interval DEFAULT NULL,
     p_alone           boolean  DEFAULT false,
-    p_per_transaction integer  DEFAULT 50,
-    p_lease_token     uuid     DEFAULT NULL)
+    p_per_transaction integer  DEFAULT 50)
 RETURNS TABLE (
     job_id           bigint,
     job_name         text,
@@ -7453,8 +5559,7 @@ BEGIN
     END IF;
     -- (the claimed versions are read by a statement of their own: a join in the claim's statement
     -- would read that statement's snapshot, which misses a job made ready after it began)
-    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size,
-                                                     p_lease_token) LOOP
+    FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size) LOOP
         SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
           FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
         job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
@@ -7478,7 +5583,7 @@ BEGIN
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer, uuid) IS
+COMMENT ON FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, interval, boolean, integer) IS
     'Claims as broker_get does and numbers the claimed jobs by the transaction they may share (batch_no; alone: a transaction of its own).';
 -- source: sql/run/run.sql
 -- sql/run/run.sql: running one claimed job (broker_run).
@@ -8106,7 +6211,7 @@ $$;
 COMMENT ON FUNCTION broker.broker_run_batch(bigint[], uuid[], interval) IS
     'Runs several claimed jobs of one run_as role and tenant in the caller''s transaction, each like broker_run (own subtransaction, effects and completion commit together); stops before the first job of another role or tenant, or with a timeout; under a budget (p_budget = statement_timeout) no job waits for the commit much beyond it: a job still running when it ends is rolled back, marked run_alone and returned claimed (PB002).';
 -- source: sql/run/release.sql
--- sql/run/release.sql: handing claimed jobs back (broker_release_jobs, broker_release_claim) and the argument checks.
+-- sql/run/release.sql: handing claimed jobs back (broker_release_jobs) and its argument checks.
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens)
 --   The argument rules that broker_release_jobs and broker_interrupt_jobs
@@ -8140,35 +6245,7 @@ COMMENT ON FUNCTION broker._check_lease_args(text, bigint[], uuid[]) IS
     'Internal: the argument checks of broker_release_jobs and broker_interrupt_jobs (22004, 22023).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._check_lease_seconds(p_fn, p_seconds, p_hint)
---   Raises 22023 (as p_fn, with p_hint) unless a lease of p_seconds is 1 to
---   3600 seconds: a lease only bounds how long a crashed claimer holds what
---   it claimed, and a claim never holds anything longer than an hour.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._check_lease_seconds(p_fn text, p_seconds integer, p_hint text DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_seconds IS NOT NULL AND p_seconds OPERATOR(pg_catalog.>=) 1 AND p_seconds OPERATOR(pg_catalog.<=) 3600 THEN
-        RETURN;
-    END IF;
-    IF p_hint IS NULL THEN
-        RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RAISE EXCEPTION '%: the lease must be 1 to 3600 seconds, got %', p_fn, COALESCE(p_seconds::text, 'NULL')
-        USING ERRCODE = 'invalid_parameter_value', HINT = p_hint;
-END;
-$$;
-COMMENT ON FUNCTION broker._check_lease_seconds(text, integer, text) IS
-    'Internal: 22023 unless a lease is 1 to 3600 seconds (every function that gives or renews a lease).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens, p_run_alone)
+-- Function: broker.broker_release_jobs(p_job_ids, p_lease_tokens)
 --   Hands claimed jobs back that their claimer will not run (say its session
 --   to the database was lost before it ran them): each job that is still
 --   running under the lease token given with it, and that no session is
@@ -8177,12 +6254,7 @@ COMMENT ON FUNCTION broker._check_lease_seconds(text, integer, text) IS
 --   for it while it was claimed: then it ends cancelled, its dependents
 --   too (_cancel_handed_back). Only the claimer knows the token,
 --   so no one else can release a job. Jobs under another lease, executing,
---   finished or unknown are left as they are. p_run_alone marks the jobs
---   released to run in a transaction of their own from now on (run_alone):
---   they shared a transaction whose session died, and whichever of them
---   ended it (or nothing: a network reset) must not take the others down
---   again; run alone, such a job counts its attempt when it does it again
---   (lease recovery). Returns the ids released.
+--   finished or unknown are left as they are. Returns the ids released.
 -- Errors: 22004 an argument is NULL; 22023 arrays of different lengths, or
 --   more than 1000 jobs.
 -- Example:
@@ -8190,8 +6262,7 @@ COMMENT ON FUNCTION broker._check_lease_seconds(text, integer, text) IS
 --   Calls: _check_lease_args, _count_pending_deps, _cancel_handed_back, _notify_queues
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[],
-                                           p_run_alone boolean DEFAULT false)
+CREATE FUNCTION broker.broker_release_jobs(p_job_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (job_id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -8213,8 +6284,7 @@ BEGIN
            SET complete_status = broker._state('pending'),
                attempts = j.attempts OPERATOR(pg_catalog.-) 1,
                pending_deps = broker._count_pending_deps(j.tenant_id, j.job_id),
-               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL,
-               run_alone = j.run_alone OR COALESCE(p_run_alone, false)
+               lease_token = NULL, lease_expires_at = NULL, lease_instance_id = NULL
           FROM mine
          WHERE j.job_id OPERATOR(pg_catalog.=) mine.job_id
         RETURNING j.job_id, j.job_queue
@@ -8227,52 +6297,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM pg_catalog.unnest(p_job_ids) AS u(id);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[], boolean) IS
-    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing; p_run_alone: each runs in a transaction of its own from now on); returns the ids released.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_release_claim(p_lease_token)
---   Hands back a whole claim whose answer its claimer never received (its
---   connection died while broker_get or broker_claim_batches committed),
---   named by the lease token the claimer chose for it (p_lease_token of the
---   claim): every job still running under the token derived from it
---   (_claim_job_token) that no session is executing returns to pending as
---   broker_release_jobs returns it (attempt not counted). The claimer never saw those jobs, so none of them started.
---   Returns the ids released (at most 1000 a call: call again while it
---   returns some).
--- Errors: 22004 p_lease_token is NULL.
--- Example:
---   SELECT broker.broker_release_claim('9b2c...'::uuid);   -- the claim's answer was lost
---   Calls: broker_release_jobs, _claim_job_token
---   Tables: reads broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_release_claim(p_lease_token uuid)
-RETURNS TABLE (job_id bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_ids    bigint[];
-    v_tokens uuid[];
-BEGIN
-    IF p_lease_token IS NULL THEN
-        RAISE EXCEPTION 'broker_release_claim: p_lease_token must not be NULL'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    -- (the running jobs: few, by the lease index; each one's token derived as the claim derived it)
-    SELECT pg_catalog.array_agg(j.job_id), pg_catalog.array_agg(j.lease_token) INTO v_ids, v_tokens
-      FROM (SELECT j.job_id, j.lease_token FROM broker.broker_jobs AS j
-             WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-               AND j.lease_token OPERATOR(pg_catalog.=) broker._claim_job_token(p_lease_token, j.job_id)
-             LIMIT 1000) AS j;
-    IF v_ids IS NULL THEN
-        RETURN;
-    END IF;
-    RETURN QUERY SELECT r.job_id FROM broker.broker_release_jobs(v_ids, v_tokens) AS r;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_release_claim(uuid) IS
-    'Hands back, without counting the attempt, every job still running under a claim''s lease token that no session executes (a claim whose answer its claimer lost); returns the ids released.';
+COMMENT ON FUNCTION broker.broker_release_jobs(bigint[], uuid[]) IS
+    'Hands claimed jobs back to pending without counting the attempt (only under the lease token of their claim, and not while executing); returns the ids released.';
 -- source: sql/run/interrupt.sql
 -- sql/run/interrupt.sql: ending runs at runner shutdown (broker_interrupt_jobs).
 -- ---------------------------------------------------------------------------
@@ -8408,7 +6434,7 @@ COMMENT ON FUNCTION broker.broker_autonomous_begin(bigint, uuid) IS
 --   jobs, or a lease outside 1..3600 seconds.
 -- Example:
 --   SELECT broker.broker_autonomous_extend(ARRAY[42], ARRAY['1d2e...'::uuid], 60);
---   Calls: _check_lease_args, _state, _check_lease_seconds
+--   Calls: _check_lease_args, _state
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_autonomous_extend(p_job_ids bigint[], p_lease_tokens uuid[], p_lease_seconds integer)
@@ -8418,7 +6444,10 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM broker._check_lease_args('broker_autonomous_extend', p_job_ids, p_lease_tokens);
-    PERFORM broker._check_lease_seconds('broker_autonomous_extend', p_lease_seconds);
+    IF p_lease_seconds IS NULL OR p_lease_seconds OPERATOR(pg_catalog.<) 1 OR p_lease_seconds OPERATOR(pg_catalog.>) 3600 THEN
+        RAISE EXCEPTION 'broker_autonomous_extend: the lease must be 1 to 3600 seconds, got %', COALESCE(p_lease_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN QUERY
     UPDATE broker.broker_jobs AS j
        SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => p_lease_seconds)
@@ -8969,58 +6998,19 @@ $$;
 COMMENT ON FUNCTION broker.broker_retry_job(bigint, timestamptz, boolean) IS
     'Returns a failed or cancelled job (and, by default, the jobs cancelled because of it) to pending with fresh attempts; returns how many.';
 -- source: sql/run/recovery.sql
--- sql/run/recovery.sql: recovering jobs whose lease expired or whose server restarted (broker_recover_stale_jobs).
--- ---------------------------------------------------------------------------
--- Function: broker._restart_interruptions_max()
---   How many times a server restart may interrupt a job before a restart
---   counts its attempt after all. Without superuser a job cannot restart the
---   server, but a job that crashes it under restart_after_crash = off (an HA
---   manager then starts it again) would otherwise be retried for ever.
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._restart_interruptions_max()
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT 5 $$;
-COMMENT ON FUNCTION broker._restart_interruptions_max() IS
-    'Internal: interruptions after which a server restart counts a job''s attempt (a job that brings the server down is not retried for ever).';
-
+-- sql/run/recovery.sql: recovering jobs whose lease expired (broker_recover_stale_jobs).
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_recover_stale_jobs(p_limit)
---   Recovers running jobs that nobody is executing (a job under execution
---   is row-locked by its run until its transaction ends, and locked rows are
---   skipped, however long they run) and that either
---   - were claimed before the server last started: every session of that
---     server ended with it, so the claim is dead whatever its lease says. A
---     restart is not the job's doing (a job cannot restart the server), so
---     the job returns to pending at once as broker_interrupt_jobs returns
---     it: attempt not counted, interruptions + 1, dependents kept (an
---     autonomous job, which holds no row lock while it runs, only once its
---     lease expired). After
---     _restart_interruptions_max() interruptions a restart counts the
---     attempt like an expired lease. A crash restart of the server (a
---     backend killed, say by the kernel's OOM killer) keeps the server's
---     start time: it may be the job's doing and counts as below;
---   - or whose lease expired. When the instance that claimed it is no
---     longer live (_live_instance: its session ended, so the runner was
---     killed or cut off until the server ended its session, and a standby
---     may have taken over), the job returns to pending at once, attempt not
---     counted, interruptions + 1, as above: a runner that is gone cannot
---     tell which of its claims it had started, and the database keeps no
---     mark of it, but a job that ends its own session while its runner
---     lives is counted by that runner (and by the rule below), and after
---     _restart_interruptions_max() interruptions this counts too, so a job
---     that takes its runner down is not retried for ever. Otherwise (the
---     claiming runner lives, or the job is autonomous, whose run has a
---     session of its own that may outlive its runner, or the claim named no
---     instance: tasks) the lost attempt counts (the session may have ended
---     by the job's own doing): pending again (after the retry backoff)
---     while attempts < max_attempts, else failed with its dependents
---     cancelled.
---   Returns (job_id, complete_status) per job.
+--   Recovers running jobs whose lease has expired AND that nobody is
+--   executing: a job under execution is row-locked by broker_run until its
+--   transaction ends, and locked rows are skipped, however long they run.
+--   A recovered job counts the lost attempt: it returns to pending (after the
+--   retry backoff) while attempts < max_attempts, else it fails and its
+--   dependents are cancelled. Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
---   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max, _live_instance
+--   Calls: _fail_attempt
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
@@ -9029,638 +7019,30 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    r          record;
-    v_started  timestamptz := pg_catalog.pg_postmaster_start_time();
-    v_live     bigint := broker._live_instance();
-    v_ids      bigint[] := '{}';
-    v_tokens   uuid[] := '{}';
+    r record;
 BEGIN
     IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'broker_recover_stale_jobs: p_limit must be >= 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     FOR r IN
-        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
-               j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
-               (j.started_at OPERATOR(pg_catalog.<) v_started
-                OR (j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-                    AND NOT j.autonomous))
-               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted,
-               j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-               AND NOT j.autonomous AS claimer_gone
+        SELECT j.job_id, j.lease_expires_at, j.lease_instance_id
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-           AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
-                -- (an autonomous job holds no row lock while it runs: it waits for its lease, so that a
-                -- clock stepped back past the server's start cannot hand a running one to another worker)
-                OR (j.started_at OPERATOR(pg_catalog.<) v_started AND NOT j.autonomous))
+           AND j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
          ORDER BY j.lease_expires_at
          LIMIT p_limit
            FOR NO KEY UPDATE SKIP LOCKED
     LOOP
-        IF r.restarted THEN
-            v_ids := v_ids OPERATOR(pg_catalog.||) r.job_id;
-            v_tokens := v_tokens OPERATOR(pg_catalog.||) r.lease_token;
-            CONTINUE;
-        END IF;
         job_id := r.job_id;
-        complete_status := broker._fail_attempt(r.job_id, NULL, CASE WHEN r.before_start
-            THEN pg_catalog.format('the server restarted at %s while the job was claimed (instance %s), and it was '
-                                   'interrupted %s times before: this time the attempt counts',
-                                   v_started, COALESCE(r.lease_instance_id::text, 'unknown'), r.interruptions)
-            WHEN r.claimer_gone
-            THEN pg_catalog.format('lease expired at %s, no session was executing the job and its instance %s is gone; '
-                                   'it was interrupted %s times before: this time the attempt counts',
-                                   r.lease_expires_at, r.lease_instance_id, r.interruptions)
-            ELSE pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
-                                   r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')) END);
+        complete_status := broker._fail_attempt(r.job_id, NULL,
+            pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
+                              r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')));
         RETURN NEXT;
     END LOOP;
-    IF pg_catalog.cardinality(v_ids) OPERATOR(pg_catalog.>) 0 THEN
-        -- (a statement of its own: a join in the interrupting statement would read the rows before it)
-        SELECT pg_catalog.array_agg(i.job_id) INTO v_ids FROM broker.broker_interrupt_jobs(v_ids, v_tokens) AS i;
-        RETURN QUERY SELECT j.job_id, j.complete_status FROM broker.broker_jobs AS j
-                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_ids);
-    END IF;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
-    'Returns to pending running jobs that no session is executing: without counting the attempt when they were claimed before the server last started, or when their lease expired and the instance that claimed them is gone (up to 5 interruptions); when their lease expired under a live claimer, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
-
--- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end
--- source: sql/tasks/queues.sql
--- sql/tasks/queues.sql: each task name's claim queue (broker_task_queue).
--- ---------------------------------------------------------------------------
--- Function: broker._task_queue_is(p_task, p_job_queue)
---   Whether p_job_queue is task p_task's queue: the insert policy of
---   broker_jobs holds every task row to it, so that a claim of a name
---   (broker_claim_tasks) only ever returns tasks of that name.
---   Calls: none
---   Tables: reads broker_task_queue
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_queue_is(p_task text, p_job_queue integer)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (SELECT FROM broker.broker_task_queue AS q
-                    WHERE q.task_name OPERATOR(pg_catalog.=) p_task
-                      AND q.job_queue OPERATOR(pg_catalog.=) p_job_queue)
-$$;
-COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
-    'Policy helper: whether a queue is the task name''s own (broker_task_queue).';
-
--- ---------------------------------------------------------------------------
--- Function: broker._task_queue(p_fn, p_task)
---   Task p_task's queue, made on its first enqueue. Checks the name: 22004
---   NULL, 22023 blank or over 200 characters (as p_fn's p_task).
---   Calls: _check_task_name
---   Tables: reads and writes broker_task_queue
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_queue(p_fn text, p_task text)
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_queue integer;
-BEGIN
-    PERFORM broker._check_task_name(p_fn, 'p_task', p_task);
-    SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
-    IF FOUND THEN
-        RETURN v_queue;
-    END IF;
-    INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
-    ON CONFLICT (task_name) DO NOTHING
-    RETURNING q.job_queue INTO v_queue;
-    IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
-        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
-    END IF;
-    RETURN v_queue;
-END;
-$$;
-COMMENT ON FUNCTION broker._task_queue(text, text) IS
-    'Internal: a task name''s queue (negative), made on its first enqueue; checks the name.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._check_task_name(p_fn, p_param, p_task)
---   Raises 22004 for a NULL task name, 22023 for a blank one or one over 200
---   characters, naming p_fn and its parameter p_param.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._check_task_name(p_fn text, p_param text, p_task text)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_task IS NULL THEN
-        RAISE EXCEPTION '%: % must not be NULL', p_fn, p_param USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.btrim(p_task) OPERATOR(pg_catalog.=) '' OR pg_catalog.length(p_task) OPERATOR(pg_catalog.>) 200 THEN
-        RAISE EXCEPTION '%: % must be 1 to 200 characters and not blank', p_fn, p_param
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-END;
-$$;
-COMMENT ON FUNCTION broker._check_task_name(text, text, text) IS
-    'Internal: checks a task name (22004 NULL, 22023 blank or over 200 characters).';
--- source: sql/tasks/add_task.sql
--- sql/tasks/add_task.sql: enqueueing a task, a job run by application code (broker_add_task).
--- ---------------------------------------------------------------------------
--- Function: broker.broker_add_task(p_task, p_args, p_priority,
---     p_depends_on_job_ids, p_idempotency_key, p_max_attempts, p_job_group,
---     p_depends_on_groups, p_run_after, p_timeout, p_tenant_id,
---     p_concurrency_key)
---   Enqueues task p_task with arguments p_args (any JSON value) for the
---   caller's tenant and returns (job_id, is_new). A task is a row of
---   broker_jobs (job_language 'task', job_name the task name, execute_str
---   its arguments) under every rule of a job: dependencies by id and group
---   both ways with SQL jobs, idempotency keys, retries with backoff,
---   priorities, delays, timeouts, cancel, retry, tenancy, fair share and the
---   limits of its concurrency key. No runner runs it: a worker claims it by
---   name (broker_claim_tasks) and ends it (broker_complete_task,
---   broker_fail_task). Its queue is its name's (broker_task_queue), so a
---   name's backlog never slows the claims of another; priority orders a
---   tenant's tasks of one name. The other parameters are broker_add_job's,
---   with its defaults and errors. SECURITY INVOKER, as broker_add_job: the
---   row is written with the caller's rights, under the policies.
--- Errors: 22004 NULL task or arguments; 22023 a task name blank or over 200
---   characters; those of broker_add_job.
--- Example:
---   SELECT * FROM broker.broker_add_task('send_email', '{"to": "ada@example.com"}',
---                                     p_max_attempts => 5, p_depends_on_job_ids => ARRAY[41]);
---   Calls: _task_queue, broker_add_job
---   Tables: writes broker_jobs (through broker_add_job), broker_task_queue (through _task_queue)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_add_task(
-    p_task               text,
-    p_args               jsonb       DEFAULT '{}',
-    p_priority           integer     DEFAULT 0,
-    p_depends_on_job_ids bigint[]    DEFAULT NULL,
-    p_idempotency_key    text        DEFAULT NULL,
-    p_max_attempts       integer     DEFAULT 1,
-    p_job_group          text        DEFAULT NULL,
-    p_depends_on_groups  text[]      DEFAULT NULL,
-    p_run_after          timestamptz DEFAULT NULL,
-    p_timeout            interval    DEFAULT NULL,
-    p_tenant_id          text        DEFAULT NULL,
-    p_concurrency_key    text        DEFAULT NULL)
-RETURNS TABLE (job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_queue integer := broker._task_queue('broker_add_task', p_task);
-BEGIN
-    IF p_args IS NULL THEN
-        RAISE EXCEPTION 'broker_add_task: p_args must not be NULL' USING ERRCODE = 'null_value_not_allowed',
-            HINT = 'Give ''{}'' for a task without arguments.';
-    END IF;
-    RETURN QUERY
-    SELECT a.job_id, a.is_new
-      FROM broker.broker_add_job(p_task, p_args::text, v_queue, p_priority, 'task',
-                                 p_depends_on_job_ids => p_depends_on_job_ids,
-                                 p_idempotency_key => p_idempotency_key,
-                                 p_max_attempts => p_max_attempts,
-                                 p_job_group => p_job_group,
-                                 p_depends_on_groups => p_depends_on_groups,
-                                 p_run_after => p_run_after,
-                                 p_timeout => p_timeout,
-                                 p_search_path => '',
-                                 p_tenant_id => p_tenant_id,
-                                 p_concurrency_key => p_concurrency_key) AS a;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
-    'Enqueues a task (a job run by application code, claimed by name with broker_claim_tasks) with JSON arguments and broker_add_job''s options; returns (job_id, is_new).';
--- source: sql/tasks/claim.sql
--- sql/tasks/claim.sql: claiming tasks by name (broker_claim_tasks).
--- ---------------------------------------------------------------------------
--- Function: broker._task_actor()
---   The role a task function acts for under strict tenancy: the role the
---   session set (SET ROLE), else its login (SESSION_USER). The task
---   functions are SECURITY DEFINER, so CURRENT_USER inside them is their
---   owner; a policy would check the caller's current role, and so does
---   this, as far as a definer can see it: a session that narrows itself
---   with SET ROLE to one tenant's worker role acts for that tenant only, as
---   it would through any other broker function.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_actor()
-RETURNS name
-LANGUAGE sql STABLE
--- (no SET clause, so that it is inlined into the task functions that call it at every claim and
--- completion; everything in it is qualified: sql/pgspot-no-search-path.txt)
-AS $$
-    -- ('role' shows the SET ROLE of the session, 'none' without one; a SECURITY DEFINER
-    -- function's owner does not change it)
-    SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none' THEN SESSION_USER
-                ELSE pg_catalog.current_setting('role')::pg_catalog.name END
-$$;
-COMMENT ON FUNCTION broker._task_actor() IS
-    'Internal: the role a task function acts for under strict tenancy (the session''s SET ROLE, else its login).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_claim_tasks(p_tasks, p_limit, p_lease_seconds)
---   Claims up to p_limit ready tasks named in p_tasks for the caller's
---   tenant (broker.tenant_id; under strict tenancy the worker's role, its
---   SET ROLE else its login (_task_actor), must be mapped to it, as an
---   enqueuer's is). Each becomes running with one
---   more attempt and a lease of p_lease_seconds (default: setting
---   lease_seconds, else 60), which the worker renews (broker_extend_task)
---   while it runs; a lease that runs out while nobody renews it is
---   recovered as a SQL job's is (the runner's maintenance). Each name is a
---   queue of its own (broker_task_queue), claimed with the claim of SQL
---   jobs (broker._claim: priority then age, parked and blocked tasks left
---   out, key limits applied, locked rows skipped); names share a claim
---   starting from a name that moves from claim to claim. Returns one row per
---   claimed task: its id, name, arguments, tenant, attempt number, attempts
---   allowed, lease token and expiry, and its timeout (NULL: none), which the
---   worker applies. Unknown names claim nothing.
--- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
---   a blank name or one over 200 characters, p_limit outside 1..1000, a
---   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
---   tenant (strict tenancy).
--- Example:
---   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds
---   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_claim_tasks(
-    p_tasks         text[],
-    p_limit         integer DEFAULT 1,
-    p_lease_seconds integer DEFAULT NULL)
-RETURNS TABLE (
-    job_id           bigint,
-    task             text,
-    args             jsonb,
-    tenant_id        text,
-    attempt          integer,
-    max_attempts     integer,
-    lease_token      uuid,
-    lease_expires_at timestamptz,
-    timeout          interval)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
--- (its statements' plans do not depend on the names or the limit asked: planned once, not at each call)
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    v_tenant text := broker.broker_current_tenant();
-    v_lease  integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
-    v_left   integer := p_limit;
-    v_actor  name := broker._task_actor();
-    v_name   text;
-    v_queues integer[];
-    v_turn   bigint := 0;
-    v_got    integer;
-    n        integer;
-    i        integer;
-BEGIN
-    IF p_tasks IS NULL THEN
-        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF COALESCE(pg_catalog.cardinality(p_tasks), 0) OPERATOR(pg_catalog.<) 1
-       OR pg_catalog.cardinality(p_tasks) OPERATOR(pg_catalog.>) 100 OR pg_catalog.array_ndims(p_tasks) OPERATOR(pg_catalog.>) 1 THEN
-        RAISE EXCEPTION 'broker_claim_tasks: p_tasks must name 1 to 100 tasks, got %', COALESCE(pg_catalog.cardinality(p_tasks), 0)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    FOREACH v_name IN ARRAY p_tasks LOOP
-        PERFORM broker._check_task_name('broker_claim_tasks', 'a task name in p_tasks', v_name);
-    END LOOP;
-    IF p_limit IS NULL OR p_limit OPERATOR(pg_catalog.<) 1 OR p_limit OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_claim_tasks: p_limit must be 1 to 1000, got %', COALESCE(p_limit::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM broker._check_lease_seconds('broker_claim_tasks', v_lease,
-        'Renew it while the task runs (broker_extend_task): it only bounds how long a crashed worker holds its tasks.');
-    IF NOT broker._tenant_allowed(v_tenant, v_actor) THEN
-        RAISE EXCEPTION 'broker_claim_tasks: role % may not act for tenant %', pg_catalog.quote_ident(v_actor),
-            pg_catalog.quote_literal(v_tenant)
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Strict tenancy is on: broker_admin maps roles to tenants in broker.broker_tenant_roles.';
-    END IF;
-
-    v_queues := ARRAY(SELECT q.job_queue FROM broker.broker_task_queue AS q
-                       WHERE q.task_name OPERATOR(pg_catalog.=) ANY (p_tasks) ORDER BY q.job_queue DESC);
-    n := pg_catalog.cardinality(v_queues);
-    IF n OPERATOR(pg_catalog.>) 1 THEN
-        -- where this claim starts among the names: moves from claim to claim, so that no name's
-        -- backlog always fills the claim first
-        v_turn := COALESCE(NULLIF(pg_catalog.current_setting('broker.task_turn', true), '')::bigint, 0) OPERATOR(pg_catalog.+) 1;
-        PERFORM pg_catalog.set_config('broker.task_turn', v_turn::text, true);
-        v_turn := (pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint OPERATOR(pg_catalog.+) v_turn)
-                  OPERATOR(pg_catalog.%) n;
-    END IF;
-    FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
-        -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
-        RETURN QUERY
-        SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
-               c.lease_token, c.lease_expires_at, c.job_timeout
-          FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
-                             NULL, v_lease, v_left, NULL, v_tenant) AS c;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
-        v_left := v_left OPERATOR(pg_catalog.-) v_got;
-        EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
-    END LOOP;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
-    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout).';
--- source: sql/tasks/finish.sql
--- sql/tasks/finish.sql: a worker's heartbeat and the end of a task (broker_extend_task,
--- broker_complete_task, broker_fail_task).
--- ---------------------------------------------------------------------------
--- Function: broker._task_leases(p_fn, p_job_ids, p_lease_tokens)
---   Of the caller's claimed tasks p_job_ids, those whose lease is still the
---   token given with each (in p_job_ids' order), every one of them locked
---   (FOR NO KEY UPDATE, in job_id order) until the caller's transaction
---   ends; a task whose lease expired and was recovered, claimed again or
---   ended is left out. Only tasks of the caller's tenant are found, and
---   under strict tenancy only by a role mapped to it (_task_actor).
--- Errors: 22004 a NULL array, id or token; 22023 arrays of different
---   lengths or more than 1,000; 42501 the role may not act for the tenant;
---   P0002 a task not of the tenant (as p_fn).
---   Calls: _check_lease_args, broker_current_tenant, _tenant_allowed, _task_actor
---   Tables: reads broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_leases(p_fn text, p_job_ids bigint[], p_lease_tokens uuid[])
-RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-AS $$
-DECLARE
-    v_tenant  text := broker.broker_current_tenant();
-    v_missing bigint;
-BEGIN
-    PERFORM broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens);
-    IF pg_catalog.array_position(p_job_ids, NULL) IS NOT NULL OR pg_catalog.array_position(p_lease_tokens, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
-        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(broker._task_actor()),
-            pg_catalog.quote_literal(v_tenant)
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    PERFORM FROM broker.broker_jobs AS j
-      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (p_job_ids)
-        AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-        AND j.job_language OPERATOR(pg_catalog.=) 'task'
-      ORDER BY j.job_id
-        FOR NO KEY UPDATE;
-    SELECT u.id INTO v_missing FROM pg_catalog.unnest(p_job_ids) AS u(id)
-     WHERE NOT EXISTS (SELECT FROM broker.broker_jobs AS j
-                        WHERE j.job_id OPERATOR(pg_catalog.=) u.id
-                          AND j.tenant_id OPERATOR(pg_catalog.=) v_tenant
-                          AND j.job_language OPERATOR(pg_catalog.=) 'task')
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION '%: task % does not exist', p_fn, v_missing USING ERRCODE = 'no_data_found';
-    END IF;
-    RETURN ARRAY(SELECT u.id FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_lease_tokens)) WITH ORDINALITY AS u(id, token, o)
-                  WHERE EXISTS (SELECT FROM broker.broker_jobs AS j
-                                 WHERE j.job_id OPERATOR(pg_catalog.=) u.id
-                                   AND j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
-                                   AND j.lease_token OPERATOR(pg_catalog.=) u.token)
-                  ORDER BY u.o);
-END;
-$$;
-COMMENT ON FUNCTION broker._task_leases(text, bigint[], uuid[]) IS
-    'Internal: of the caller''s claimed tasks, those whose lease is still the token''s, locked; P0002 for a task not of the tenant.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._task_lease(p_fn, p_job_id, p_lease_token)
---   Whether the caller's claimed task p_job_id is still under lease
---   p_lease_token, locked until the caller's transaction ends
---   (_task_leases of one task, with its errors).
---   Calls: _task_leases
---   Tables: reads broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_lease(p_fn text, p_job_id bigint, p_lease_token uuid)
-RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT pg_catalog.cardinality(broker._task_leases(p_fn, ARRAY[p_job_id], ARRAY[p_lease_token])) OPERATOR(pg_catalog.>) 0
-$$;
-COMMENT ON FUNCTION broker._task_lease(text, bigint, uuid) IS
-    'Internal: whether the caller''s claimed task is still under the token''s lease (locked); P0002 for a task not of the tenant.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_extend_task(p_job_id, p_lease_token, p_lease_seconds)
---   The heartbeat of a running task: its lease runs p_lease_seconds (default:
---   setting lease_seconds, else 60) from now. Returns 'extended'; 'cancelled'
---   when a cancel request was made for this attempt (broker_cancel_job: the
---   lease is extended, so that the worker can stop the handler and call
---   broker_fail_task, which ends the task cancelled); 'lost' when the lease
---   is no longer the token's (the worker must stop and roll back: the task
---   is someone else's).
--- Errors: those of _task_lease; 22023 a lease outside 1..3600 seconds.
--- Example:
---   SELECT broker.broker_extend_task(42, '9b2f...'::uuid, 60);
---   Calls: _setting_int, _task_lease, _cancel_requested, _check_lease_seconds
---   Tables: writes broker_jobs
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_extend_task(p_job_id bigint, p_lease_token uuid, p_lease_seconds integer DEFAULT NULL)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_lease integer := COALESCE(p_lease_seconds, broker._setting_int('lease_seconds', 60, 1));
-BEGIN
-    PERFORM broker._check_lease_seconds('broker_extend_task', v_lease);
-    IF NOT broker._task_lease('broker_extend_task', p_job_id, p_lease_token) THEN
-        RETURN 'lost';
-    END IF;
-    UPDATE broker.broker_jobs AS j
-       SET lease_expires_at = pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => v_lease)
-     WHERE j.job_id OPERATOR(pg_catalog.=) p_job_id;
-    RETURN CASE WHEN broker._cancel_requested(p_job_id) IS NULL THEN 'extended' ELSE 'cancelled' END;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_extend_task(bigint, uuid, integer) IS
-    'The heartbeat of a running task: renews its lease; returns extended, cancelled (a cancel request: stop, then broker_fail_task) or lost.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_complete_task(p_job_id, p_lease_token, p_output)
---   Completes a running task: its attempt is recorded with p_output (its
---   JSON text, at most 2,000 characters) and the jobs waiting on it are
---   released, as a SQL job's completion does. Called in the transaction
---   where the worker wrote the task's effects, they commit together or not
---   at all. Returns true; false when the lease is no longer the token's:
---   the worker must then roll back (the task was recovered and may run
---   again, or another worker holds it).
--- Errors: those of _task_lease; 57014 a cancel request was made for this
---   attempt (roll back, then call broker_fail_task: the task ends cancelled).
--- Example:
---   BEGIN; INSERT INTO mail_log ...; SELECT broker.broker_complete_task(42, '9b2f...'::uuid, '{"sent": true}'); COMMIT;
---   Calls: _task_lease, _cancel_requested, _record_attempts, _complete_job
---   Tables: writes broker_jobs, broker_job_attempts
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_complete_task(p_job_id bigint, p_lease_token uuid, p_output jsonb DEFAULT NULL)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_reason text;
-BEGIN
-    IF NOT broker._task_lease('broker_complete_task', p_job_id, p_lease_token) THEN
-        RETURN false;
-    END IF;
-    v_reason := broker._cancel_requested(p_job_id);
-    IF v_reason IS NOT NULL THEN
-        RAISE EXCEPTION 'broker_complete_task: task % was cancelled while it ran: %', p_job_id, v_reason
-            USING ERRCODE = 'query_canceled',
-                  HINT = 'Roll back, then call broker_fail_task: the task ends cancelled.';
-    END IF;
-    PERFORM broker._record_attempts(ARRAY[p_job_id], 'completed', NULL, NULL,
-                                    ARRAY[pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(p_output::text, '')]);
-    PERFORM broker._complete_job(p_job_id);
-    RETURN true;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_complete_task(bigint, uuid, jsonb) IS
-    'Completes a running task (its output recorded, its dependents released) in the caller''s transaction, with the task''s own writes; false when the lease was lost (roll back).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_fail_task(p_job_id, p_lease_token, p_error, p_retry)
---   Ends a running task's attempt as failed with message p_error: with
---   p_retry (default) it runs again after the retry backoff while it has
---   attempts left, else it fails for good and its dependents are cancelled,
---   as for a SQL job (SQLSTATE 38000, an error in application code). An
---   attempt with a cancel request ends the task cancelled instead. Returns
---   true; false when the lease is no longer the token's.
--- Errors: those of _task_lease; 22004 NULL p_retry.
--- Example:
---   SELECT broker.broker_fail_task(42, '9b2f...'::uuid, 'SMTP 451: try again later');
---   Calls: _task_lease, _cancel_requested, _record_attempts, _end_cancelled, _fail_attempt, _fail_job
---   Tables: writes broker_jobs, broker_job_attempts
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_fail_task(p_job_id bigint, p_lease_token uuid, p_error text, p_retry boolean DEFAULT true)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_message text := COALESCE(NULLIF(pg_catalog.btrim(p_error), ''), 'the task failed');
-    v_reason  text;
-BEGIN
-    IF p_retry IS NULL THEN
-        RAISE EXCEPTION 'broker_fail_task: p_retry must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT broker._task_lease('broker_fail_task', p_job_id, p_lease_token) THEN
-        RETURN false;
-    END IF;
-    v_reason := broker._cancel_requested(p_job_id);
-    IF v_reason IS NOT NULL THEN
-        PERFORM broker._record_attempts(ARRAY[p_job_id], 'cancelled', ARRAY['57014'], ARRAY[v_message]);
-        PERFORM broker._end_cancelled(p_job_id, v_reason);
-    ELSIF p_retry THEN
-        PERFORM broker._fail_attempt(p_job_id, '38000', v_message);
-    ELSE
-        PERFORM broker._record_attempts(ARRAY[p_job_id], 'failed', ARRAY['38000'], ARRAY[v_message]);
-        PERFORM broker._fail_job(p_job_id, '38000', v_message);
-    END IF;
-    RETURN true;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_fail_task(bigint, uuid, text, boolean) IS
-    'Ends a running task''s attempt as failed: retried after the backoff while attempts are left (p_retry), else failed for good with its dependents cancelled; false when the lease was lost.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_release_task(p_job_id, p_lease_token)
---   A worker hands back a claimed task it will not run, or whose handler it
---   stopped at its shutdown deadline (its transaction rolled back, so
---   nothing of the attempt is left): the task returns to pending at once,
---   the attempt not counted, interruptions + 1, as the runner's hand-back of
---   SQL jobs (broker_interrupt_jobs). Returns true; false when the lease is
---   no longer the token's.
--- Errors: those of _task_lease.
--- Example:
---   SELECT broker.broker_release_task(42, '9b2f...'::uuid);
---   Calls: _task_lease, broker_interrupt_jobs
---   Tables: writes broker_jobs, broker_job_attempts
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_release_task(p_job_id bigint, p_lease_token uuid)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NOT broker._task_lease('broker_release_task', p_job_id, p_lease_token) THEN
-        RETURN false;
-    END IF;
-    RETURN EXISTS (SELECT FROM broker.broker_interrupt_jobs(ARRAY[p_job_id], ARRAY[p_lease_token]));
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
-    'Hands back a claimed task (a worker''s shutdown): pending again at once, the attempt not counted; false when the lease was lost.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_complete_tasks(p_job_ids, p_lease_tokens, p_outputs)
---   Completes many running tasks at once, for a worker whose handlers wrote
---   nothing in their transactions (nothing to commit with each): one
---   statement and one commit for all, their attempts recorded with their
---   outputs and their dependents released as by broker_complete_task.
---   Returns each task's outcome: 'completed'; 'lost' (the lease is no longer
---   the token's: nothing done); 'cancelled' (a cancel request was made for
---   the attempt: it ends cancelled, not completed). Rows come in p_job_ids'
---   order.
--- Errors: those of _task_lease (a task not of the caller's tenant: P0002);
---   22004 NULL arrays or elements (outputs may be NULL); 22023 arrays of
---   different lengths or more than 1,000 tasks.
--- Example:
---   SELECT * FROM broker.broker_complete_tasks(ARRAY[42, 43], ARRAY['9b2f...', '0c11...']::uuid[], ARRAY[NULL, '{"n": 1}']::jsonb[]);
---   Calls: _task_leases, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs
---   Tables: writes broker_jobs, broker_job_attempts
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_complete_tasks(p_job_ids bigint[], p_lease_tokens uuid[], p_outputs jsonb[] DEFAULT NULL)
-RETURNS TABLE (job_id bigint, outcome text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_mine      bigint[];
-    v_outputs   text[];
-    v_cancelled bigint[];
-    r           record;
-BEGIN
-    IF p_outputs IS NOT NULL AND pg_catalog.cardinality(p_outputs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(p_job_ids) THEN
-        RAISE EXCEPTION 'broker_complete_tasks: p_outputs must have one element per job, or be NULL'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_mine := broker._task_leases('broker_complete_tasks', p_job_ids, p_lease_tokens);
-    v_outputs := ARRAY(SELECT pg_catalog.chr(31) OPERATOR(pg_catalog.||) COALESCE(u.output::text, '')
-                         FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_outputs)) WITH ORDINALITY AS u(id, output, o)
-                        WHERE u.id OPERATOR(pg_catalog.=) ANY (v_mine)
-                        ORDER BY u.o);
-    v_cancelled := '{}';
-    FOR r IN SELECT c.job_id, c.reason FROM broker._cancel_requests(v_mine) AS c LOOP
-        v_cancelled := v_cancelled OPERATOR(pg_catalog.||) r.job_id;
-        PERFORM broker._record_attempts(ARRAY[r.job_id], 'cancelled', ARRAY['57014'], ARRAY['cancelled before its completion']);
-        PERFORM broker._end_cancelled(r.job_id, r.reason);
-    END LOOP;
-    SELECT COALESCE(pg_catalog.array_agg(m.id ORDER BY m.o), '{}'), COALESCE(pg_catalog.array_agg(m.out ORDER BY m.o), '{}')
-      INTO v_mine, v_outputs
-      FROM ROWS FROM (pg_catalog.unnest(v_mine), pg_catalog.unnest(v_outputs)) WITH ORDINALITY AS m(id, out, o)
-     WHERE m.id OPERATOR(pg_catalog.<>) ALL (v_cancelled);
-    PERFORM broker._record_attempts(v_mine, 'completed', NULL, NULL, v_outputs);
-    PERFORM broker._complete_jobs(v_mine);
-    RETURN QUERY
-    SELECT u.id, CASE WHEN u.id OPERATOR(pg_catalog.=) ANY (v_mine) THEN 'completed'
-                      WHEN u.id OPERATOR(pg_catalog.=) ANY (v_cancelled) THEN 'cancelled'
-                      ELSE 'lost' END
-      FROM pg_catalog.unnest(p_job_ids) WITH ORDINALITY AS u(id, o)
-     ORDER BY u.o;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
-    'Completes many running tasks whose handlers wrote nothing, in one statement; returns each one''s outcome (completed, lost, or cancelled when a cancel request came first).';
+    'Returns to pending (or fails, when attempts are spent) running jobs whose lease expired and that no session is executing; returns (job_id, new complete_status).';
 
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 -- source: sql/compat/executor_fallback.sql
@@ -9721,7 +7103,7 @@ $$;
 COMMENT ON FUNCTION broker._run_jobs_compat(text, text[], text[], text[], text) IS
     'Internal: run_jobs for an executor that has only run_job: each job through it, in a subtransaction of its own.';
 
--- Group: schedules: cron parsing and next fire, adding and changing schedules, running one now, their triggers, the tick
+-- Group: schedules: cron parsing and next fire, adding and changing schedules, their triggers, the tick
 -- source: sql/schedules/cron_parse.sql
 -- sql/schedules/cron_parse.sql: cron expressions: parsing.
 -- ---------------------------------------------------------------------------
@@ -10174,7 +7556,7 @@ BEGIN
     -- the rules of the jobs' fields, as for broker_add_job (named as this function's parameters)
     v_problem := broker._job_problem(ROW(s.schedule_name, s.execute_str, s.job_queue, s.job_priority, s.job_language,
         s.run_as, NULL, NULL, NULL, s.max_attempts, s.job_group, NULL, NULL, s.job_timeout, s.job_search_path,
-        s.autonomous, s.concurrency_key)::broker._job_fields);
+        s.autonomous)::broker._job_fields);
     IF v_problem IS NOT NULL THEN
         PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
                                                                  WHEN 'timeout' THEN 'p_job_timeout'
@@ -10226,22 +7608,19 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
 --     p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
---     p_tenant_id, p_autonomous, p_concurrency_key)
+--     p_tenant_id, p_autonomous)
 --   Creates a schedule for the caller's tenant, owned by the caller, and
 --   returns (schedule_id, next_fire_at). Jobs are named after the schedule
 --   and run as p_run_as (default: the caller). p_tenant_id names the tenant
 --   for this call only (as broker_add_job's).
 --   With p_autonomous its jobs run outside a transaction block (VACUUM,
 --   CREATE INDEX CONCURRENTLY, a CALL that commits, ...: see broker_add_job).
---   p_concurrency_key is the concurrency key of its jobs (as broker_add_job's;
---   NULL: none).
 -- Errors: those of broker._schedule_check; 23505 a schedule of that name
 --   exists in the tenant; 42501 the role may not act for the tenant.
 -- Example:
 --   SELECT * FROM broker.broker_add_schedule('nightly-rollup', '0 3 * * *', 'CALL reports.rollup()',
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
---   SELECT * FROM broker.broker_add_schedule('crm-sync', '*/5 * * * *', 'CALL crm.sync_all()', p_concurrency_key => 'crm-api');
 --   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -10263,8 +7642,7 @@ CREATE FUNCTION broker.broker_add_schedule(
     p_job_timeout   interval DEFAULT NULL,
     p_search_path   text     DEFAULT pg_catalog.current_setting('search_path'),
     p_tenant_id     text     DEFAULT NULL,
-    p_autonomous    boolean  DEFAULT false,
-    p_concurrency_key text   DEFAULT NULL)
+    p_autonomous    boolean  DEFAULT false)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -10280,7 +7658,7 @@ BEGIN
         RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker.broker_add_schedule(p_schedule_name, p_cron_expr,
             p_execute_str, p_time_zone, p_job_queue, p_job_priority, p_job_language, p_run_as, p_max_attempts,
             p_job_group, p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_job_timeout, p_search_path,
-            p_autonomous => p_autonomous, p_concurrency_key => p_concurrency_key) AS a;
+            p_autonomous => p_autonomous) AS a;
         PERFORM pg_catalog.set_config('broker.tenant_id', COALESCE(v_saved, ''), true);
         RETURN;
     END IF;
@@ -10300,7 +7678,6 @@ BEGIN
     s.enabled := p_enabled;
     s.job_timeout := p_job_timeout;
     s.autonomous := p_autonomous;
-    s.concurrency_key := p_concurrency_key;
     v_next := broker._schedule_check('broker_add_schedule', s);
     IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
         RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
@@ -10321,16 +7698,16 @@ BEGIN
     INSERT INTO broker.broker_schedule AS t
            (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
             max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap, autonomous, concurrency_key)
+            overlap, autonomous)
     VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
             s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous)
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean, text) IS
-    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not, concurrency key) for the current tenant; returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean) IS
+    'Creates a cron schedule (expression, IANA time zone, job template, catch-up and overlap policy, autonomous or not) for the current tenant; returns (schedule_id, next_fire_at).';
 -- source: sql/schedules/manage.sql
 -- sql/schedules/manage.sql: changing schedules: alter, enable/disable, remove.
 -- ---------------------------------------------------------------------------
@@ -10388,9 +7765,8 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_alter_schedule(p_schedule_name, ...)
 --   Changes the given properties of a schedule (NULL leaves one as it is;
---   p_job_group '' resets it to the schedule name; p_concurrency_key ''
---   clears it, so that its jobs have no key; p_autonomous makes its jobs
---   autonomous or not, checked as broker_add_schedule checks it) and
+--   p_job_group '' resets it to the schedule name; p_autonomous makes its
+--   jobs autonomous or not, checked as broker_add_schedule checks it) and
 --   returns (schedule_id, next_fire_at). A change of expression or time zone plans
 --   the next fire from now: fires missed meanwhile are dropped. p_tenant_id
 --   names the tenant for this call only (as broker_add_job's).
@@ -10398,7 +7774,6 @@ COMMENT ON FUNCTION broker._schedule_row(text, text) IS
 --   23505 p_new_name is taken.
 -- Example:
 --   SELECT * FROM broker.broker_alter_schedule('nightly-rollup', p_cron_expr => '30 3 * * *');
---   SELECT * FROM broker.broker_alter_schedule('crm-sync', p_concurrency_key => '');   -- its jobs without a key
 --   Calls: _schedule_row, _schedule_check, _executor, broker_create_executor, _schedule_notify
 --   Tables: writes broker_schedule
 -- ---------------------------------------------------------------------------
@@ -10420,8 +7795,7 @@ CREATE FUNCTION broker.broker_alter_schedule(
     p_search_path   text     DEFAULT NULL,
     p_new_name      text     DEFAULT NULL,
     p_autonomous    boolean  DEFAULT NULL,
-    p_tenant_id     text     DEFAULT NULL,
-    p_concurrency_key text   DEFAULT NULL)
+    p_tenant_id     text     DEFAULT NULL)
 RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -10448,8 +7822,6 @@ BEGIN
     s.job_timeout := COALESCE(p_job_timeout, s.job_timeout);
     s.job_search_path := COALESCE(p_search_path, s.job_search_path);
     s.autonomous := COALESCE(p_autonomous, s.autonomous);
-    s.concurrency_key := CASE WHEN p_concurrency_key OPERATOR(pg_catalog.=) '' THEN NULL
-                              ELSE COALESCE(p_concurrency_key, s.concurrency_key) END;
     v_next := broker._schedule_check('broker_alter_schedule', s);
     IF s.schedule_name OPERATOR(pg_catalog.<>) v_old.schedule_name AND EXISTS (
         SELECT 1 FROM broker.broker_schedule AS x
@@ -10471,16 +7843,15 @@ BEGIN
            time_zone = s.time_zone, job_queue = s.job_queue, job_priority = s.job_priority,
            job_language = s.job_language, run_as = s.run_as, max_attempts = s.max_attempts, job_group = s.job_group,
            catch_up = s.catch_up, catch_up_max = s.catch_up_max, overlap = s.overlap, job_timeout = s.job_timeout,
-           job_search_path = s.job_search_path, autonomous = s.autonomous, concurrency_key = s.concurrency_key,
-           next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
+           job_search_path = s.job_search_path, autonomous = s.autonomous, next_fire_at = CASE WHEN s.enabled THEN v_next END, last_error = NULL
      WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id
     RETURNING t.schedule_id, t.next_fire_at;
     PERFORM broker._schedule_notify();
     PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
-COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text, text) IS
-    'Changes a schedule (NULL arguments keep a property; '''' resets its job group to its name, or clears its concurrency key); returns (schedule_id, next_fire_at).';
+COMMENT ON FUNCTION broker.broker_alter_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, interval, text, text, boolean, text) IS
+    'Changes a schedule (NULL arguments keep a property); returns (schedule_id, next_fire_at).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_enable_schedule(p_schedule_name, p_enabled, p_tenant_id)
@@ -10562,81 +7933,6 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean, text) IS
     'Removes a schedule (its jobs stay, unlinked); false if it did not exist and p_missing_ok.';
--- source: sql/schedules/run_now.sql
--- sql/schedules/run_now.sql: running a schedule's job now, by hand (broker_run_schedule_now).
--- ---------------------------------------------------------------------------
--- Function: broker.broker_run_schedule_now(p_schedule_name, p_tenant_id)
---   Enqueues one job of the schedule now, as a fire would (pg_cron #226,
---   "run this job now"): the job columns of broker._schedule_fire (name,
---   group, SQL, language, queue, priority, run_as, max_attempts, timeout,
---   search_path, autonomous, concurrency key, schedule_id; tenant = the
---   schedule's), claimable at once, with the NOTIFY of any new job. The
---   schedule's plan is left alone: next_fire_at and last_fire_at (the last
---   cron fire) do not move, and a disabled (paused) schedule runs now and
---   stays paused. Returns (job_id, is_new):
---   * the new job, is_new = true; it becomes the schedule's last_job_id, so
---     with overlap = skip the next fire waits for it as for a fired job;
---   * with overlap = skip and the previous job of the schedule
---     (last_job_id) still pending or running: that job, is_new = false,
---     and nothing is enqueued (the fire's overlap rule).
---   Who asked is the job's enqueued_by (the caller): the job is checked at
---   enqueue and again at run time (_authority_lost) against the caller's
---   rights, where a fire's are its owner's. It has no idempotency key (the
---   keys broker_schedule:* belong to fire times; a run now has none):
---   concurrent calls queue on the schedule's row lock, so overlap = skip
---   still enqueues one job.
---   As broker_enable_schedule: SECURITY INVOKER, so row-level security finds
---   the schedule in the current tenant (or p_tenant_id's, for this call
---   only) and only its owner or a member of that role may run it; under
---   strict tenancy another tenant's schedule is not there (42704).
--- Errors: those of broker._schedule_row (22004 NULL name, 42704 no such
---   schedule in the tenant, 42501 not its owner) and of broker._call_tenant;
---   those of broker._check_run_as (42704 the run_as role is gone, 42501 the
---   caller may not run jobs as it) and broker._check_autonomous.
--- Example:
---   SELECT * FROM broker.broker_run_schedule_now('nightly-rollup');   -- (job_id, is_new)
---   Calls: _call_tenant, _schedule_row, _check_run_as, _check_autonomous, _end_call_tenant
---   Tables: reads broker_jobs, writes broker_jobs, broker_schedule
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_run_schedule_now(p_schedule_name text, p_tenant_id text DEFAULT NULL)
-RETURNS TABLE (job_id bigint, is_new boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_saved text := broker._call_tenant('broker_run_schedule_now', p_tenant_id);
-    s      broker.broker_schedule := broker._schedule_row('broker_run_schedule_now', p_schedule_name);
-    v_id   bigint;
-BEGIN
-    -- the fire's overlap rule (the tick's, sql/schedules/tick.sql)
-    SELECT j.job_id INTO v_id FROM broker.broker_jobs AS j
-     WHERE s.overlap OPERATOR(pg_catalog.=) 'skip' AND j.job_id OPERATOR(pg_catalog.=) s.last_job_id
-       AND j.tenant_id OPERATOR(pg_catalog.=) s.tenant_id AND j.complete_status OPERATOR(pg_catalog.<=) 1;
-    IF FOUND THEN
-        PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
-        RETURN QUERY SELECT v_id, false;
-        RETURN;
-    END IF;
-    -- the policies would refuse these too; checked first for messages that name this function
-    PERFORM broker._check_run_as('broker_run_schedule_now', s.run_as);
-    PERFORM broker._check_autonomous('broker_run_schedule_now', s.execute_str, s.job_language, s.run_as, s.autonomous);
-    -- the columns of a fire (broker._schedule_fire) that an enqueuer may write; tenant_id and enqueued_by
-    -- take their defaults, the current tenant (the schedule's) and the caller
-    INSERT INTO broker.broker_jobs AS j
-           (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
-            max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
-    VALUES (s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language, s.job_queue,
-            s.job_priority, s.run_as, s.schedule_id, s.max_attempts, pg_catalog.now(), s.job_timeout,
-            s.job_search_path, s.autonomous, s.concurrency_key)
-    RETURNING j.job_id INTO v_id;
-    UPDATE broker.broker_schedule AS t SET last_job_id = v_id
-     WHERE t.schedule_id OPERATOR(pg_catalog.=) s.schedule_id;
-    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
-    RETURN QUERY SELECT v_id, true;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_run_schedule_now(text, text) IS
-    'Enqueues one job of a schedule now, as a fire would, without moving its next fire (a paused schedule stays paused); returns (job_id, is_new): is_new false when overlap = skip and its previous job is still unfinished.';
 -- source: sql/schedules/triggers.sql
 -- sql/schedules/triggers.sql: the triggers of broker_schedule (checks, quota).
 -- ---------------------------------------------------------------------------
@@ -10742,8 +8038,8 @@ COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._schedule_fire(s, p_fires)
 --   Enqueues one job per fire time in p_fires for schedule row s, in the
---   schedule owner's name (enqueued_by = created_by), for its tenant, with
---   its concurrency key, and returns how many were new. The idempotency key
+--   schedule owner's name (enqueued_by = created_by), for its tenant, and
+--   returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
 --   Calls: none
@@ -10763,11 +8059,11 @@ BEGIN
         INSERT INTO broker.broker_jobs AS j
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
                 enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
-                autonomous, concurrency_key)
+                autonomous)
         VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
-                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous, s.concurrency_key)
+                s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous)
         ON CONFLICT (tenant_id, idempotency_key)
            WHERE idempotency_key IS NOT NULL AND complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
         DO NOTHING
@@ -10903,9 +8199,7 @@ COMMENT ON FUNCTION broker._schedule_due(broker.broker_schedule, timestamptz) IS
 --     skipped more adds the cap and sets skipped_fires_capped, so the
 --     column is then a lower bound.
 --   * Overlap: with overlap = skip (default), nothing is enqueued while the
---     previous job of the schedule (last_job_id, a job of its tenant: its
---     owner may write the column, broker_run_schedule_now) is pending or
---     running.
+--     previous job of the schedule (last_job_id) is pending or running.
 --   * A schedule whose owner (created_by) may no longer run jobs as run_as
 --     or act for its tenant, or that cannot be evaluated any more (say its
 --     time zone was removed), is disabled, with the reason in last_error.
@@ -10976,7 +8270,7 @@ BEGIN
                   FROM broker._schedule_due(s, p_now) AS d;                     -- v_next NULL: never again
                 IF s.overlap = 'skip' AND EXISTS (
                     SELECT 1 FROM broker.broker_jobs AS j
-                     WHERE j.job_id = s.last_job_id AND j.tenant_id = s.tenant_id AND j.complete_status <= 1) THEN
+                     WHERE j.job_id = s.last_job_id AND j.complete_status <= 1) THEN
                     v_fires := ARRAY[]::timestamptz[];
                 END IF;
                 IF pg_catalog.cardinality(v_fires) > 0 THEN
@@ -11048,51 +8342,6 @@ COMMENT ON FUNCTION broker.broker_schedule_tick() IS
 -- source: sql/instances/instances.sql
 -- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
--- Function: broker._instance_lock_holder()
---   The backend pid that holds the active-instance session advisory lock of
---   this database, or NULL when no session holds it.
---   Calls: _instance_lock_key
---   Tables: none (pg_locks)
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._instance_lock_holder()
-RETURNS integer
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT l.pid
-      FROM pg_catalog.pg_locks AS l, broker._instance_lock_key() AS k
-     WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
-       AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                               WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-       AND l.classid::integer OPERATOR(pg_catalog.=) k.classid
-       AND l.objid::integer OPERATOR(pg_catalog.=) k.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
-     LIMIT 1
-$$;
-COMMENT ON FUNCTION broker._instance_lock_holder() IS
-    'Internal: the pid of the session holding the active-instance advisory lock of this database, or NULL.';
-
--- ---------------------------------------------------------------------------
--- Function: broker._live_instance()
---   The active instance whose session is alive (it holds the instance lock),
---   or NULL: a row still marked active whose session ended (the runner was
---   killed, or cut off until the server ended its session) is not live.
---   Calls: _instance_lock_holder
---   Tables: reads broker_queueinstance
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._live_instance()
-RETURNS bigint
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT i.instance_id
-      FROM broker.broker_queueinstance AS i
-     WHERE i.status OPERATOR(pg_catalog.=) 'active'
-       AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
-$$;
-COMMENT ON FUNCTION broker._live_instance() IS
-    'Internal: the id of the active instance when its session holds the instance lock, else NULL.';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._take_instance_lock(p_caller)
 --   Takes the broker's session advisory lock for the calling session, or
 --   raises 55P03 naming the instance that holds it (p_caller names the public
@@ -11137,7 +8386,7 @@ COMMENT ON FUNCTION broker._take_instance_lock(text) IS
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
---   Calls: _instance_lock_holder, _take_instance_lock
+--   Calls: _instance_lock_key, _take_instance_lock
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_register_instance(
@@ -11151,6 +8400,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_key    record := broker._instance_lock_key();
     v_active broker.broker_queueinstance;
     v_id     bigint;
 BEGIN
@@ -11162,7 +8412,12 @@ BEGIN
     END IF;
     SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
     IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-       AND broker._instance_lock_holder() OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
+                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
         RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -11380,7 +8635,7 @@ COMMENT ON FUNCTION broker._active_instance() IS
 -- Example:
 --   SELECT pg_terminate_backend(pid, 5000)
 --     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
---   Calls: _instance_lock_holder
+--   Calls: _instance_lock_key
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
@@ -11388,16 +8643,23 @@ RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_key record := broker._instance_lock_key();
 BEGIN
     IF p_stale_after IS NULL OR p_stale_after OPERATOR(pg_catalog.<) interval '1 second' THEN
         RAISE EXCEPTION 'broker_stale_instance_holder: p_stale_after must be at least 1 second'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN (SELECT i.backend_pid
-              FROM broker.broker_queueinstance AS i
-             WHERE i.status OPERATOR(pg_catalog.=) 'active'
-               AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
-               AND i.backend_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+    RETURN (SELECT l.pid
+              FROM pg_catalog.pg_locks AS l
+              JOIN broker.broker_queueinstance AS i
+                ON i.backend_pid OPERATOR(pg_catalog.=) l.pid AND i.status OPERATOR(pg_catalog.=) 'active'
+             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+               AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
+               AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
+               AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
              LIMIT 1);
 END;
@@ -11559,21 +8821,6 @@ COMMENT ON TRIGGER broker_jobs_count_finished_truncate_trg ON broker.broker_jobs
     'TRUNCATE of broker_jobs empties broker_finished_count.';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._finished_kept()
---   How far back broker_finished_count keeps its minutes: the longest window
---   read from it (broker_queue_stats' hour, broker_finished_per_minute's
---   three hours), and a minute more for the one under way.
---   Calls: none
---   Tables: none
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._finished_kept()
-RETURNS interval LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$ SELECT interval '3 hours 1 minute' $$;
-COMMENT ON FUNCTION broker._finished_kept() IS
-    'Internal: how far back broker_finished_count keeps its minutes (the longest window read from it, and a minute).';
-
--- ---------------------------------------------------------------------------
 -- Function: broker._merge_finished_counts()
 --   Folds the deltas of broker_finished_count into the one merged row of
 --   their key (read through broker_finished_count_delta_idx: with no delta
@@ -11623,49 +8870,13 @@ BEGIN
     -- (merged rows only, through their index: the deltas are all folded by now)
     DELETE FROM broker.broker_finished_count AS c
      WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.<)
-           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) broker._finished_kept());
+           broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) interval '1 hour 1 minute');
     GET DIAGNOSTICS v_old = ROW_COUNT;
     RETURN v_old OPERATOR(pg_catalog.+) v_deltas;
 END;
 $$;
 COMMENT ON FUNCTION broker._merge_finished_counts() IS
     'Internal: folds the deltas of broker_finished_count into one row per key and drops minutes no window reads; returns the rows removed.';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_finished_per_minute(p_window)
---   Jobs finished per minute over the last p_window (1 minute to 3 hours,
---   default 3 hours), per queue, tenant and final state (2 completed, 3
---   failed, 4 cancelled), every tenant's: what the console's charts draw.
---   Read from broker_finished_count (a few rows a minute, whatever the
---   number of jobs), deltas not merged yet included; minutes with no finish
---   are left out.
--- Errors: 22023 a window outside 1 minute to 3 hours.
--- Example:
---   SELECT * FROM broker.broker_finished_per_minute('1 hour');
---   Calls: _finished_minute
---   Tables: reads broker_finished_count
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_finished_per_minute(p_window interval DEFAULT '3 hours')
-RETURNS TABLE (finished_minute timestamptz, job_queue integer, tenant_id text, complete_status smallint, jobs bigint)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_window IS NULL OR p_window OPERATOR(pg_catalog.<) interval '1 minute' OR p_window OPERATOR(pg_catalog.>) interval '3 hours' THEN
-        RAISE EXCEPTION 'broker_finished_per_minute: p_window must be 1 minute to 3 hours, got %', COALESCE(p_window::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN QUERY
-    SELECT c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, pg_catalog.sum(c.jobs)::bigint
-      FROM broker.broker_finished_count AS c
-     WHERE c.finished_minute OPERATOR(pg_catalog.>=) broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window)
-     GROUP BY 1, 2, 3, 4
-    HAVING pg_catalog.sum(c.jobs) OPERATOR(pg_catalog.<>) 0
-     ORDER BY 1, 2, 3, 4;
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_finished_per_minute(interval) IS
-    'Jobs finished per minute over the last p_window (up to 3 hours), per queue, tenant and final state, every tenant''s (the console''s charts).';
 -- source: sql/instances/queue_stats.sql
 -- sql/instances/queue_stats.sql: queue statistics for monitoring.
 -- ---------------------------------------------------------------------------
@@ -11673,9 +8884,8 @@ COMMENT ON FUNCTION broker.broker_finished_per_minute(interval) IS
 --   Queue depth for monitoring, across every tenant (the runner's metrics and
 --   status run as broker_runtime, which sees one tenant through row-level
 --   security). One row per queue and tenant with unfinished or recently
---   finished jobs, or a pause: ready (claimable now), blocked (waiting on
---   dependencies), delayed (future run_after; jobs held back by a limit on
---   their key are in broker_key_stats), running, and completed/failed/cancelled in
+--   finished jobs, or a pause: ready, blocked (waiting on dependencies),
+--   delayed (future run_after), running, and completed/failed/cancelled in
 --   the last hour; paused (broker_pause_queue, for every tenant or this
 --   one); the age of the oldest ready job (seconds since its run_after);
 --   and in the last hour: attempts lost with their lease (recovered), cancel
@@ -11689,7 +8899,7 @@ COMMENT ON FUNCTION broker.broker_finished_per_minute(interval) IS
 --   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _finished_minute, _merge_finished_counts, _claimable, _state, _parked
+--   Calls: _finished_minute, _merge_finished_counts, _claimable, _state
 --   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
@@ -11719,17 +8929,15 @@ BEGIN
     RETURN QUERY
     WITH s AS (
         SELECT j.job_queue, j.tenant_id,
-               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
                                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS ready,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                                              AND j.pending_deps OPERATOR(pg_catalog.>) 0) AS blocked,
-               pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
-                                             AND j.pending_deps OPERATOR(pg_catalog.=) 0
-                                             AND j.parked OPERATOR(pg_catalog.<=) broker._parked('later')
+               pg_catalog.count(*) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
                                              AND j.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) AS delayed,
                pg_catalog.count(*) FILTER (WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')) AS running,
                0::numeric AS completed, 0::numeric AS failed, 0::numeric AS cancelled,
-               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
+               pg_catalog.min(j.run_after) FILTER (WHERE broker._claimable(j.complete_status, j.pending_deps)
                                                      AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
                0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j
@@ -11802,128 +9010,45 @@ COMMENT ON FUNCTION broker.broker_queue_stats() IS
 --   runner reads on its one session connection at each poll instead of a
 --   claim per queue: it wakes a worker only where there is work, and it
 --   reports queue numbers that no runner of its configuration serves.
---   Reads the claim index: one probe per queue number that has claimable
---   jobs (a loose index scan), then one bounded probe of that queue for a
---   job due now; and likewise the parked jobs: per queue, whether its
---   earliest job parked until a time is due (broker_jobs_later_idx), and
---   the queues of jobs whose key's next token is due (broker_key_limit):
---   the claim there unparks them. Runners' queues only (1 to 1000): a
---   task's queue (negative, broker_task_queue) is its workers', and the
---   walks start above it, so a runner never wakes for a task and no number
---   of task names adds to the poll.
+--   Reads the claim index only: one probe per queue number that has pending
+--   unblocked jobs (a loose index scan), then one bounded probe of that
+--   queue for a job due now.
 -- Example:
 --   SELECT broker.broker_ready_queues();   -- {1,3}
 --   Calls: _claimable
---   Tables: reads broker_jobs, broker_key_limit
+--   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_ready_queues()
 RETURNS integer[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
 AS $$
 BEGIN
     RETURN ARRAY(
         WITH RECURSIVE queues (q) AS (
             (SELECT j.job_queue FROM broker.broker_jobs AS j
-              WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                AND j.job_queue OPERATOR(pg_catalog.>=) 1   -- (tasks' queues are negative: workers', not runners')
+              WHERE broker._claimable(j.complete_status, j.pending_deps)
               ORDER BY j.job_queue LIMIT 1)
             UNION ALL
             SELECT (SELECT j.job_queue FROM broker.broker_jobs AS j
-                     WHERE broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                     WHERE broker._claimable(j.complete_status, j.pending_deps)
                        AND j.job_queue OPERATOR(pg_catalog.>) s.q
                      ORDER BY j.job_queue LIMIT 1)
               FROM queues AS s
              WHERE s.q IS NOT NULL
-        ),
-        -- queues with jobs parked until a time: the first of each (the earliest) says whether one is due
-        later (q, due) AS (
-            (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
-               FROM broker.broker_jobs AS j
-              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                AND j.job_queue OPERATOR(pg_catalog.>=) 1
-              ORDER BY j.job_queue, j.run_after LIMIT 1)
-            UNION ALL
-            SELECT n.job_queue, n.due
-              FROM later AS s,
-                   LATERAL (SELECT j.job_queue, j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp() AS due
-                              FROM broker.broker_jobs AS j
-                             WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                               AND j.job_queue OPERATOR(pg_catalog.>) s.q
-                             ORDER BY j.job_queue, j.run_after LIMIT 1) AS n
         )
-        SELECT r.q FROM (
-            SELECT s.q FROM queues AS s
-             WHERE s.q IS NOT NULL
-               AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                            WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
-                              AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
-            UNION
-            SELECT l.q FROM later AS l WHERE l.due
-            UNION
-            -- the queues of jobs whose key's next token is due
-            SELECT p.job_queue
-              FROM broker.broker_key_limit AS k,
-                   LATERAL (SELECT j.job_queue FROM broker.broker_jobs AS j
-                             WHERE j.concurrency_key OPERATOR(pg_catalog.=) k.concurrency_key
-                               AND (k.tenant_id IS NULL OR j.tenant_id OPERATOR(pg_catalog.=) k.tenant_id)
-                               AND j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.>=) 2
-                               AND j.job_queue OPERATOR(pg_catalog.>=) 1
-                             LIMIT 100) AS p
-             WHERE k.wake_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS r
-         WHERE r.q OPERATOR(pg_catalog.>=) 1
-         ORDER BY r.q);
+        SELECT s.q FROM queues AS s
+         WHERE s.q IS NOT NULL
+           AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
+                        WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
+                          AND broker._claimable(j.complete_status, j.pending_deps)
+                          AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
+         ORDER BY s.q);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_ready_queues() IS
     'The queue numbers with a job claimable now, across tenants (what a runner polls on its session connection).';
-
--- ---------------------------------------------------------------------------
--- Function: broker.broker_next_due()
---   When the next parked job becomes claimable by time alone, across every
---   tenant and queue: the earliest run_after of the jobs parked until a time
---   (one probe per queue number that has any, a loose scan of
---   broker_jobs_later_idx), or the earliest wake_at of a key whose jobs wait
---   for a token; NULL when none. The runner polls then, not only every
---   queue_timer_sec, so that a delayed job or a rate's next burst starts on
---   time. A task parked until a time (its queue negative) is not the
---   runner's and does not count.
--- Example:
---   SELECT broker.broker_next_due();   -- 2026-12-06 07:31:02.5+00, or NULL
---   Calls: none
---   Tables: reads broker_jobs, broker_key_limit
--- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_next_due()
-RETURNS timestamptz
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-AS $$
-BEGIN
-    RETURN LEAST(
-        (WITH RECURSIVE later (q, at) AS (
-             (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
-               WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                 AND j.job_queue OPERATOR(pg_catalog.>=) 1
-               ORDER BY j.job_queue, j.run_after LIMIT 1)
-             UNION ALL
-             SELECT n.job_queue, n.run_after
-               FROM later AS s,
-                    LATERAL (SELECT j.job_queue, j.run_after FROM broker.broker_jobs AS j
-                              WHERE j.complete_status OPERATOR(pg_catalog.=) 0 AND j.parked OPERATOR(pg_catalog.=) 1
-                                AND j.job_queue OPERATOR(pg_catalog.>) s.q
-                              ORDER BY j.job_queue, j.run_after LIMIT 1) AS n)
-         SELECT pg_catalog.min(l.at) FROM later AS l),
-        (SELECT k.wake_at FROM broker.broker_key_limit AS k
-          WHERE k.wake_at IS NOT NULL ORDER BY k.wake_at LIMIT 1));
-END;
-$$;
-COMMENT ON FUNCTION broker.broker_next_due() IS
-    'When the next parked job becomes claimable by time alone (a delay, a rate''s next tokens), across every tenant; NULL when none. The runner polls then.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker.broker_job_activity()
@@ -12046,13 +9171,12 @@ CREATE POLICY broker_jobs_insert ON broker.broker_jobs FOR INSERT
                 AND broker._may_run_as(run_as, CURRENT_USER)
                 AND (idempotency_key IS NULL OR NOT pg_catalog.starts_with(idempotency_key, 'broker_schedule:'))
                 AND complete_status OPERATOR(pg_catalog.=) 0
-                AND (job_language OPERATOR(pg_catalog.<>) 'task' OR broker._task_queue_is(job_name, job_queue))
                 AND attempts OPERATOR(pg_catalog.=) 0
                 AND pending_deps OPERATOR(pg_catalog.=) 0
                 AND CASE WHEN autonomous THEN broker._check_autonomous('broker_jobs', execute_str, job_language, run_as, true)
                          ELSE true END);
 COMMENT ON POLICY broker_jobs_insert ON broker.broker_jobs IS
-    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, a task in its name''s queue, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
+    'New jobs: current tenant, enqueued_by = the inserting role, a run_as it may use, fresh state, an autonomous job''s SQL and role checked; keys broker_schedule:* are the tick''s.';
 CREATE POLICY broker_jobs_update ON broker.broker_jobs FOR UPDATE
     USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
            AND broker._tenant_allowed(tenant_id, CURRENT_USER)
@@ -12225,42 +9349,6 @@ CREATE POLICY broker_queue_pause_delete ON broker.broker_queue_pause FOR DELETE
            OR broker._is_broker_admin(CURRENT_USER));
 COMMENT ON POLICY broker_queue_pause_delete ON broker.broker_queue_pause IS
     'A tenant resumes its own jobs of a queue; administrators any pause.';
--- source: sql/security/policies/broker_key_limit.sql
--- sql/security/policies/broker_key_limit.sql: row-level security of broker.broker_key_limit (a tenant's own limits; limits across tenants (tenant_id NULL) are the administrators').
-ALTER TABLE broker.broker_key_limit ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_key_limit FORCE ROW LEVEL SECURITY;
-CREATE POLICY broker_key_limit_select ON broker.broker_key_limit FOR SELECT
-    USING (tenant_id IS NULL
-           OR (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-               AND broker._tenant_allowed(tenant_id, CURRENT_USER))
-           OR broker._is_broker_admin(CURRENT_USER));
-COMMENT ON POLICY broker_key_limit_select ON broker.broker_key_limit IS
-    'Read the limits across tenants and those of the current tenant (administrators: all).';
-CREATE POLICY broker_key_limit_write ON broker.broker_key_limit FOR ALL
-    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
-           OR broker._is_broker_admin(CURRENT_USER))
-    WITH CHECK ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                 AND broker._tenant_allowed(tenant_id, CURRENT_USER)
-                 AND set_by OPERATOR(pg_catalog.=) CURRENT_USER)
-                OR broker._is_broker_admin(CURRENT_USER));
-COMMENT ON POLICY broker_key_limit_write ON broker.broker_key_limit IS
-    'A tenant sets and removes its own limits; administrators any, and the limits across tenants.';
--- source: sql/security/policies/broker_tenant_weight.sql
--- sql/security/policies/broker_tenant_weight.sql: row-level security of broker.broker_tenant_weight (a tenant reads its own weight; administrators set them).
-ALTER TABLE broker.broker_tenant_weight ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_tenant_weight FORCE ROW LEVEL SECURITY;
-CREATE POLICY broker_tenant_weight_select ON broker.broker_tenant_weight FOR SELECT
-    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
-           OR broker._is_broker_admin(CURRENT_USER));
-COMMENT ON POLICY broker_tenant_weight_select ON broker.broker_tenant_weight IS
-    'A tenant reads its own weight; administrators all.';
-CREATE POLICY broker_tenant_weight_admin ON broker.broker_tenant_weight FOR ALL
-    USING (broker._is_broker_admin(CURRENT_USER))
-    WITH CHECK (broker._is_broker_admin(CURRENT_USER));
-COMMENT ON POLICY broker_tenant_weight_admin ON broker.broker_tenant_weight IS
-    'Only administrators set weights.';
 -- source: sql/security/policies/broker_autonomous_role.sql
 -- sql/security/policies/broker_autonomous_role.sql: row-level security of broker.broker_autonomous_role, keyed on the role (as broker_tenant_roles).
 ALTER TABLE broker.broker_autonomous_role ENABLE ROW LEVEL SECURITY;
@@ -12269,14 +9357,6 @@ ALTER TABLE broker.broker_autonomous_role FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SELECT
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
--- source: sql/security/policies/broker_task_queue.sql
--- sql/security/policies/broker_task_queue.sql: row-level security of broker.broker_task_queue (task names are not tenant data; only the broker's functions write them).
-ALTER TABLE broker.broker_task_queue ENABLE ROW LEVEL SECURITY;
-ALTER TABLE broker.broker_task_queue FORCE ROW LEVEL SECURITY;
-CREATE POLICY broker_task_queue_select ON broker.broker_task_queue FOR SELECT
-    USING (true);
-COMMENT ON POLICY broker_task_queue_select ON broker.broker_task_queue IS
-    'Task names and their queues are readable by every role granted SELECT (like queue numbers, they belong to no tenant); only the broker''s functions add them.';
 -- source: sql/security/grants.sql
 -- sql/security/grants.sql: privileges: nothing for PUBLIC (the broker roles get theirs from sql/roles.sql).
 -- ---------------------------------------------------------------------------

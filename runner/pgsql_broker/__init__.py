@@ -1,6 +1,6 @@
 """pgsql_broker: a PostgreSQL job broker. The extension does the work; this package installs it."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["Broker", "Settings", "enqueue", "load_settings", "__version__"]
 

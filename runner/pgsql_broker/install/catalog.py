@@ -32,8 +32,20 @@ _SECTIONS: dict[str, str] = {
           LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
          WHERE c.relnamespace = 'broker'::regnamespace AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped""",
     "indexes": """
-        SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+        SELECT pg_get_indexdef(i.indexrelid) || ' -- comment: ' || coalesce(obj_description(i.indexrelid, 'pg_class'), '')
+          FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
          WHERE c.relnamespace = 'broker'::regnamespace""",
+    # types other than a relation's row type and arrays: composite types with their attributes in order
+    # (a row constructor depends on it), enums and domains
+    "types": """
+        SELECT t.typname || ' type=' || t.typtype::text
+               || ' attributes=' || coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', '
+                                                                ORDER BY a.attnum)
+                                                FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0
+                                                 AND NOT a.attisdropped), '')
+               || ' comment=' || coalesce(obj_description(t.oid, 'pg_type'), '')
+          FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
+         WHERE t.typnamespace = 'broker'::regnamespace AND t.typelem = 0 AND coalesce(c.relkind, 'c') = 'c'""",
     "constraints": """
         SELECT c.relname || ' ' || k.conname || ' ' || pg_get_constraintdef(k.oid)
           FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid WHERE c.relnamespace = 'broker'::regnamespace""",

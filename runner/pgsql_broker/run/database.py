@@ -40,7 +40,7 @@ from .schedules import ScheduleTicker
 from .worker import Lane, Workers
 
 log = logging.getLogger("pgsql_broker")
-SUPPORTED_SCHEMA = ("0.2.0",)
+SUPPORTED_SCHEMA = ("0.3.0",)
 STOP_POLL_SEC = 0.2  # the session loop notices a stop this often (an idle runner stops within a second)
 STANDBY_RETRY_SEC = 2.0
 # A standby ends the backend holding the instance lock once the active instance's row has not been pinged for
