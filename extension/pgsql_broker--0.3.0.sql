@@ -11069,7 +11069,7 @@ COMMENT ON FUNCTION broker._take_instance_lock(text) IS
 -- Errors: 55P03 another live session is the active instance (a standby keeps
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
---   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.2.0');
+--   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.3.0');
 --   Calls: _instance_lock_key, _take_instance_lock
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
