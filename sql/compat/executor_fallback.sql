@@ -1,7 +1,7 @@
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
--- Dropped in 0.3.0: its upgrade re-creates every executor with broker_create_executor (which
--- adds run_jobs), then drops _run_jobs_compat and the fallback branches of broker_run and
--- broker_run_batch that call it.
+-- Kept in 0.3.0 (its upgrade changes no executor). The upgrade that drops it re-creates every
+-- executor with broker_create_executor (which adds run_jobs), then drops _run_jobs_compat and the
+-- fallback branches of broker_run and broker_run_batch that call it.
 -- ---------------------------------------------------------------------------
 -- Function: broker._run_jobs_compat(p_call, p_sqls, p_languages,
 --     p_search_paths, p_tenant_id)

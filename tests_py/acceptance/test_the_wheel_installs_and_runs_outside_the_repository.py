@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 
 from conftest import add_job, connect, dsn
 from job_checks import wait_until
+from pgsql_broker.install.scripts import migration_chain
 from pgsql_broker.states import JobState
 from runner_process import free_port
 
@@ -52,8 +54,8 @@ def user_env() -> dict:
 
 
 @pytest.fixture(scope="session")
-def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
-    """(the built wheel, the bin/ of a venv it is installed in), once per session."""
+def wheel_venv(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(the built wheel, the bin/ of a venv it is installed in, the sdist), once per session."""
     # Built from a copy of the tree without its by-products: the sdist would read a runner/*.egg-info left by an
     # earlier build or `pip install -e` as its file list, and so ship a file that package-data no longer names.
     # (The copy also keeps the build from writing into the tree.) Links stay links, as in a checkout.
@@ -69,11 +71,27 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
     run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv)
     run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--disable-pip-version-check",
          wheels[0]], cwd=venv, env=user_env())
-    return wheels[0], venv / "bin"
+    return wheels[0], venv / "bin", sdists[0]
+
+
+def test_the_sdist_carries_every_script_as_a_file(wheel_venv):
+    """The sdist a release publishes holds the package data as files (the tree's links resolved), so a wheel
+    built from it anywhere has them: every full and upgrade script, roles.sql, the control file, the catalog."""
+    _, _, sdist = wheel_venv
+    assert any(f.startswith("extension/pgsql_broker--") and f.count("--") == 2 for f in DATA), DATA  # upgrades too
+    with tarfile.open(sdist) as archive:
+        top = archive.getnames()[0].split("/")[0]
+        members = {m.name: m for m in archive.getmembers()}
+        missing = [f for f in DATA if f"{top}/runner/pgsql_broker/{f}" not in members]
+        assert missing == [], f"the sdist lacks {missing}"
+        links = [f for f in DATA if not members[f"{top}/runner/pgsql_broker/{f}"].isfile()]
+        assert links == [], f"the sdist has {links} as links, not files"
+        differ = [f for f in DATA if archive.extractfile(f"{top}/runner/pgsql_broker/{f}").read() != (PACKAGE / f).read_bytes()]
+        assert differ == [], f"the sdist's copies of {differ} differ from the tree's files"
 
 
 def test_the_wheel_installs_the_broker_and_runs_a_job(wheel_venv, empty_db, tmp_path):
-    wheel, bin_dir = wheel_venv
+    wheel, bin_dir, _ = wheel_venv
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         missing = [f for f in DATA if f"pgsql_broker/{f}" not in names]
@@ -84,6 +102,10 @@ def test_the_wheel_installs_the_broker_and_runs_a_job(wheel_venv, empty_db, tmp_
     env = user_env()
     where = run([bin_dir / "python", "-c", "import pgsql_broker; print(pgsql_broker.__file__)"], tmp_path, env=env)
     assert Path(where.stdout.strip()).is_relative_to(bin_dir.parent), where.stdout  # the venv's copy, not the tree's
+    # the installed package finds the whole migration chain in its own files (0.1.0, then each upgrade)
+    chain = run([bin_dir / "python", "-c", "from pgsql_broker.install.scripts import migration_chain; "
+                 "print(' '.join(s.name for s in migration_chain()))"], tmp_path, env=env)
+    assert chain.stdout.split() == [s.name for s in migration_chain()], chain.stdout
 
     cli = bin_dir / "pgsql-broker"
     # the admin password --with-roles asks for without a terminal (the test cluster trusts its logins)

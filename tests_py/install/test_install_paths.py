@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import ROLES_SQL, connect, dsn
 from pgsql_broker.install import catalog
 from pgsql_broker.install import expected_catalog
+from pgsql_broker.install.scripts import control_version, migration_chain
 
 CLI = [sys.executable, "-m", "pgsql_broker"]
 SECRETS = {"broker_admin": "adm-Secret-7f3a", "broker_runtime": "run-Secret-91bc", "broker_enqueue": "enq-Secret-c2d4"}
@@ -68,15 +69,17 @@ def test_extension_path_is_idempotent_and_refuses_to_mix(empty_db):
 def test_migrations_path_is_idempotent_recorded_and_refuses_to_downgrade(empty_db):
     assert run_cli("install", "--dsn", dsn(empty_db), "--no-extension").returncode == 0
     with connect(empty_db) as conn:
-        rows = conn.execute("SELECT version, install_path, length(checksum) FROM broker.broker_schema_migrations").fetchall()
-        assert rows == [("0.1.0", "migrations", 64), ("0.2.0", "migrations", 64)]
+        rows = conn.execute("SELECT version, install_path, length(checksum) FROM broker.broker_schema_migrations "
+                            "ORDER BY string_to_array(version, '.')::int[]").fetchall()
+        # one row per script of the chain: the oldest full script, then each upgrade (0.1.0, 0.2.0, 0.3.0, ...)
+        assert rows == [(s.to_version, "migrations", 64) for s in migration_chain()]
         assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgsql_broker'").fetchone() == (0,)
     before = state_of(empty_db)
     again = run_cli("install", "--dsn", dsn(empty_db))  # no flag: follows the path already taken
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert state_of(empty_db) == before
     with connect(empty_db) as conn:
-        conn.execute("UPDATE broker.broker_schema_migrations SET version = '9.0.0' WHERE version = '0.2.0'")
+        conn.execute("UPDATE broker.broker_schema_migrations SET version = '9.0.0' WHERE version = %s", (control_version(),))
     newer = run_cli("install", "--dsn", dsn(empty_db))
     assert newer.returncode == 1 and "refusing to downgrade" in newer.stderr
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from .. import __version__
+
 EXTENSION = "pgsql_broker"
 _SCRIPT_RE = re.compile(r"^pgsql_broker--(\d+\.\d+\.\d+)(?:--(\d+\.\d+\.\d+))?\.sql$")
 _EXTENSION_ONLY_RE = re.compile(r"^-- <extension-only>.*?^-- </extension-only>\n", re.S | re.M)
@@ -45,14 +47,9 @@ class Script:
         return self.name.removesuffix(".sql")
 
 
-@cache
 def control_version() -> str:
-    """default_version from pgsql_broker.control: the one source of the version."""
-    text = (resources.files("pgsql_broker") / "pgsql_broker.control").read_text()
-    match = re.search(r"^default_version\s*=\s*'([^']+)'", text, re.M)
-    if not match:
-        raise RuntimeError("pgsql_broker.control has no default_version")
-    return match.group(1)
+    """default_version from pgsql_broker.control: the one source of the version (read by the package)."""
+    return __version__
 
 
 @cache
