@@ -1,5 +1,5 @@
-"""Every frozen release upgrades, by either install path, to exactly what a fresh install gives,
-keeps its jobs, and then passes the whole pgTAP suite."""
+"""Every frozen release upgrades, by either install path, to exactly what a fresh install gives and
+keeps its jobs; upgraded from the newest release, it then passes the whole pgTAP suite."""
 from __future__ import annotations
 
 import subprocess
@@ -54,6 +54,11 @@ def test_upgrade(version, no_extension, empty_db, template_db):
         ran = conn.execute("SELECT g.job_name FROM broker.broker_get(1, NULL, 60, 10) g, "
                            "LATERAL broker.broker_run(g.job_id, g.lease_token) r ORDER BY 1").fetchall()
         assert ran == [("acme",), ("first",)]
+    if version != FROZEN[-1]:
+        # An older release upgrades through the newest one's upgrade, to the catalog checked above: the whole
+        # suite (two minutes a path) runs once per path, after the upgrade from the newest release.
+        return
+    with connect(empty_db) as conn:
         # the suite expects an empty broker: clear the data, keep the upgraded schema
         conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_job_attempts, "
                      "broker.broker_job_actions, broker.broker_schedule, "
