@@ -8403,15 +8403,27 @@ COMMENT ON FUNCTION broker._restart_interruptions_max() IS
 --     attempt like an expired lease. A crash restart of the server (a
 --     backend killed, say by the kernel's OOM killer) keeps the server's
 --     start time: it may be the job's doing and counts as below;
---   - or whose lease expired: the lost attempt counts (the session may have
---     ended by the job's own doing): pending again (after the retry
---     backoff) while attempts < max_attempts, else failed with its
---     dependents cancelled.
+--   - or whose lease expired. When the instance that claimed it is no
+--     longer live (_live_instance: its session ended, so the runner was
+--     killed or cut off until the server ended its session, and a standby
+--     may have taken over), the job returns to pending at once, attempt not
+--     counted, interruptions + 1, as above: a runner that is gone cannot
+--     tell which of its claims it had started, and the database keeps no
+--     mark of it, but a job that ends its own session while its runner
+--     lives is counted by that runner (and by the rule below), and after
+--     _restart_interruptions_max() interruptions this counts too, so a job
+--     that takes its runner down is not retried for ever. Otherwise (the
+--     claiming runner lives, or the job is autonomous, whose run has a
+--     session of its own that may outlive its runner, or the claim named no
+--     instance: tasks) the lost attempt counts (the session may have ended
+--     by the job's own doing): pending again (after the retry backoff)
+--     while attempts < max_attempts, else failed with its dependents
+--     cancelled.
 --   Returns (job_id, complete_status) per job.
 -- Errors: 22023 p_limit < 1.
 -- Example:
 --   SELECT * FROM broker.broker_recover_stale_jobs();
---   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max
+--   Calls: _fail_attempt, broker_interrupt_jobs, _restart_interruptions_max, _live_instance
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_recover_stale_jobs(p_limit integer DEFAULT 1000)
@@ -8422,6 +8434,7 @@ AS $$
 DECLARE
     r          record;
     v_started  timestamptz := pg_catalog.pg_postmaster_start_time();
+    v_live     bigint := broker._live_instance();
     v_ids      bigint[] := '{}';
     v_tokens   uuid[] := '{}';
 BEGIN
@@ -8431,8 +8444,12 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
                j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
-               j.started_at OPERATOR(pg_catalog.<) v_started
-               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted
+               (j.started_at OPERATOR(pg_catalog.<) v_started
+                OR (j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+                    AND NOT j.autonomous))
+               AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted,
+               j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+               AND NOT j.autonomous AS claimer_gone
           FROM broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
@@ -8453,6 +8470,10 @@ BEGIN
             THEN pg_catalog.format('the server restarted at %s while the job was claimed (instance %s), and it was '
                                    'interrupted %s times before: this time the attempt counts',
                                    v_started, COALESCE(r.lease_instance_id::text, 'unknown'), r.interruptions)
+            WHEN r.claimer_gone
+            THEN pg_catalog.format('lease expired at %s, no session was executing the job and its instance %s is gone; '
+                                   'it was interrupted %s times before: this time the attempt counts',
+                                   r.lease_expires_at, r.lease_instance_id, r.interruptions)
             ELSE pg_catalog.format('lease expired at %s and no session was executing the job (instance %s)',
                                    r.lease_expires_at, COALESCE(r.lease_instance_id::text, 'unknown')) END);
         RETURN NEXT;
@@ -8466,7 +8487,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
-    'Returns to pending running jobs that no session is executing: at once and without counting the attempt when they were claimed before the server last started; when their lease expired, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
+    'Returns to pending running jobs that no session is executing: without counting the attempt when they were claimed before the server last started, or when their lease expired and the instance that claimed them is gone (up to 5 interruptions); when their lease expired under a live claimer, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
 -- source: sql/tasks/queues.sql
 -- sql/tasks/queues.sql: each task name's claim queue (broker_task_queue).
 -- ---------------------------------------------------------------------------
@@ -9019,8 +9040,9 @@ BEGIN
                          FROM ROWS FROM (pg_catalog.unnest(p_job_ids), pg_catalog.unnest(p_outputs)) WITH ORDINALITY AS u(id, output, o)
                         WHERE u.id OPERATOR(pg_catalog.=) ANY (v_mine)
                         ORDER BY u.o);
-    v_cancelled := ARRAY(SELECT c.job_id FROM broker._cancel_requests(v_mine) AS c);
+    v_cancelled := '{}';
     FOR r IN SELECT c.job_id, c.reason FROM broker._cancel_requests(v_mine) AS c LOOP
+        v_cancelled := v_cancelled OPERATOR(pg_catalog.||) r.job_id;
         PERFORM broker._record_attempts(ARRAY[r.job_id], 'cancelled', ARRAY['57014'], ARRAY['cancelled before its completion']);
         PERFORM broker._end_cancelled(r.job_id, r.reason);
     END LOOP;
@@ -10421,6 +10443,51 @@ COMMENT ON FUNCTION broker.broker_schedule_tick() IS
 -- source: sql/instances/instances.sql
 -- sql/instances/instances.sql: runner instances: register, ping, shut down, the active one.
 -- ---------------------------------------------------------------------------
+-- Function: broker._instance_lock_holder()
+--   The backend pid that holds the active-instance session advisory lock of
+--   this database, or NULL when no session holds it.
+--   Calls: _instance_lock_key
+--   Tables: none (pg_locks)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._instance_lock_holder()
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT l.pid
+      FROM pg_catalog.pg_locks AS l, broker._instance_lock_key() AS k
+     WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+       AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                               WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+       AND l.classid::integer OPERATOR(pg_catalog.=) k.classid
+       AND l.objid::integer OPERATOR(pg_catalog.=) k.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
+     LIMIT 1
+$$;
+COMMENT ON FUNCTION broker._instance_lock_holder() IS
+    'Internal: the pid of the session holding the active-instance advisory lock of this database, or NULL.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._live_instance()
+--   The active instance whose session is alive (it holds the instance lock),
+--   or NULL: a row still marked active whose session ended (the runner was
+--   killed, or cut off until the server ended its session) is not live.
+--   Calls: _instance_lock_holder
+--   Tables: reads broker_queueinstance
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._live_instance()
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT i.instance_id
+      FROM broker.broker_queueinstance AS i
+     WHERE i.status OPERATOR(pg_catalog.=) 'active'
+       AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+$$;
+COMMENT ON FUNCTION broker._live_instance() IS
+    'Internal: the id of the active instance when its session holds the instance lock, else NULL.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._take_instance_lock(p_caller)
 --   Takes the broker's session advisory lock for the calling session, or
 --   raises 55P03 naming the instance that holds it (p_caller names the public
@@ -10465,7 +10532,7 @@ COMMENT ON FUNCTION broker._take_instance_lock(text) IS
 --   retrying); 55000 this session is already registered; 22023 bad arguments.
 -- Example:
 --   SELECT broker.broker_register_instance('runner-1', 'host-a', 4242, 4, 'pgsql-broker 0.3.0');
---   Calls: _instance_lock_key, _take_instance_lock
+--   Calls: _instance_lock_holder, _take_instance_lock
 --   Tables: writes broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_register_instance(
@@ -10479,7 +10546,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_key    record := broker._instance_lock_key();
     v_active broker.broker_queueinstance;
     v_id     bigint;
 BEGIN
@@ -10491,12 +10557,7 @@ BEGIN
     END IF;
     SELECT * INTO v_active FROM broker.broker_queueinstance AS i WHERE i.status OPERATOR(pg_catalog.=) 'active';
     IF FOUND AND v_active.backend_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-       AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks AS l
-                    WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-                      AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                                              WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-                      AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
-                      AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2) THEN
+       AND broker._instance_lock_holder() OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() THEN
         RAISE EXCEPTION 'broker_register_instance: this session is already active instance %', v_active.instance_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -10714,7 +10775,7 @@ COMMENT ON FUNCTION broker._active_instance() IS
 -- Example:
 --   SELECT pg_terminate_backend(pid, 5000)
 --     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
---   Calls: _instance_lock_key
+--   Calls: _instance_lock_holder
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
@@ -10722,23 +10783,16 @@ RETURNS integer
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_key record := broker._instance_lock_key();
 BEGIN
     IF p_stale_after IS NULL OR p_stale_after OPERATOR(pg_catalog.<) interval '1 second' THEN
         RAISE EXCEPTION 'broker_stale_instance_holder: p_stale_after must be at least 1 second'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN (SELECT l.pid
-              FROM pg_catalog.pg_locks AS l
-              JOIN broker.broker_queueinstance AS i
-                ON i.backend_pid OPERATOR(pg_catalog.=) l.pid AND i.status OPERATOR(pg_catalog.=) 'active'
-             WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
-               AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                                       WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-               AND l.classid::integer OPERATOR(pg_catalog.=) v_key.classid
-               AND l.objid::integer OPERATOR(pg_catalog.=) v_key.objid AND l.objsubid OPERATOR(pg_catalog.=) 2
-               AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+    RETURN (SELECT i.backend_pid
+              FROM broker.broker_queueinstance AS i
+             WHERE i.status OPERATOR(pg_catalog.=) 'active'
+               AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+               AND i.backend_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
              LIMIT 1);
 END;
