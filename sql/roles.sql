@@ -3,14 +3,15 @@
 -- Not part of the extension script (roles are cluster-wide): run it after
 -- CREATE EXTENSION / every upgrade, in each broker database, as a superuser
 -- or as the database owner with CREATEROLE that installed pgsql_broker
--- (managed PostgreSQL; then broker_admin must already exist with BYPASSRLS,
--- which only a superuser can give, and the installer becomes a member of
--- broker_admin, to hand it what it installed). It changes a role attribute
--- only where the role lacks it. Idempotent. `pgsql-broker install
+-- (managed PostgreSQL: nothing of a superuser is needed; the installer
+-- becomes a member of broker_admin, to hand it what it installed). It changes
+-- a role attribute only where the role lacks it. Idempotent. `pgsql-broker install
 -- --with-roles` runs it (and --set-passwords gives the roles passwords).
 --
 --   broker_admin    owns schema broker, every object in it and the per-role
---                   executor schemas broker_exec_<oid>; BYPASSRLS; runs
+--                   executor schemas broker_exec_<oid>; no BYPASSRLS: it reads
+--                   and writes every tenant's rows through the policy
+--                   broker_admin_all of each table (made below); runs
 --                   migrations; may create schemas in this database (for the
 --                   executor schemas). The runtime functions run with its
 --                   rights (SECURITY DEFINER).
@@ -33,10 +34,13 @@
 -- ---------------------------------------------------------------------------
 
 -- Refuse first. The role attributes this script needs and who may give them:
--- on PostgreSQL 15 only a superuser may give or take SUPERUSER and BYPASSRLS,
--- so a CREATEROLE installer needs broker_admin made BYPASSRLS beforehand and
--- the other two roles without them. (pgsql-broker install --with-roles runs
--- this block alone before it changes anything.)
+-- only a superuser may give or take SUPERUSER and BYPASSRLS, so a CREATEROLE
+-- installer needs the broker roles without them (none of them needs either).
+-- From PostgreSQL 16 a CREATEROLE role administers only roles it created or
+-- holds ADMIN OPTION on: a broker role that another role made must already
+-- be what this script makes of it, and broker_admin already granted to the
+-- installer. (pgsql-broker install --with-roles runs this block alone before
+-- it changes anything.)
 DO $check_roles$
 DECLARE
     v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
@@ -53,16 +57,18 @@ BEGIN
                   HINT = 'Run it as the database owner your provider gives CREATEROLE (or as a superuser), or have one run ALTER ROLE '
                          OPERATOR(pg_catalog.||) pg_catalog.quote_ident(CURRENT_USER) OPERATOR(pg_catalog.||) ' CREATEROLE.';
     END IF;
-    SELECT r.rolsuper, r.rolbypassrls INTO v_admin FROM pg_catalog.pg_roles AS r
-     WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin';
-    IF NOT FOUND OR NOT v_admin.rolbypassrls THEN
-        RAISE EXCEPTION 'roles.sql: broker_admin needs BYPASSRLS (it owns tables that force row-level security), which only a superuser can give; % is not one; nothing was changed',
+    -- From PostgreSQL 16 CREATEROLE administers only roles this login made or holds ADMIN OPTION on:
+    -- a broker_admin made by another role must already be granted to it (membership hands broker_admin
+    -- what the installer made, and lets it create the policies on broker_admin's tables).
+    SELECT r.oid INTO v_admin FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin';
+    IF FOUND AND pg_catalog.current_setting('server_version_num')::integer OPERATOR(pg_catalog.>=) 160000
+       AND NOT pg_catalog.pg_has_role(CURRENT_USER, v_admin.oid, 'USAGE')
+       AND NOT pg_catalog.pg_has_role(CURRENT_USER, v_admin.oid, 'MEMBER WITH ADMIN OPTION') THEN
+        RAISE EXCEPTION 'roles.sql: broker_admin was made by another role and % may neither use it nor grant it to itself (PostgreSQL 16: CREATEROLE administers only the roles it made); nothing was changed',
             pg_catalog.quote_ident(CURRENT_USER)
             USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Have a superuser (on managed PostgreSQL: your provider''s admin role or support) run '
-                         OPERATOR(pg_catalog.||) CASE WHEN FOUND THEN 'ALTER ROLE broker_admin BYPASSRLS'
-                                                      ELSE 'CREATE ROLE broker_admin NOLOGIN BYPASSRLS' END
-                         OPERATOR(pg_catalog.||) ', then run this again.';
+                  HINT = 'Have the role that made broker_admin (or a superuser) run GRANT broker_admin TO '
+                         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(CURRENT_USER) OPERATOR(pg_catalog.||) ', then run this again.';
     END IF;
     SELECT pg_catalog.string_agg(pg_catalog.format('%s is %s', r.rolname,
                                  CASE WHEN r.rolsuper THEN 'a superuser' ELSE 'BYPASSRLS' END), ', ' ORDER BY r.rolname)
@@ -169,7 +175,7 @@ DECLARE
     v_super boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
-        CREATE ROLE broker_admin NOLOGIN BYPASSRLS;  -- (only a superuser gets here: $check_roles$)
+        CREATE ROLE broker_admin NOLOGIN;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
         CREATE ROLE broker_runtime NOLOGIN;
@@ -185,8 +191,14 @@ BEGIN
     END IF;
     -- Only what differs: naming SUPERUSER or BYPASSRLS at all (even to keep them
     -- as they are) needs a superuser, and $check_roles$ refused what only one may change.
-    IF (SELECT r.rolsuper OR NOT r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
-        ALTER ROLE broker_admin NOSUPERUSER BYPASSRLS;
+    -- broker_admin reads across tenants through the policies below, not BYPASSRLS: one made BYPASSRLS
+    -- by an earlier version loses it where a superuser runs this, and is named where none does.
+    IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
+        IF v_super THEN
+            ALTER ROLE broker_admin NOSUPERUSER NOBYPASSRLS;
+        ELSE
+            RAISE NOTICE 'roles.sql: broker_admin still has BYPASSRLS, which it no longer needs; a superuser may take it away: ALTER ROLE broker_admin NOBYPASSRLS';
+        END IF;
     END IF;
     IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
         ALTER ROLE broker_runtime NOSUPERUSER NOBYPASSRLS;
@@ -200,21 +212,33 @@ BEGIN
     IF (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_worker') THEN
         ALTER ROLE broker_worker NOSUPERUSER NOBYPASSRLS;
     END IF;
-    ALTER ROLE broker_admin NOCREATEROLE;
+    -- (only where it differs: from PostgreSQL 16 altering a role another role made needs ADMIN OPTION on it)
+    IF (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_admin') THEN
+        ALTER ROLE broker_admin NOCREATEROLE;
+    END IF;
     -- NOINHERIT: a role granted to broker_runtime for autonomous jobs (GRANT app TO broker_runtime, see
     -- broker_allow_autonomous) lets the runner's login SET ROLE app, but not use app's privileges without it
-    ALTER ROLE broker_runtime NOCREATEROLE NOINHERIT;
-    ALTER ROLE broker_enqueue NOCREATEROLE;
-    ALTER ROLE broker_retention NOCREATEROLE;
-    ALTER ROLE broker_worker NOCREATEROLE;
+    IF (SELECT r.rolcreaterole OR r.rolinherit FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_runtime') THEN
+        ALTER ROLE broker_runtime NOCREATEROLE NOINHERIT;
+    END IF;
+    IF (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_enqueue') THEN
+        ALTER ROLE broker_enqueue NOCREATEROLE;
+    END IF;
+    IF (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_retention') THEN
+        ALTER ROLE broker_retention NOCREATEROLE;
+    END IF;
+    IF (SELECT r.rolcreaterole FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'broker_worker') THEN
+        ALTER ROLE broker_worker NOCREATEROLE;
+    END IF;
     -- Handing an object to broker_admin takes membership in it (a superuser needs none);
-    -- a CREATEROLE installer may grant it to itself.
+    -- a CREATEROLE installer may grant it to itself (from PostgreSQL 16: one it made, on which it holds
+    -- ADMIN OPTION but, unless createrole_self_grant says otherwise, neither INHERIT nor SET).
     IF NOT v_super AND NOT pg_catalog.pg_has_role(CURRENT_USER, 'broker_admin', 'USAGE') THEN
         EXECUTE pg_catalog.format('GRANT broker_admin TO %I', CURRENT_USER);
     END IF;
 END
 $roles$;
-COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, BYPASSRLS, runs migrations.';
+COMMENT ON ROLE broker_admin IS 'pgsql_broker: owns the broker schemas, reads every tenant through the policies broker_admin_all (no BYPASSRLS), runs migrations.';
 COMMENT ON ROLE broker_runtime IS 'pgsql_broker: the runner''s role; runtime functions only, no BYPASSRLS.';
 COMMENT ON ROLE broker_enqueue IS 'pgsql_broker: enqueue, read and cancel jobs of its own tenant.';
 COMMENT ON ROLE broker_worker IS 'pgsql_broker: claim, extend, complete and fail tasks of its own tenant (application code) and nothing else.';
@@ -291,6 +315,45 @@ BEGIN
     END LOOP;
 END
 $owner$;
+
+-- broker_admin reads and writes every tenant's rows (the SECURITY DEFINER runtime functions run as it)
+-- through one permissive policy per table, broker_admin_all, instead of BYPASSRLS, which only a superuser
+-- can give. A policy naming a role applies to that role and the roles with its privileges only, and
+-- PostgreSQL picks the policies when it plans a query as a role: every other role's plans keep exactly
+-- the policies they had. The tables keep FORCE ROW LEVEL SECURITY. It is made here, not in the
+-- extension script, because broker_admin exists only once this script made it; each run makes the
+-- missing ones (a table an upgrade added) and remakes one that differs.
+DO $admin_policies$
+DECLARE
+    r        record;
+    v_schema oid := pg_catalog.to_regnamespace('broker');
+    v_admin  oid := pg_catalog.to_regrole('broker_admin');
+BEGIN
+    FOR r IN SELECT c.oid, c.oid::pg_catalog.regclass AS rel,
+                    (SELECT p.polcmd OPERATOR(pg_catalog.=) '*' AND p.polpermissive
+                            AND p.polroles OPERATOR(pg_catalog.=) ARRAY[v_admin]
+                            AND pg_catalog.pg_get_expr(p.polqual, p.polrelid) OPERATOR(pg_catalog.=) 'true'
+                            AND pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) OPERATOR(pg_catalog.=) 'true'
+                       FROM pg_catalog.pg_policy AS p
+                      WHERE p.polrelid OPERATOR(pg_catalog.=) c.oid
+                        AND p.polname OPERATOR(pg_catalog.=) 'broker_admin_all') AS same
+               FROM pg_catalog.pg_class AS c
+              WHERE c.relnamespace OPERATOR(pg_catalog.=) v_schema
+                AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::"char"[])
+                AND c.relowner OPERATOR(pg_catalog.=) v_admin
+              ORDER BY c.relname
+    LOOP
+        CONTINUE WHEN r.same;
+        IF r.same IS NOT NULL THEN
+            EXECUTE pg_catalog.format('DROP POLICY broker_admin_all ON %s', r.rel);
+        END IF;
+        EXECUTE pg_catalog.format('CREATE POLICY broker_admin_all ON %s AS PERMISSIVE FOR ALL TO broker_admin '
+                                  'USING (true) WITH CHECK (true)', r.rel);
+        EXECUTE pg_catalog.format('COMMENT ON POLICY broker_admin_all ON %s IS %L', r.rel,
+                                  'broker_admin (the owner, as which the runtime functions run) reads and writes every tenant''s rows; made by roles.sql, instead of BYPASSRLS.');
+    END LOOP;
+END
+$admin_policies$;
 
 -- Nothing for PUBLIC (the extension script revokes too; this covers upgrades).
 REVOKE ALL ON SCHEMA broker FROM PUBLIC;

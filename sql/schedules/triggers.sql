@@ -7,10 +7,11 @@
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._schedule_before_write()
 --   Row-level BEFORE INSERT OR UPDATE on broker_schedule, SECURITY INVOKER:
---   for writers without BYPASSRLS (enqueuers, through the functions or
---   directly) a next_fire_at in the past becomes now, so nobody can make the
---   tick walk years of missed fires; the tick itself (the owner) is exempt.
---   Calls: none
+--   for writers other than the administrators (enqueuers, through the
+--   functions or directly) a next_fire_at in the past becomes now, so nobody
+--   can make the tick walk years of missed fires; the tick itself (running as
+--   the owner, broker_admin), superusers and BYPASSRLS roles are exempt.
+--   Calls: _is_broker_admin
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_before_write()
@@ -22,20 +23,21 @@ BEGIN
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls)) THEN
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls))
+       AND NOT broker._is_broker_admin(CURRENT_USER) THEN
         NEW.next_fire_at := pg_catalog.now();
     END IF;
     RETURN NEW;
 END;
 $$;
 COMMENT ON FUNCTION broker._schedule_before_write() IS
-    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
+    'Internal trigger: a next_fire_at in the past written by a role other than an administrator (broker_admin, superuser, BYPASSRLS) becomes now (no unbounded catch-up).';
 
 CREATE TRIGGER broker_schedule_before_write_trg
     BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
 COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
-    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
+    'Clamps a past next_fire_at written by roles other than administrators to now.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._schedule_count()

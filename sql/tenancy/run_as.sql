@@ -2,8 +2,9 @@
 -- ---------------------------------------------------------------------------
 -- Function: broker._may_run_as(p_run_as, p_role)
 --   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
---   member of it; a superuser or BYPASSRLS target other than itself needs
---   p_role to be superuser.
+--   member of it; a target that reads every tenant (a superuser, BYPASSRLS,
+--   or with the privileges of broker_admin, whose policies broker_admin_all
+--   show it every row) other than itself needs p_role to be superuser.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -17,14 +18,15 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
-                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                      AND (NOT (t.rolsuper OR t.rolbypassrls
+                                OR COALESCE(pg_catalog.pg_has_role(t.oid, pg_catalog.to_regrole('broker_admin'), 'USAGE'), false))
                            OR t.rolname OPERATOR(pg_catalog.=) p_role
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
                                        WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
 END;
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
-    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+    'Policy helper: p_role is a member of p_run_as, and p_run_as reads no other tenant (superuser, BYPASSRLS, broker_admin''s privileges) unless p_role is superuser or that role.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
@@ -58,8 +60,8 @@ COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
 -- Function: broker._check_run_as(p_fn, p_run_as)
 --   The role a job the current user enqueues may run as (broker_add_job,
 --   broker_add_jobs): p_run_as must exist and the caller must be a member of
---   it; a superuser or BYPASSRLS role other than the caller only for a
---   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+--   it; a role that reads every tenant (superuser, BYPASSRLS, the privileges
+--   of broker_admin) other than the caller only for a superuser. NULL for NULL (the caller itself). Errors start with p_fn.
 -- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
 --   Calls: none
 --   Tables: none
@@ -75,7 +77,9 @@ BEGIN
     IF p_run_as IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+    SELECT r.rolname, r.rolsuper OR r.rolbypassrls
+                      OR COALESCE(pg_catalog.pg_has_role(r.oid, pg_catalog.to_regrole('broker_admin'), 'USAGE'), false) AS every_tenant
+      INTO v_role
       FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
@@ -87,9 +91,9 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege',
                   HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
     END IF;
-    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+    IF v_role.every_tenant AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
        AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as role %, which reads every tenant (superuser, BYPASSRLS or broker_admin)', p_fn,
             pg_catalog.quote_ident(p_run_as)
             USING ERRCODE = 'insufficient_privilege';
     END IF;

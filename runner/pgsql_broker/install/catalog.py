@@ -3,7 +3,8 @@
 Used to prove that both install paths and every upgrade path produce the same
 schema, and by ``pgsql-broker install --verify-only`` to find missing or
 changed objects. Owners are left out (they differ by path until roles.sql
-runs); privileges are included on request with the owner written as <owner>.
+runs); privileges, and the policies that name a role (roles.sql makes them), are
+included on request with the owner written as <owner>.
 """
 from __future__ import annotations
 
@@ -60,13 +61,24 @@ _SECTIONS: dict[str, str] = {
                || ' using=' || coalesce(pg_get_expr(p.polqual, p.polrelid), '')
                || ' check=' || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
                || ' comment=' || coalesce(obj_description(p.oid, 'pg_policy'), '')
-          FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE c.relnamespace = 'broker'::regnamespace""",
+          FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+         WHERE c.relnamespace = 'broker'::regnamespace AND p.polroles = '{0}'""",
     "sequences": """
         SELECT s.seqrelid::regclass::text || ' ' || s.seqtypid::regtype || ' ' || s.seqstart || ' ' || s.seqincrement
           FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid WHERE c.relnamespace = 'broker'::regnamespace""",
 }
 
 _PRIVILEGES: dict[str, str] = {
+    # policies naming a role (broker_admin_all) are roles.sql's, made once the role exists, like the grants
+    "role policies": """
+        SELECT c.relname || ' ' || p.polname || ' cmd=' || p.polcmd::text || ' permissive=' || p.polpermissive
+               || ' roles=' || array_to_string(ARRAY(SELECT CASE WHEN r = 0 THEN 'public' ELSE r::regrole::text END
+                                                       FROM unnest(p.polroles) r ORDER BY 1), ',')
+               || ' using=' || coalesce(pg_get_expr(p.polqual, p.polrelid), '')
+               || ' check=' || coalesce(pg_get_expr(p.polwithcheck, p.polrelid), '')
+               || ' comment=' || coalesce(obj_description(p.oid, 'pg_policy'), '')
+          FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+         WHERE c.relnamespace = 'broker'::regnamespace AND p.polroles <> '{0}'""",
     "schema privileges": """
         SELECT n.nspname || ' ' || coalesce(replace(n.nspacl::text, n.nspowner::regrole::text, '<owner>'), 'default')
           FROM pg_namespace n WHERE n.nspname = ANY(%(schemas)s)""",

@@ -1,4 +1,5 @@
-"""The runner does not run as a login that is, or can become, a superuser or a BYPASSRLS role: it exits
+"""The runner does not run as a login that is, or can become, a superuser or a BYPASSRLS role, or a member of
+broker_admin (which reads every tenant through its policies broker_admin_all, without BYPASSRLS): it exits
 with one line of error; with --allow-privileged-login it runs and warns at every start."""
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def run_as(db, tmp_path, user: str, *extra: str) -> Runner:
     return Runner(db, log_dir=tmp_path, user=user, extra=extra, name=f"runner-{user}")
 
 
-@pytest.mark.parametrize("attributes", ["SUPERUSER", "BYPASSRLS", "IN ROLE {privileged}"])
+@pytest.mark.parametrize("attributes", ["SUPERUSER", "BYPASSRLS", "IN ROLE {privileged}", "IN ROLE broker_admin"])
 def test_a_privileged_login_is_refused(db, tmp_path, role_names, attributes):
     suffix = uuid.uuid4().hex[:8]
     privileged, login = f"priv_{suffix}", f"login_{suffix}"

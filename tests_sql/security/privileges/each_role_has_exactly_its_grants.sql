@@ -6,7 +6,8 @@ CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
 SELECT has_role('broker_runtime');
 SELECT has_role('broker_enqueue');
-SELECT ok((SELECT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_admin'), 'broker_admin: BYPASSRLS, not superuser');
+SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_admin'),
+          'broker_admin: no BYPASSRLS (its policies broker_admin_all), not superuser');
 SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_runtime'), 'broker_runtime: no BYPASSRLS');
 SELECT ok((SELECT NOT rolbypassrls AND NOT rolsuper FROM pg_roles WHERE rolname = 'broker_enqueue'), 'broker_enqueue: no BYPASSRLS');
 SELECT is((SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'broker'), 'broker_admin', 'broker_admin owns schema broker');
