@@ -165,7 +165,7 @@ _FLAG_HELP = {
                          "refused, broker_runtime revoked, a pg_hba.conf reject); default 0: for ever.",
     "parked_visit_sec": "Databases taking turns (more of them than session connections): visit each about this often.",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
-                              "REPLICATION role, or a member of pg_execute_server_program and the like "
+                              "REPLICATION role, broker_admin, or a member of pg_execute_server_program and the like "
                               "(unsafe: the runner refuses such a login without this flag).",
 }
 

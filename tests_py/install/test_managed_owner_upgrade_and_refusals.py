@@ -1,13 +1,15 @@
 """The managed-like login (owner with CREATEROLE, no superuser, no BYPASSRLS) upgrades its own 0.1.0 install
 (every tenant's rows, not only the default tenant's, which row-level security alone would let it see); a
 login lacking a right gets one line saying what is missing and how to get it, and an untouched database; a
-failed first install leaves nothing behind (schema broker_yoyo included)."""
+broker_admin an earlier version made BYPASSRLS keeps working; a failed first install leaves nothing behind
+(schema broker_yoyo included)."""
 from __future__ import annotations
 
 import uuid
 
 from conftest import connect
 from managed_login import cli, managed_owner, one_error_line, owner_dsn, schemas
+from own_cluster import ROLES_SQL
 from pgsql_broker.install import install
 
 
@@ -47,20 +49,24 @@ def test_an_owner_without_createrole_is_told_what_is_missing_and_nothing_changes
         assert schemas(db) == ["public"]
 
 
-def test_without_a_bypassrls_broker_admin_the_owner_is_told_how_to_get_one_and_nothing_changes(template_db):
+def test_a_bypassrls_broker_admin_of_an_earlier_version_keeps_working_until_a_superuser_takes_it_away(template_db):
+    """Before 0.3.0 a superuser made broker_admin BYPASSRLS: the owner's --with-roles keeps it (only a superuser
+    can take it away) and says so in one line; roles.sql run by a superuser takes it away."""
     with connect("postgres") as admin:
-        admin.execute("ALTER ROLE broker_admin NOBYPASSRLS")  # as a provider's fresh server would lack it
+        admin.execute("ALTER ROLE broker_admin BYPASSRLS")
     try:
         with managed_owner() as (db, owner):
-            line = one_error_line(cli("install", "--dsn", owner_dsn(db, owner), "--with-roles", "--admin-user", owner))
-            assert "broker_admin needs BYPASSRLS" in line and "only a superuser can give" in line
-            assert "ALTER ROLE broker_admin BYPASSRLS" in line
-            assert schemas(db) == ["public"]
-            with connect("postgres") as admin:
-                assert admin.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = 'broker_admin'").fetchone() == (False,)
+            result = cli("install", "--dsn", owner_dsn(db, owner), "--with-roles", "--admin-user", owner)
+            assert result.returncode == 0, (result.stdout, result.stderr)
+            assert "broker_admin still has BYPASSRLS, which it no longer needs" in result.stdout
+            with connect(db) as conn:
+                assert conn.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = 'broker_admin'").fetchone() == (True,)
+                conn.execute(ROLES_SQL)
+                assert conn.execute("SELECT rolbypassrls FROM pg_roles WHERE rolname = 'broker_admin'").fetchone() == (False,)
+                assert conn.execute("SELECT count(*) FROM pg_policy WHERE polname = 'broker_admin_all'").fetchone()[0] > 0
     finally:
         with connect("postgres") as admin:
-            admin.execute("ALTER ROLE broker_admin BYPASSRLS")
+            admin.execute("ALTER ROLE broker_admin NOBYPASSRLS")
 
 
 def test_a_failed_first_install_leaves_nothing_behind(template_db):

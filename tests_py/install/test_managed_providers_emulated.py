@@ -106,6 +106,7 @@ def test_an_emulated_provider_owner_installs_and_runs_a_tenants_job_without_a_su
                             stdin=subprocess.DEVNULL, timeout=180)
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert "roles broker_admin, broker_runtime, broker_enqueue created or updated" in result.stdout
+    assert "pg_signal_backend: not granted" in result.stdout  # (the one line on it)
     with server.connect() as admin:
         assert admin.execute("SELECT count(*) FROM pg_roles WHERE rolname = ANY (%s) "
                              "AND NOT (rolsuper OR rolbypassrls OR rolreplication)", (list(BROKER_ROLES),)).fetchone() == (5,)

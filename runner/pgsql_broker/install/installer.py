@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from yoyo import get_backend, read_migrations
 
 from . import catalog
+from .role_setup import signal_backend_line
 from .scripts import EXTENSION, control_version, migration_chain, roles_sql, version_key
 
 YOYO_SCHEMA = "broker_yoyo"
@@ -358,9 +359,13 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, retenti
     Passwords travel as SCRAM verifiers computed here, so the plain text never
     reaches the server (nor its statement log)."""
     passwords = passwords or {}
+    notices: list[str] = []
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         pin_search_path(conn)
         _check_migrations_catalog(conn)
+        # roles.sql's own notices (a broker_admin that still has BYPASSRLS), shown once it committed
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or "")
+                                if (d.message_primary or "").startswith("roles.sql:") else None)
         with conn.transaction():
             conn.execute(roles_sql())
             for role, password in passwords.items():
@@ -373,6 +378,9 @@ def apply_roles(admin_dsn: str, passwords: dict[str, str] | None = None, retenti
             + (f"; LOGIN and new passwords for {', '.join(sorted(passwords))}" if passwords else
                "; passwords not changed")
             + (f"; broker_retention granted to {', '.join(retention_logins)}" if retention_logins else ""))
+        for line in notices:
+            log(line)
+        log(signal_backend_line(conn))
 
 
 def _check_migrations_catalog(conn: psycopg.Connection) -> None:

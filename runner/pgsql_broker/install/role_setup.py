@@ -1,7 +1,7 @@
 """What `pgsql-broker install --with-roles` checks and says before it changes anything.
 
 The broker roles are cluster-wide: every database of the server that uses them shares their
-attributes and passwords. The attribute rule (who may give broker_admin BYPASSRLS) is roles.sql's
+attributes and passwords. The attribute rule (what a CREATEROLE login may give and change) is roles.sql's
 own first block, run here alone so that a login lacking a right is refused before the install."""
 from __future__ import annotations
 
@@ -62,3 +62,20 @@ def sharing_notice(conn: psycopg.Connection, set_passwords: bool) -> list[str]:
     else:
         lines.append("passwords are not changed (--set-passwords changes them)")
     return lines
+
+
+_MAY_GRANT_SIGNAL = """SELECT r.rolsuper OR pg_catalog.pg_has_role(CURRENT_USER, 'pg_signal_backend', 'MEMBER WITH ADMIN OPTION')
+                             OR (r.rolcreaterole AND pg_catalog.current_setting('server_version_num')::int OPERATOR(pg_catalog.<) 160000)
+                        FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER"""
+
+
+def signal_backend_line(conn: psycopg.Connection) -> str:
+    """One line on pg_signal_backend, granted to nobody by the install: the runner's stop ends only sessions of
+    its own login, which needs no privilege; a standby ends an instance lock that another login holds only as a
+    member of it (docs/poolers.md), which would also let that login signal every other non-superuser session
+    of the cluster. Whether this login could grant it (PostgreSQL 16: ADMIN OPTION on it)."""
+    may = conn.execute(_MAY_GRANT_SIGNAL).fetchone()[0]
+    return ("pg_signal_backend: not granted (the runner's stop needs none: it ends only its own login's sessions); "
+            "a standby ends an instance lock held by another login only as its member: GRANT pg_signal_backend TO "
+            "<runner login> " + ("(this login may)" if may else
+                                 "(needs a superuser or a role with ADMIN OPTION on pg_signal_backend)"))
