@@ -23,12 +23,19 @@ def managed_owner(createrole: bool = True) -> Iterator[tuple[str, str]]:
     with connect("postgres") as admin:
         admin.execute(f'CREATE ROLE "{owner}" LOGIN {"CREATEROLE" if createrole else ""}')
         admin.execute(f'CREATE DATABASE "{database}" OWNER "{owner}"')
+        if createrole and admin.info.server_version >= 160000:
+            # From 16 CREATEROLE administers only the roles it made; the shared cluster's broker roles are the
+            # superuser's (the template): the owner gets what making them would have given it
+            for role in ("broker_admin", "broker_runtime", "broker_enqueue", "broker_retention", "broker_worker"):
+                admin.execute(f'GRANT {role} TO "{owner}" WITH ADMIN TRUE, INHERIT FALSE, SET FALSE')
     try:
         yield database, owner
     finally:
         with connect("postgres") as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (f"%_{suffix}",)).fetchall():
+            # (the owner last: from 16 it is the grantor of the memberships it gave its logins)
+            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s ORDER BY rolname = %s",
+                                         (f"%_{suffix}", owner)).fetchall():
                 admin.execute(f'DROP ROLE "{role}"')
 
 
