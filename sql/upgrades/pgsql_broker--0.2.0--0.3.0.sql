@@ -165,6 +165,8 @@ BEGIN
     FOR r IN SELECT p.polname, c.relname FROM pg_catalog.pg_policy AS p
                JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
               WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('broker')
+                -- (broker_admin_all is sql/roles.sql's, not the extension's: it stays)
+                AND p.polname OPERATOR(pg_catalog.<>) 'broker_admin_all'
     LOOP
         EXECUTE pg_catalog.format('DROP POLICY %I ON broker.%I', r.polname, r.relname);
     END LOOP;
