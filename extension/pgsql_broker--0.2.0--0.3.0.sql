@@ -1022,8 +1022,9 @@ COMMENT ON FUNCTION broker.broker_set_strict_tenancy(boolean) IS
 -- ---------------------------------------------------------------------------
 -- Function: broker._may_run_as(p_run_as, p_role)
 --   Policy helper: may p_role enqueue jobs that run as p_run_as? It must be a
---   member of it; a superuser or BYPASSRLS target other than itself needs
---   p_role to be superuser.
+--   member of it; a target that reads every tenant (a superuser, BYPASSRLS,
+--   or with the privileges of broker_admin, whose policies broker_admin_all
+--   show it every row) other than itself needs p_role to be superuser.
 --   Calls: none
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -1037,14 +1038,15 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
-                      AND (NOT (t.rolsuper OR t.rolbypassrls)
+                      AND (NOT (t.rolsuper OR t.rolbypassrls
+                                OR COALESCE(pg_catalog.pg_has_role(t.oid, pg_catalog.to_regrole('broker_admin'), 'USAGE'), false))
                            OR t.rolname OPERATOR(pg_catalog.=) p_role
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
                                        WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
 END;
 $$;
 COMMENT ON FUNCTION broker._may_run_as(name, name) IS
-    'Policy helper: p_role is a member of p_run_as, and p_run_as is not a superuser/BYPASSRLS role unless p_role is superuser or that role.';
+    'Policy helper: p_role is a member of p_run_as, and p_run_as reads no other tenant (superuser, BYPASSRLS, broker_admin''s privileges) unless p_role is superuser or that role.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._authority_lost(p_role, p_tenant_id, p_run_as, p_who)
@@ -1078,8 +1080,8 @@ COMMENT ON FUNCTION broker._authority_lost(name, text, name, text) IS
 -- Function: broker._check_run_as(p_fn, p_run_as)
 --   The role a job the current user enqueues may run as (broker_add_job,
 --   broker_add_jobs): p_run_as must exist and the caller must be a member of
---   it; a superuser or BYPASSRLS role other than the caller only for a
---   superuser. NULL for NULL (the caller itself). Errors start with p_fn.
+--   it; a role that reads every tenant (superuser, BYPASSRLS, the privileges
+--   of broker_admin) other than the caller only for a superuser. NULL for NULL (the caller itself). Errors start with p_fn.
 -- Errors: 42704 unknown role; 42501 not a member, or a privileged role.
 --   Calls: none
 --   Tables: none
@@ -1095,7 +1097,9 @@ BEGIN
     IF p_run_as IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT r.rolname, r.rolsuper, r.rolbypassrls INTO v_role
+    SELECT r.rolname, r.rolsuper OR r.rolbypassrls
+                      OR COALESCE(pg_catalog.pg_has_role(r.oid, pg_catalog.to_regrole('broker_admin'), 'USAGE'), false) AS every_tenant
+      INTO v_role
       FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) p_run_as;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: run_as role % does not exist', p_fn, pg_catalog.quote_ident(p_run_as)
@@ -1107,9 +1111,9 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege',
                   HINT = pg_catalog.format('Only members of %I may: GRANT %I TO %I.', p_run_as, p_run_as, CURRENT_USER);
     END IF;
-    IF (v_role.rolsuper OR v_role.rolbypassrls) AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
+    IF v_role.every_tenant AND v_role.rolname OPERATOR(pg_catalog.<>) CURRENT_USER
        AND NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER) THEN
-        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as superuser or BYPASSRLS role %', p_fn,
+        RAISE EXCEPTION '%: only a superuser may enqueue jobs that run as role %, which reads every tenant (superuser, BYPASSRLS or broker_admin)', p_fn,
             pg_catalog.quote_ident(p_run_as)
             USING ERRCODE = 'insufficient_privilege';
     END IF;
@@ -10044,10 +10048,11 @@ COMMENT ON FUNCTION broker.broker_run_schedule_now(text, text) IS
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._schedule_before_write()
 --   Row-level BEFORE INSERT OR UPDATE on broker_schedule, SECURITY INVOKER:
---   for writers without BYPASSRLS (enqueuers, through the functions or
---   directly) a next_fire_at in the past becomes now, so nobody can make the
---   tick walk years of missed fires; the tick itself (the owner) is exempt.
---   Calls: none
+--   for writers other than the administrators (enqueuers, through the
+--   functions or directly) a next_fire_at in the past becomes now, so nobody
+--   can make the tick walk years of missed fires; the tick itself (running as
+--   the owner, broker_admin), superusers and BYPASSRLS roles are exempt.
+--   Calls: _is_broker_admin
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._schedule_before_write()
@@ -10059,20 +10064,21 @@ BEGIN
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls)) THEN
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls))
+       AND NOT broker._is_broker_admin(CURRENT_USER) THEN
         NEW.next_fire_at := pg_catalog.now();
     END IF;
     RETURN NEW;
 END;
 $$;
 COMMENT ON FUNCTION broker._schedule_before_write() IS
-    'Internal trigger: a next_fire_at in the past written by a role without BYPASSRLS becomes now (no unbounded catch-up).';
+    'Internal trigger: a next_fire_at in the past written by a role other than an administrator (broker_admin, superuser, BYPASSRLS) becomes now (no unbounded catch-up).';
 
 CREATE OR REPLACE TRIGGER broker_schedule_before_write_trg
     BEFORE INSERT OR UPDATE OF next_fire_at ON broker.broker_schedule
     FOR EACH ROW EXECUTE FUNCTION broker._schedule_before_write();
 COMMENT ON TRIGGER broker_schedule_before_write_trg ON broker.broker_schedule IS
-    'Clamps a past next_fire_at written by non-BYPASSRLS roles to now.';
+    'Clamps a past next_fire_at written by roles other than administrators to now.';
 
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._schedule_count()
@@ -11437,6 +11443,8 @@ BEGIN
     FOR r IN SELECT p.polname, c.relname FROM pg_catalog.pg_policy AS p
                JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
               WHERE c.relnamespace OPERATOR(pg_catalog.=) pg_catalog.to_regnamespace('broker')
+                -- (broker_admin_all is sql/roles.sql's, not the extension's: it stays)
+                AND p.polname OPERATOR(pg_catalog.<>) 'broker_admin_all'
     LOOP
         EXECUTE pg_catalog.format('DROP POLICY %I ON broker.%I', r.polname, r.relname);
     END LOOP;
@@ -11566,11 +11574,16 @@ COMMENT ON POLICY broker_queueinstance_tenant ON broker.broker_queueinstance IS
 -- sql/security/policies/broker_schema_migrations.sql: row-level security of broker.broker_schema_migrations (database-wide: tenant default).
 ALTER TABLE broker.broker_schema_migrations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_schema_migrations FORCE ROW LEVEL SECURITY;
+-- The runner's login reads the schema version to check the install whatever tenant it acts for (under
+-- strict tenancy none is mapped to it); the administrators too. (to_regrole: NULL, not an error, before
+-- sql/roles.sql made the role)
 CREATE POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations FOR SELECT
-    USING (tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-           AND broker._tenant_allowed(tenant_id, CURRENT_USER));
+    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole('broker_runtime'), 'USAGE')
+           OR broker._is_broker_admin(CURRENT_USER));
 COMMENT ON POLICY broker_schema_migrations_tenant ON broker.broker_schema_migrations IS
-    'Migrations are database-wide (tenant default); written only by broker_admin.';
+    'Migrations are database-wide (tenant default), read by broker_runtime members and administrators under any tenancy; written only by broker_admin.';
 -- source: sql/security/policies/broker_config.sql
 -- sql/security/policies/broker_config.sql: row-level security of broker.broker_config (database-wide: tenant default).
 ALTER TABLE broker.broker_config ENABLE ROW LEVEL SECURITY;
