@@ -20,6 +20,9 @@
 \i sql/tenancy/admin.sql
 \i sql/tenancy/autonomous_roles.sql
 
+-- Group: traces: the enqueuer's trace context (broker_jobs.traceparent's default)
+\i sql/traces/traceparent.sql
+
 -- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 \i sql/tables/broker_schema_migrations.sql
 \i sql/tables/broker_schedule.sql

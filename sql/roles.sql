@@ -382,7 +382,9 @@ GRANT EXECUTE ON FUNCTION
     broker._cron_parse(text),
     broker._cron_field(text, text, integer, integer, text[], text),
     broker._cron_next_wall(bigint, bigint, bigint, bigint, bigint, boolean, timestamp),
-    broker._cron_utc_offset(timestamp, text)
+    broker._cron_utc_offset(timestamp, text),
+    broker._traceparent(),
+    broker._bad_traceparent(text)
     TO broker_runtime, broker_enqueue;
 
 -- broker_runtime: the runtime functions; reads are tenant-scoped by RLS.

@@ -24,7 +24,8 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   broker_claim_tasks (sql/tasks/claim.sql), with arguments its callers
 --   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
 --   and writes no hint. Each row also carries the job's execute_str (a task's
---   arguments, which broker_claim_tasks returns without reading the rows again).
+--   arguments) and traceparent, which broker_claim_tasks returns without
+--   reading the rows again.
 --   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
@@ -48,7 +49,8 @@ RETURNS TABLE (
     lease_token      uuid,
     lease_expires_at timestamptz,
     autonomous       boolean,
-    execute_str      text)
+    execute_str      text,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -257,11 +259,11 @@ BEGIN
                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
                     RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
                               j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
-                              j.execute_str
+                              j.execute_str, j.traceparent
                 )
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
-                       c.execute_str
+                       c.execute_str, c.traceparent
                   FROM claimed AS c
                  -- (tenant by tenant, each in its claim order: the order the lanes took them in)
                  ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id

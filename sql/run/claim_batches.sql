@@ -15,13 +15,15 @@
 --   p_budget (the runner's batch budget; NULL: none), or p_alone is true
 --   (a queue whose jobs each run in a transaction of their own). The runner
 --   sends each batch to broker_run_batch as given; broker_run_batch still
---   stops at another tenant or role (its own guarantee).
+--   stops at another tenant or role (its own guarantee). traceparent: the
+--   enqueuer's trace context (broker_jobs.traceparent), the parent of the
+--   runner's span of the attempt.
 -- Errors: those of broker_get; 22023 p_per_transaction < 1, p_budget not
 --   above 0.
 -- Example:
 --   SELECT job_id, batch_no, alone FROM broker.broker_claim_batches(1, 7, 60, 10, interval '200 ms');
 --   Calls: broker_get
---   Tables: reads broker_jobs (run_as, run_alone, job_timeout of the claimed jobs)
+--   Tables: reads broker_jobs (run_as, run_alone, traceparent of the claimed jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_batches(
     p_job_queue       integer  DEFAULT 1,
@@ -46,7 +48,8 @@ RETURNS TABLE (
     lease_expires_at timestamptz,
     autonomous       boolean,
     alone            boolean,
-    batch_no         integer)
+    batch_no         integer,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -72,7 +75,7 @@ BEGIN
     -- would read that statement's snapshot, which misses a job made ready after it began)
     FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size,
                                                      p_lease_token) LOOP
-        SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
+        SELECT j.run_as, j.run_alone, j.traceparent INTO v_job_run_as, v_job_alone, traceparent
           FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
         job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
         job_language := r.job_language; tenant_id := r.tenant_id; attempts := r.attempts;

@@ -65,8 +65,9 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   broker_run. p_lease_tokens, when given, pairs with p_job_ids.
 --   Returns one row per job it took up, in order: broker_run's outcome, or,
 --   when the job could not be run (lease lost: 55000, unknown job: P0002),
---   complete_status NULL with that SQLSTATE and message. Jobs after the stop
---   get no row. A job whose enqueuer may no longer have it run (see
+--   complete_status NULL with that SQLSTATE and message; a completed job's
+--   rows_affected (its last statement's row count, as broker_job_attempts
+--   keeps it; NULL otherwise). Jobs after the stop get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
 --   run: it fails at once with 42501 and the reason, as in broker_run. Nor
 --   is a job with a cancel request made before the call (broker_cancel_job
@@ -123,7 +124,8 @@ RETURNS TABLE (
     attempts        integer,
     error_sqlstate  text,
     error_message   text,
-    duration        interval)
+    duration        interval,
+    rows_affected   bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -377,9 +379,14 @@ BEGIN
 
     RETURN QUERY
         SELECT b.id, b.status, b.att, b.state, b.msg,
-               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END)
+               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END),
+               -- a completed job's rows, as the executor reported them ('<rows>' chr(31) '<output>')
+               CASE WHEN b.status OPERATOR(pg_catalog.=) 2 AND r.state IS NULL
+                         AND pg_catalog.split_part(r.msg, pg_catalog.chr(31), 1) OPERATOR(pg_catalog.~) '^[0-9]{1,18}$'
+                    THEN pg_catalog.split_part(r.msg, pg_catalog.chr(31), 1)::bigint END
           FROM pg_catalog.unnest(o) WITH ORDINALITY AS b(id, status, att, state, msg, n)
-          LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs), pg_catalog.unnest(v_states),
+                               pg_catalog.unnest(v_msgs)) AS r(pos, dur, state, msg)
             ON r.pos OPERATOR(pg_catalog.=) b.n
          ORDER BY b.n;
 END;

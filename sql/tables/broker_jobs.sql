@@ -54,6 +54,9 @@ CREATE TABLE broker.broker_jobs (
     ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     concurrency_key     text,
     parked              smallint    NOT NULL DEFAULT 0,
+    -- (a nullable column: a job without a trace context costs one bit of the row's null bitmap, which the
+    -- row has anyway; its default reads the enqueuer's setting, so no enqueue path passes it on)
+    traceparent         text        DEFAULT broker._traceparent(),
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -86,6 +89,8 @@ CREATE TABLE broker.broker_jobs (
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
     CONSTRAINT broker_jobs_concurrency_key_check
         CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
+    CONSTRAINT broker_jobs_traceparent_check
+        CHECK (traceparent OPERATOR(pg_catalog.~) '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'),
     CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
@@ -191,4 +196,5 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
 COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
 COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
+COMMENT ON COLUMN broker.broker_jobs.traceparent IS 'The enqueuer''s W3C trace context (its transaction''s setting broker.traceparent at enqueue, checked by broker._traceparent); NULL: none. The runner and the task worker make each attempt''s span a child of it.';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';

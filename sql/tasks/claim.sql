@@ -40,8 +40,9 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   out, key limits applied, locked rows skipped); names share a claim
 --   starting from a name that moves from claim to claim. Returns one row per
 --   claimed task: its id, name, arguments, tenant, attempt number, attempts
---   allowed, lease token and expiry, and its timeout (NULL: none), which the
---   worker applies. Unknown names claim nothing.
+--   allowed, lease token and expiry, its timeout (NULL: none), which the
+--   worker applies, and its enqueuer's trace context (traceparent, NULL:
+--   none; the parent of the worker's span of the attempt). Unknown names claim nothing.
 -- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
 --   a blank name or one over 200 characters, p_limit outside 1..1000, a
 --   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
@@ -64,7 +65,8 @@ RETURNS TABLE (
     max_attempts     integer,
     lease_token      uuid,
     lease_expires_at timestamptz,
-    timeout          interval)
+    timeout          interval,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- (its statements' plans do not depend on the names or the limit asked: planned once, not at each call)
@@ -121,7 +123,7 @@ BEGIN
         -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
         RETURN QUERY
         SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
-               c.lease_token, c.lease_expires_at, c.job_timeout
+               c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent
           FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
                              NULL, v_lease, v_left, NULL, v_tenant) AS c;
         GET DIAGNOSTICS v_got = ROW_COUNT;
@@ -131,4 +133,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
-    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout).';
+    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout, traceparent).';

@@ -17,7 +17,7 @@ SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'attempts', 'complete_status', 'pending_deps', 'run_after', 'job_timeout', 'job_search_path', 'lease_token',
     'lease_instance_id', 'lease_expires_at', 'created_at', 'started_at', 'finished_at',
     'last_error_sqlstate', 'last_error_message', 'cancel_reason', 'interruptions', 'run_alone', 'autonomous', 'cancel_cause_job_id', 'ready_xid',
-    'concurrency_key', 'parked']);
+    'concurrency_key', 'parked', 'traceparent']);
 SELECT col_is_pk('broker', 'broker_jobs', 'job_id', 'job_id is the primary key');
 SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'complete_status is smallint');
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
@@ -59,6 +59,8 @@ SELECT functions_are('broker', ARRAY[
     'broker_cron_next', '_cron_parse', '_cron_field', '_cron_next_wall', '_cron_utc_offset', 'broker_add_schedule',
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_run_schedule_now', 'broker_schedule_tick',
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write', '_schedule_count',
+    -- the enqueuer's trace context (broker_jobs.traceparent's default)
+    '_traceparent', '_bad_traceparent',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', 'broker_add_jobs_arrays', '_jobs_of_arrays', '_job_problem', '_job_field_error', '_blank_in', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_waiters', '_dependency_node_key', '_dependency_lock_key',
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
