@@ -115,7 +115,7 @@ apt-deps:
 
 $(VENV)/.installed: pyproject.toml runner/pgsql_broker/__init__.py
 	test -x $(VENV)/bin/python || $(BROKER_PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test,otel]'
 	@touch $@
 
 # pgspot (PyPI) reads the extension scripts for search_path and quoting hazards.

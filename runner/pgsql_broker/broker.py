@@ -16,6 +16,7 @@ from . import __version__
 from .config import DatabaseConfig
 from .observe.console import ConsoleDatabase
 from .observe.console_api import ConsoleAPI
+from .observe import tracing
 from .observe.metrics import Metrics
 from .observe.web import is_loopback, serve
 from .run import queries
@@ -35,9 +36,12 @@ class ListenError(OSError):
 class Broker:
     """One process, many databases: a DatabaseRunner per database, metrics and dashboard on one port."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, tracer_provider=None):
+        """tracer_provider: an OpenTelemetry TracerProvider for the spans of the attempts (the application's own,
+        or the global one); without it, spans are exported over OTLP when broker.traces_enabled."""
         self.settings = settings
         self.metrics = Metrics()
+        self._tracer_provider = tracer_provider
         self._stopping: asyncio.Event | None = None
         self._runners: list[DatabaseRunner] = []
         self._servers: dict[tuple[str, str], str] = {}  # a server's identity -> the name it was first read under
@@ -65,6 +69,9 @@ class Broker:
         shares = {db.name: (budget, rota) for dbs, budget, rota in servers.values() for db in dbs}
         self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, *shares[db.name])
                          for db in self.settings.databases]
+        tracer = tracing.from_settings(broker, self._tracer_provider)
+        for runner in self._runners:
+            runner.view.tracer = tracer
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(sig, self._on_signal, sig)
@@ -92,6 +99,8 @@ class Broker:
             if self._http is not None:
                 self._http.shutdown()
                 self._http.server_close()
+            if tracer is not None:
+                tracer.shutdown()  # (the spans still buffered are exported)
             log.info("stopped")
 
     async def _serve_server(self, server: str, databases: list[DatabaseConfig], budget: RunnerBudget,
@@ -160,10 +169,16 @@ def _jobs(count: int) -> str:
     return "1 job" if count == 1 else f"{count} jobs"
 
 
-def enqueue(conn: psycopg.Connection, name: str, sql_text: str, **params) -> int:
+def enqueue(conn: psycopg.Connection, name: str, sql_text: str, *, traceparent: str | None = None, **params) -> int:
     """Enqueue through broker.broker_add_job with any of its named parameters (without the p_ prefix);
-    returns the job id. Every rule is the extension's."""
+    returns the job id. Every rule is the extension's. The job carries `traceparent` (a W3C trace context), else
+    the current span's when OpenTelemetry is installed: set as broker.traceparent for the enqueue's transaction."""
     extra = sql.SQL("").join(sql.SQL(", {} => {}").format(sql.Identifier(f"p_{k}"), sql.Placeholder(k))
                              for k in params)
     query = sql.SQL(queries.ENQUEUE.replace("{params}", "{}")).format(extra)
-    return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]
+    traceparent = traceparent or tracing.current_traceparent()
+    if traceparent is None:
+        return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]
+    with conn.transaction():  # (a savepoint inside the caller's transaction: the setting lasts until its end)
+        conn.execute(tracing.SET_TRACEPARENT, {"traceparent": traceparent})
+        return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]

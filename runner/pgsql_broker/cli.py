@@ -163,6 +163,11 @@ _FLAG_HELP = {
                               "is closed and opened again (default 30; jobs have their own timeouts).",
     "refusal_retry_sec": "How long a database that served before is retried while it refuses the runner (a login "
                          "refused, broker_runtime revoked, a pg_hba.conf reject); default 0: for ever.",
+    "traces_enabled": "A span per attempt of a job, exported over OTLP/HTTP (needs the extra: "
+                      "pip install 'pgsql-broker[otel]'; docs/tracing.md).",
+    "traces_endpoint": "OTLP/HTTP base URL of the spans, like http://collector:4318 (default: "
+                       "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318).",
+    "traces_service_name": "service.name of the runner's spans (default pgsql-broker).",
     "parked_visit_sec": "Databases taking turns (more of them than session connections): visit each about this often.",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
                               "REPLICATION role, broker_admin, or a member of pg_execute_server_program and the like "

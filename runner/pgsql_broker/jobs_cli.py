@@ -17,6 +17,7 @@ from psycopg import sql
 
 from .config import DSN_FALLBACK
 from .observe import job_queries as ops
+from .observe import tracing
 from .observe.logs import safe_text
 from .states import JobState
 
@@ -231,6 +232,24 @@ def enqueue_statement(given: dict, function: str = "broker_add_job", params: dic
                                                                          sql.SQL("").join(named))
 
 
+# the trace context an enqueued job joins (observe/tracing.py): the option, $TRACEPARENT (OpenTelemetry's carrier
+# for a process's environment), else the current span's when OpenTelemetry is installed
+_TRACEPARENT = click.option("--traceparent", envvar="TRACEPARENT", metavar="TRACEPARENT",
+                            help="W3C trace context the job joins, 00-<trace id>-<span id>-<flags> (default: "
+                                 "$TRACEPARENT, else the current span's when OpenTelemetry is installed).")
+
+
+def _traced(traceparent: str | None, work):
+    """work(conn), after setting broker.traceparent for the transaction when there is a trace context."""
+    traceparent = traceparent or tracing.current_traceparent()
+
+    def traced(conn):
+        if traceparent:
+            conn.execute(tracing.SET_TRACEPARENT, {"traceparent": traceparent})
+        return work(conn)
+    return traced
+
+
 @jobs.command("enqueue")
 @db_options
 @click.argument("sql_text", metavar="SQL")
@@ -253,7 +272,8 @@ def enqueue_statement(given: dict, function: str = "broker_add_job", params: dic
 @click.option("--autonomous", is_flag=True, default=None,
               help="Run outside a transaction block (VACUUM, ... CONCURRENTLY, a CALL that commits): at least once.")
 @click.option("--concurrency-key", help="The key whose limits the job counts against (broker_set_limit).")
-def jobs_enqueue(dsns, config_path, tenant, as_json, sql_text, name, **options) -> None:
+@_TRACEPARENT
+def jobs_enqueue(dsns, config_path, tenant, as_json, sql_text, name, traceparent, **options) -> None:
     """Enqueue SQL (or '-': read it from standard input) as a job through broker_add_job, for --tenant or the
     login's tenant; prints the job's id and whether it is new (an idempotency key may return an unfinished one)."""
     dsn = _one_database(dsns, config_path)
@@ -261,8 +281,8 @@ def jobs_enqueue(dsns, config_path, tenant, as_json, sql_text, name, **options) 
         sql_text = click.get_text_stream("stdin").read()
     given = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dict(options, tenant=tenant).items()
              if v is not None and v != ()}
-    job_id, is_new = _run(dsn, None, lambda conn: conn.execute(enqueue_statement(given),
-                                                               {"name": name, "sql": sql_text, **given}).fetchone())
+    job_id, is_new = _run(dsn, None, _traced(traceparent, lambda conn: conn.execute(
+        enqueue_statement(given), {"name": name, "sql": sql_text, **given}).fetchone()))
     if as_json:
         _emit_json({"job_id": job_id, "is_new": is_new})
     else:
@@ -291,7 +311,8 @@ _TASK_PARAMS = {"priority": ("p_priority", "integer"), "depends_on": ("p_depends
 @click.option("--run-after", metavar="TIMESTAMPTZ", help="Not before this time, like '2026-12-01 18:00+00'.")
 @click.option("--timeout", metavar="INTERVAL", help="How long its handler may run, like '10 minutes'.")
 @click.option("--concurrency-key", help="The key whose limits the task counts against (broker_set_limit).")
-def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, **options) -> None:
+@_TRACEPARENT
+def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, traceparent, **options) -> None:
     """Enqueue task TASK (run by application code, docs/tasks.md) with JSON arguments ARGS (default {}; '-': read
     them from standard input) through broker_add_task; prints its id and whether it is new."""
     dsn = _one_database(dsns, config_path)
@@ -305,7 +326,8 @@ def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, **opt
              if v is not None and v != ()}
     statement = enqueue_statement(given, "broker_add_task", _TASK_PARAMS,
                                   sql.SQL("{}, {}::jsonb").format(sql.Placeholder("task"), sql.Placeholder("args")))
-    job_id, is_new = _run(dsn, None, lambda conn: conn.execute(statement, {"task": task, "args": args_json, **given}).fetchone())
+    job_id, is_new = _run(dsn, None, _traced(traceparent, lambda conn: conn.execute(
+        statement, {"task": task, "args": args_json, **given}).fetchone()))
     if as_json:
         _emit_json({"job_id": job_id, "is_new": is_new})
     else:

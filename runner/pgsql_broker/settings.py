@@ -26,6 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from .config import (MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, connection_strings, parse_databases, parse_duration,
                      read_config_file)
+from .observe import tracing
 
 
 @dataclass
@@ -76,6 +77,12 @@ class BrokerSettings:
     connect_timeout_sec: int = 10
     statement_deadline_sec: float = 30
     refusal_retry_sec: float = 0
+    # traces (observe/tracing.py, the extra `otel`): a span per attempt, exported over OTLP/HTTP to
+    # traces_endpoint (the OTLP base URL; empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT,
+    # else http://localhost:4318)
+    traces_enabled: bool = False
+    traces_endpoint: str = ""
+    traces_service_name: str = "pgsql-broker"
 
 
 @dataclass
@@ -206,6 +213,16 @@ def _apply(target: Any, section: str, values: Mapping[str, Any], where: str) -> 
         setattr(target, name, _coerce(section, name, value, types[kinds[name]], where))
 
 
+def _check_traces(broker: BrokerSettings) -> None:
+    if broker.traces_endpoint and not re.match(r"^https?://[^/\s]+", broker.traces_endpoint):
+        raise ConfigError(f"broker.traces_endpoint must be an http:// or https:// URL (the OTLP base URL, like "
+                          f"http://collector:4318), got {broker.traces_endpoint!r}")
+    if not broker.traces_service_name.strip():
+        raise ConfigError("broker.traces_service_name must not be blank")
+    if broker.traces_enabled and not tracing.installed():
+        raise ConfigError(f"broker.traces_enabled is true but OpenTelemetry is not installed: {tracing.EXTRA}")
+
+
 def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = None,
          flags: Mapping[str, Any] | None = None, dsns: list[str] | None = None) -> Settings:
     """Build the settings: file, then environment, then flags (None values are 'not given')."""
@@ -279,6 +296,7 @@ def load(config_path: str | Path | None = None, env: Mapping[str, str] | None = 
         raise ConfigError(f"broker.batch_budget_ms must be below half of broker.lease_seconds ({lease_seconds} s), "
                           f"got {budget_ms}: jobs waiting in a worker's claim would outlive their lease and "
                           "lease recovery would fail them")
+    _check_traces(settings.broker)
     total = settings.broker.max_open_conns_total
     if total == 1:
         raise ConfigError("broker.max_open_conns_total must be 0 (half of the server's) or at least 2 (a session connection and a "

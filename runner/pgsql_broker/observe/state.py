@@ -15,6 +15,9 @@ from .logs import cap_text, short_label
 from .metrics import Metrics, observe_many
 
 log = logging.getLogger("pgsql_broker")
+# an attempt's outcome, by the job's state after it (a failed attempt leaves the job pending when it is retried)
+_OUTCOMES = {JobState.COMPLETED: "completed", JobState.PENDING: "retrying", JobState.FAILED: "failed",
+             JobState.CANCELLED: "cancelled", JobState.RUNNING: "running"}
 
 
 @dataclass
@@ -53,6 +56,9 @@ class DatabaseView:
         self._duration = {q: metrics.duration.labels(database, str(q)) for q in numbers}
         self._completed = {q: metrics.completed.labels(database, str(q)) for q in numbers}
         self.claim_seconds = {q: metrics.claim_seconds.labels(database, str(q)) for q in numbers}
+        # traces (observe/tracing.py): an AttemptTracer when they are on, and the span of each job started
+        self.tracer = None
+        self._spans: dict[int, object] = {}
 
     def set_role(self, role: str, listening: bool) -> None:
         self.role, self.listening = role, listening
@@ -65,13 +71,17 @@ class DatabaseView:
         now = time.time()
         for row in batch:
             self.running[row.job_id] = JobView(row.job_id, row.job_name, queue, row.tenant_id, now, activity)
+        if self.tracer is not None:
+            self._start_spans(queue, batch)
 
     def ended(self, batch: list) -> None:
         for row in batch:
             self.running.pop(row.job_id, None)
 
     def record_all(self, queue: int, batch: list, outcomes: list) -> None:
-        """Metrics, logs and the dashboard's lists for the outcomes of a transaction of jobs."""
+        """Metrics, logs, spans and the dashboard's lists for the outcomes of a transaction of jobs."""
+        if self.tracer is not None:
+            self._end_spans(batch, outcomes)
         done = [(row, outcome) for row, outcome in zip(batch, outcomes) if outcome.status == JobState.COMPLETED]
         if done:
             observe_many(self._duration[queue], [outcome.seconds for _, outcome in done])
@@ -105,6 +115,26 @@ class DatabaseView:
                                   "error": message, "final": outcome.status == JobState.FAILED, "at": time.time()})
         log.warning("job failed" + (", will retry" if retried else ""),
                     extra=fields | {"sqlstate": outcome.error_sqlstate, "error": message, "attempt": outcome.attempts})
+
+    def _start_spans(self, queue: int, batch: list) -> None:
+        if len(self._spans) > 100_000:  # (spans of runs whose outcome never came: a lost connection's)
+            self._spans.clear()
+        for row in batch:
+            self._spans[row.job_id] = self.tracer.start(
+                database=self.database, job_id=row.job_id, job_name=row.job_name, tenant=row.tenant_id,
+                destination=str(queue), attempt=row.attempts, traceparent=row.traceparent)
+
+    def _end_spans(self, batch: list, outcomes: list) -> None:
+        for row, outcome in zip(batch, outcomes):
+            span = self._spans.pop(row.job_id, None)
+            if span is None:
+                continue
+            if outcome.status is None:  # not run (lease lost, job gone): no attempt of this runner's
+                self.tracer.end(span, database=self.database, job_id=row.job_id, outcome="not_run",
+                                sqlstate=outcome.error_sqlstate)
+                continue
+            self.tracer.end(span, database=self.database, job_id=row.job_id, outcome=_OUTCOMES[outcome.status],
+                            sqlstate=outcome.error_sqlstate, rows=outcome.rows, error=cap_text(outcome.error_message))
 
     def snapshot(self) -> dict:
         now = time.time()

@@ -22,6 +22,7 @@ class Claimed(NamedTuple):
     autonomous: bool  # it runs outside a transaction, alone, on a connection of its own (run/autonomous.py)
     alone: bool  # it runs in a transaction of its own
     batch_no: int  # consecutive jobs with the same number may share a transaction
+    traceparent: str | None  # the enqueuer's trace context, the parent of the attempt's span (observe/tracing.py)
 
 
 class Outcome(NamedTuple):
@@ -32,6 +33,7 @@ class Outcome(NamedTuple):
     error_sqlstate: str | None
     error_message: str | None
     seconds: float | None
+    rows: int | None = None  # a completed job's last statement's row count
 
 
 class Recovered(NamedTuple):
@@ -82,14 +84,14 @@ EVICT_STALE_HOLDER = """SELECT pid, pg_catalog.pg_terminate_backend(pid, 5000)
                           FROM broker.broker_stale_instance_holder(%(stale)s::interval) AS pid WHERE pid IS NOT NULL"""
 CLAIM = """SELECT job_id, job_name, job_queue, tenant_id, attempts, max_attempts,
                   (extract(epoch FROM job_timeout) * 1000)::bigint AS timeout_ms, lease_token::text, autonomous,
-                  alone, batch_no
+                  alone, batch_no, traceparent
              FROM broker.broker_claim_batches(%(queue)s, %(instance)s, %(lease)s, %(batch)s, %(budget)s::interval,
                                               %(alone)s, p_lease_token => %(token)s::uuid)"""
 # a claim whose answer was lost, by the lease token the runner chose for it
 RELEASE_CLAIM = "SELECT job_id FROM broker.broker_release_claim(%(token)s::uuid)"
 JOB_TIMEOUT = "SELECT set_config('statement_timeout', %(ms)s, true)"
 RUN_BATCH = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
-                      extract(epoch FROM duration)::float8 AS seconds
+                      extract(epoch FROM duration)::float8 AS seconds, rows_affected AS rows
                  FROM broker.broker_run_batch(%(jobs)s::bigint[], %(tokens)s::uuid[], %(budget)s::interval)"""
 # Once broker_run_batch returned, the transaction is read-only: should anything of a job still run at COMMIT
 # (broker_run_batch refuses jobs that leave code for it), it runs as this login and must not write.
@@ -219,7 +221,7 @@ AUTONOMOUS_BEGIN = """SELECT execute_str, run_as, via, search_path, tenant_id, r
                         FROM broker.broker_autonomous_begin(%(job)s, %(token)s::uuid)"""
 AUTONOMOUS_EXTEND = "SELECT job_id FROM broker.broker_autonomous_extend(%(jobs)s::bigint[], %(tokens)s::uuid[], %(lease)s)"
 AUTONOMOUS_END = """SELECT job_id, complete_status AS status, attempts, error_sqlstate, error_message,
-                             extract(epoch FROM duration)::float8 AS seconds
+                             extract(epoch FROM duration)::float8 AS seconds, NULL::bigint AS rows
                       FROM broker.broker_autonomous_end(%(job)s, %(token)s::uuid, %(sqlstate)s, %(message)s,
                                                         make_interval(secs => %(seconds)s), %(final)s)"""
 # what an autonomous job's own connection runs before the job: its search_path, tenant and timeout (then, via

@@ -21,6 +21,7 @@ class Task:
     lease_token: UUID
     lease_expires_at: datetime
     timeout: timedelta | None
+    traceparent: str | None = None   # its enqueuer's trace context (the parent of the attempt's span)
 
 
 class TaskConnection:

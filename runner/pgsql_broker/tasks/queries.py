@@ -11,7 +11,8 @@ DATABASE = "SELECT pg_catalog.current_database()"
 # claims, heartbeats and batched completions: a commit lost in a crash costs a task a second run, never a lost task
 RELAXED_COMMIT = "SET synchronous_commit = off"
 
-CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout
+CLAIM = """SELECT job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout,
+                  traceparent
              FROM broker.broker_claim_tasks(%(tasks)s, %(limit)s, %(lease)s)"""
 EXTEND = "SELECT broker.broker_extend_task(%(job_id)s, %(token)s, %(lease)s)"
 # the leases of claimed tasks still waiting for a slot: one statement for all of them

@@ -42,6 +42,8 @@ class TaskRun:
         self._complete_many = complete_many
         self._call: asyncio.Task | None = None
         self.stopped: str | None = None
+        self.error: str | None = None     # a failed handler's exception, and its SQLSTATE when it had one (the span)
+        self.sqlstate: str | None = None
 
     @property
     def conn(self) -> psycopg.AsyncConnection | None:
@@ -158,6 +160,7 @@ class TaskRun:
     async def _fail(self, exc: BaseException, started: float) -> str:
         await self._rollback()
         message = cap_text(f"{type(exc).__name__}: {exc}")
+        self.error, self.sqlstate = message, getattr(exc, "sqlstate", None)
         ended = await self._end(queries.FAIL, error=message, retry=True)
         log.warning("task failed: %s", message, extra=self._fields(seconds=round(time.monotonic() - started, 3)))
         return "failed" if ended else queries.LOST

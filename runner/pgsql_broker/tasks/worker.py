@@ -15,6 +15,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from . import queries
+from ..observe import tracing
 from .completer import Completer
 from .connections import Connections
 from .context import Task
@@ -42,12 +43,14 @@ class Worker:
     prefetch: tasks claimed ahead of free slots (default: concurrency). lease_seconds: the lease of a claim,
     renewed every third of it while a task runs or waits. poll_seconds: how often it claims without a NOTIFY.
     shutdown_seconds: how long stop() lets running handlers finish before their tasks are handed back.
-    metrics_port: serve /metrics on 127.0.0.1 there."""
+    metrics_port: serve /metrics on 127.0.0.1 there. tracer_provider: an OpenTelemetry TracerProvider (the extra
+    `otel`; the application's, or opentelemetry.trace.get_tracer_provider()): a span per attempt, the child of the
+    enqueuer's trace context and current while the handler runs (observe/tracing.py)."""
 
     def __init__(self, dsn: str | None = None, *, tenant: str | None = None, concurrency: int = 32,
                  prefetch: int | None = None, lease_seconds: int = 60, poll_seconds: float = 5.0,
                  shutdown_seconds: float = 30.0, metrics_port: int | None = None,
-                 application_name: str = "pgsql-broker-worker"):
+                 application_name: str = "pgsql-broker-worker", tracer_provider=None):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if prefetch is not None and prefetch < 0:
@@ -64,6 +67,7 @@ class Worker:
         self.metrics_port = metrics_port
         self.application_name = application_name
         self.metrics = TaskMetrics()
+        self._tracer = tracing.AttemptTracer(tracer_provider) if tracer_provider is not None else None
         self._handlers: dict[str, _Registered] = {}
         self._running: dict[asyncio.Task, Task] = {}     # started, by the asyncio task running each
         self._runs: dict[asyncio.Task, TaskRun] = {}     # (and its run, for the stop)
@@ -259,12 +263,16 @@ class Worker:
                 run.stop("shutdown")
             self.metrics.started(task.task)
             outcome = queries.LOST
+            span = self._start_span(task)
             try:
-                outcome = await run.run()
+                with self._tracer.use(span) if span is not None else contextlib.nullcontext():
+                    outcome = await run.run()
             except psycopg.Error as exc:
                 log.warning("task not ended: %s (its lease will be recovered)", exc,
                             extra={"job_id": task.job_id, "task": task.task})
             finally:
+                if span is not None:
+                    self._end_span(span, task, outcome, run)
                 self._running.pop(me, None)
                 self._runs.pop(me, None)
                 self.metrics.ended(task.task, outcome, time.monotonic() - started)
@@ -277,6 +285,19 @@ class Worker:
 
         me = asyncio.create_task(go())
         self._running[me] = task
+
+    def _start_span(self, task: Task):
+        if self._tracer is None:
+            return None
+        return self._tracer.start(database=self._conns.database, job_id=task.job_id, job_name=task.task,
+                                  tenant=task.tenant_id, destination=task.task, attempt=task.attempt,
+                                  traceparent=task.traceparent, task=True)
+
+    def _end_span(self, span, task: Task, outcome: str, run: TaskRun) -> None:
+        if outcome == "failed" and task.attempt < task.max_attempts:
+            outcome = "retrying"
+        self._tracer.end(span, database=self._conns.database, job_id=task.job_id, outcome=outcome,
+                         sqlstate=run.sqlstate, error=run.error)
 
     async def _drain(self) -> None:
         """At stop: let running handlers finish within shutdown_seconds, then hand the rest back."""
