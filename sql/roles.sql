@@ -384,7 +384,8 @@ GRANT EXECUTE ON FUNCTION
     broker._cron_next_wall(bigint, bigint, bigint, bigint, bigint, boolean, timestamp),
     broker._cron_utc_offset(timestamp, text),
     broker._traceparent(),
-    broker._bad_traceparent(text)
+    broker._is_traceparent(text),
+    broker._checked_traceparent(text)
     TO broker_runtime, broker_enqueue;
 
 -- broker_runtime: the runtime functions; reads are tenant-scoped by RLS.

@@ -60,7 +60,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_alter_schedule', 'broker_enable_schedule', 'broker_remove_schedule', 'broker_run_schedule_now', 'broker_schedule_tick',
     '_schedule_check', '_schedule_row', '_schedule_notify', '_schedule_fire', '_schedule_due', '_schedule_tick_at', '_skipped_fires_cap', '_schedule_before_write', '_schedule_count',
     -- the enqueuer's trace context (broker_jobs.traceparent's default)
-    '_traceparent', '_bad_traceparent',
+    '_traceparent', '_is_traceparent', '_checked_traceparent',
     -- bulk enqueue, batched runs
     'broker_add_jobs', '_add_jobs', '_parse_jobs', '_add_plain_jobs', 'broker_add_jobs_arrays', '_jobs_of_arrays', '_job_problem', '_job_field_error', '_blank_in', 'broker_run_batch', '_complete_jobs', '_release_dependents_of', '_dependency_cycle', '_dependency_waiters', '_dependency_node_key', '_dependency_lock_key',
     '_job_error', '_error_text', '_executor_call', '_lock_batch', '_executor_jobs', '_run_jobs_compat',
