@@ -3,6 +3,7 @@ stop() or SIGTERM/SIGINT; enqueue() adds a job through broker_add_job."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -179,6 +180,7 @@ def enqueue(conn: psycopg.Connection, name: str, sql_text: str, *, traceparent: 
     traceparent = traceparent or tracing.current_traceparent()
     if traceparent is None:
         return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]
-    with conn.transaction():  # (a savepoint inside the caller's transaction: the setting lasts until its end)
+    # the setting lasts until the end of the caller's transaction; an autocommit connection gets one for the two
+    with conn.transaction() if conn.autocommit else contextlib.nullcontext():
         conn.execute(tracing.SET_TRACEPARENT, {"traceparent": traceparent})
         return conn.execute(query, {"name": name, "sql": sql_text, **params}).fetchone()[0]

@@ -80,6 +80,11 @@ def test_a_sql_jobs_attempts_are_spans_of_the_enqueuers_trace(db, traced):
             job = enqueue(conn, "traced job", "SELECT 1 / (nextval('flip')::int - 1) FROM generate_series(1, 3)",
                           max_attempts=2, job_queue=2)
         stored = conn.execute("SELECT traceparent FROM broker.broker_jobs WHERE job_id = %s", (job,)).fetchone()[0]
+    with connect(db, autocommit=False) as conn, tracer.start_as_current_span("enqueue rolled back"):
+        enqueue(conn, "rolled back", "SELECT 1")  # (in the caller's transaction: enqueue() commits nothing itself)
+        conn.rollback()
+    with connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM broker.broker_jobs").fetchone()[0] == 1
     assert stored == f"00-{enqueuing.context.trace_id:032x}-{enqueuing.context.span_id:016x}-{enqueuing.context.trace_flags:02x}"
 
     settings = load_settings(env={}, dsns=[db_dsn(db)], flags={"metrics_port": 0, "queue_timer_sec": 0.2,
