@@ -144,11 +144,20 @@ DROP FUNCTION broker.broker_claim_batches(integer, bigint, integer, integer, int
 -- a hand-back may mark the jobs to run alone (p_run_alone)
 DROP FUNCTION broker.broker_release_jobs(bigint[], uuid[]);
 \new-signature broker_release_jobs
+-- a completed job's rows_affected is returned (traces)
+DROP FUNCTION broker.broker_run_batch(bigint[], uuid[], interval);
+\new-signature broker_run_batch
 
 -- ---------------------------------------------------------------------------
 -- Every function (and its triggers), as in sql/pgsql_broker.sql
 -- ---------------------------------------------------------------------------
 \i-functions-of sql/pgsql_broker.sql
+
+-- Traces: the enqueuer's trace context. Its default, broker._traceparent, is created just above, so
+-- the column comes after the functions (and is the table's last, as in a fresh install); a
+-- non-volatile default: existing rows get NULL without a rewrite of the table.
+ALTER TABLE broker.broker_jobs ADD COLUMN traceparent text DEFAULT broker._traceparent();
+COMMENT ON COLUMN broker.broker_jobs.traceparent IS 'The enqueuer''s W3C trace context (its transaction''s setting broker.traceparent at enqueue, checked by broker._traceparent); NULL: none. The runner and the task worker make each attempt''s span a child of it.';
 
 -- ---------------------------------------------------------------------------
 -- (3) Data: nothing else. Existing jobs keep their queue, tenant and state; none has a key.
