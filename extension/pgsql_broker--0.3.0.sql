@@ -951,6 +951,98 @@ $$;
 COMMENT ON FUNCTION broker.broker_disallow_autonomous(text) IS
     'Withdraws broker_allow_autonomous for a role: its autonomous jobs are refused at enqueue and fail at run time (42501). broker_admin only.';
 
+-- Group: traces: the enqueuer's trace context (broker_jobs.traceparent's default)
+-- source: sql/traces/traceparent.sql
+-- sql/traces/traceparent.sql: the enqueuer's trace context (W3C traceparent), captured on every enqueue path.
+-- ---------------------------------------------------------------------------
+-- Function: broker._is_traceparent(p_value)
+--   Is p_value a W3C traceparent of version 00
+--   (https://www.w3.org/TR/trace-context/#traceparent-header): '00-', 32
+--   lower-case hex digits (the trace id, not all zeros), '-', 16 (the parent
+--   span id, not all zeros), '-', 2 (the flags)? NULL for NULL. String
+--   functions, not a regular expression ('[0-9a-f]{32}' cost twice as much).
+--   Without SET search_path on purpose: one expression, inlined where it is
+--   called; everything is schema-qualified.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._is_traceparent(p_value text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE
+AS $$
+    -- (the shape: every hex digit made a 0, the text is the all-zero traceparent)
+    SELECT pg_catalog.translate(p_value, '123456789abcdef', '000000000000000')
+               OPERATOR(pg_catalog.=) '00-00000000000000000000000000000000-0000000000000000-00'
+       AND pg_catalog.starts_with(p_value, '00-')
+       AND pg_catalog.substr(p_value, 4, 32) OPERATOR(pg_catalog.<>) '00000000000000000000000000000000'
+       AND pg_catalog.substr(p_value, 37, 16) OPERATOR(pg_catalog.<>) '0000000000000000'
+$$;
+COMMENT ON FUNCTION broker._is_traceparent(text) IS
+    'Internal: p_value is a W3C traceparent of version 00 (lower-case hex, ids not all zeros).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._checked_traceparent(p_value)
+--   p_value, the setting broker.traceparent, once it is checked
+--   (broker._is_traceparent; 22023 otherwise); remembered as
+--   broker.traceparent_checked for the rest of the transaction, so that the
+--   jobs after the first one made with it are not checked again (the check
+--   costs more than the rest of the default). STABLE, not VOLATILE, although
+--   it sets that setting: it returns the same for the same value, and a
+--   VOLATILE call would keep the planner from inlining broker._traceparent,
+--   which then cost an enqueue about 8 us per row (bench/traceparent_cost.py).
+--   Calls: _is_traceparent
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._checked_traceparent(p_value text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT broker._is_traceparent(p_value) THEN
+        RAISE EXCEPTION 'broker.traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case, ids not all zero), got %',
+            pg_catalog.quote_literal(pg_catalog.left(p_value, 100))
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Set it from the current span (SET LOCAL broker.traceparent = ''00-...''), or RESET it to enqueue without one.';
+    END IF;
+    PERFORM pg_catalog.set_config('broker.traceparent_checked', p_value, true);
+    RETURN p_value;
+END;
+$$;
+COMMENT ON FUNCTION broker._checked_traceparent(text) IS
+    'Internal: the setting broker.traceparent once checked as a W3C traceparent (22023 otherwise), remembered for the transaction.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._traceparent()
+--   The transaction's trace context for the job an INSERT makes: the setting
+--   broker.traceparent (SET LOCAL broker.traceparent = '00-...' by the
+--   enqueuer, before it enqueues), NULL when unset or empty, checked by
+--   broker._checked_traceparent (22023) unless this transaction checked the
+--   same value already.
+--   broker_jobs.traceparent's default, so that every way a job is made
+--   (broker_add_job, broker_add_jobs, broker_add_task, a schedule run now, a
+--   plain INSERT) carries it with no parameter of its own: the rule in one
+--   place. Without SET search_path on purpose: one expression, which the
+--   planner inlines into the INSERT (an unset setting costs one
+--   current_setting per row); everything is schema-qualified.
+--   Calls: _checked_traceparent
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._traceparent()
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE
+        WHEN COALESCE(pg_catalog.current_setting('broker.traceparent', true), '') OPERATOR(pg_catalog.=) '' THEN NULL
+        WHEN pg_catalog.current_setting('broker.traceparent', true)
+             OPERATOR(pg_catalog.=) pg_catalog.current_setting('broker.traceparent_checked', true)
+            THEN pg_catalog.current_setting('broker.traceparent', true)
+        ELSE broker._checked_traceparent(pg_catalog.current_setting('broker.traceparent', true))
+    END
+$$;
+COMMENT ON FUNCTION broker._traceparent() IS
+    'Internal: the setting broker.traceparent checked as a W3C traceparent (22023 otherwise), NULL when unset: broker_jobs.traceparent''s default.';
+
 -- Group: tables: the tables, their constraints and indexes, and their pg_dump registration
 -- source: sql/tables/broker_schema_migrations.sql
 -- sql/tables/broker_schema_migrations.sql: table of schema versions applied by `pgsql-broker install`.
@@ -1149,6 +1241,9 @@ CREATE TABLE broker.broker_jobs (
     ready_xid           xid8        NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     concurrency_key     text,
     parked              smallint    NOT NULL DEFAULT 0,
+    -- (a nullable column: a job without a trace context costs one bit of the row's null bitmap, which the
+    -- row has anyway; its default reads the enqueuer's setting, so no enqueue path passes it on)
+    traceparent         text        DEFAULT broker._traceparent(),
     CONSTRAINT broker_jobs_pkey PRIMARY KEY (job_id),
     -- (tenant_id, schedule_id): a job can only point at a schedule of its own tenant
     CONSTRAINT broker_jobs_schedule_id_fkey FOREIGN KEY (tenant_id, schedule_id)
@@ -1286,6 +1381,7 @@ COMMENT ON COLUMN broker.broker_jobs.cancel_cause_job_id IS 'For a job cancelled
 COMMENT ON COLUMN broker.broker_jobs.autonomous IS 'Runs outside a transaction block, on a connection of its own, at least once (broker_add_job p_autonomous; see broker_allow_autonomous).';
 COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
 COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
+COMMENT ON COLUMN broker.broker_jobs.traceparent IS 'The enqueuer''s W3C trace context (its transaction''s setting broker.traceparent at enqueue, checked by broker._traceparent); NULL: none. The runner and the task worker make each attempt''s span a child of it.';
 COMMENT ON COLUMN broker.broker_jobs.ready_xid IS 'Transaction that made this row version pending and unblocked (set by its default and by the trigger broker_jobs_ready_xid_trg); claims use it with broker_claim_hint.';
 -- source: sql/tables/broker_claim_hint.sql
 -- sql/tables/broker_claim_hint.sql: per queue, where each tenant's ready jobs start in claim order as of a snapshot.
@@ -7004,7 +7100,8 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   broker_claim_tasks (sql/tasks/claim.sql), with arguments its callers
 --   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
 --   and writes no hint. Each row also carries the job's execute_str (a task's
---   arguments, which broker_claim_tasks returns without reading the rows again).
+--   arguments) and traceparent, which broker_claim_tasks returns without
+--   reading the rows again.
 --   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
@@ -7028,7 +7125,8 @@ RETURNS TABLE (
     lease_token      uuid,
     lease_expires_at timestamptz,
     autonomous       boolean,
-    execute_str      text)
+    execute_str      text,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -7237,11 +7335,11 @@ BEGIN
                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
                     RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
                               j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
-                              j.execute_str
+                              j.execute_str, j.traceparent
                 )
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
-                       c.execute_str
+                       c.execute_str, c.traceparent
                   FROM claimed AS c
                  -- (tenant by tenant, each in its claim order: the order the lanes took them in)
                  ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
@@ -7402,13 +7500,15 @@ COMMENT ON FUNCTION broker.broker_get(integer, bigint, integer, integer, uuid) I
 --   p_budget (the runner's batch budget; NULL: none), or p_alone is true
 --   (a queue whose jobs each run in a transaction of their own). The runner
 --   sends each batch to broker_run_batch as given; broker_run_batch still
---   stops at another tenant or role (its own guarantee).
+--   stops at another tenant or role (its own guarantee). traceparent: the
+--   enqueuer's trace context (broker_jobs.traceparent), the parent of the
+--   runner's span of the attempt.
 -- Errors: those of broker_get; 22023 p_per_transaction < 1, p_budget not
 --   above 0.
 -- Example:
 --   SELECT job_id, batch_no, alone FROM broker.broker_claim_batches(1, 7, 60, 10, interval '200 ms');
 --   Calls: broker_get
---   Tables: reads broker_jobs (run_as, run_alone, job_timeout of the claimed jobs)
+--   Tables: reads broker_jobs (run_as, run_alone, traceparent of the claimed jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_batches(
     p_job_queue       integer  DEFAULT 1,
@@ -7433,7 +7533,8 @@ RETURNS TABLE (
     lease_expires_at timestamptz,
     autonomous       boolean,
     alone            boolean,
-    batch_no         integer)
+    batch_no         integer,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -7459,7 +7560,7 @@ BEGIN
     -- would read that statement's snapshot, which misses a job made ready after it began)
     FOR r IN SELECT * FROM broker.broker_get(p_job_queue, p_instance_id, p_lease_seconds, p_batch_size,
                                                      p_lease_token) LOOP
-        SELECT j.run_as, j.run_alone INTO v_job_run_as, v_job_alone
+        SELECT j.run_as, j.run_alone, j.traceparent INTO v_job_run_as, v_job_alone, traceparent
           FROM broker.broker_jobs AS j WHERE j.job_id OPERATOR(pg_catalog.=) r.job_id;
         job_id := r.job_id; job_name := r.job_name; job_queue := r.job_queue; job_priority := r.job_priority;
         job_language := r.job_language; tenant_id := r.tenant_id; attempts := r.attempts;
@@ -7788,8 +7889,9 @@ COMMENT ON TYPE broker._batch_row IS 'Internal: a row of broker_run_batch''s res
 --   broker_run. p_lease_tokens, when given, pairs with p_job_ids.
 --   Returns one row per job it took up, in order: broker_run's outcome, or,
 --   when the job could not be run (lease lost: 55000, unknown job: P0002),
---   complete_status NULL with that SQLSTATE and message. Jobs after the stop
---   get no row. A job whose enqueuer may no longer have it run (see
+--   complete_status NULL with that SQLSTATE and message; a completed job's
+--   rows_affected (its last statement's row count, as broker_job_attempts
+--   keeps it; NULL otherwise). Jobs after the stop get no row. A job whose enqueuer may no longer have it run (see
 --   _authority_lost: role dropped, tenant or run_as right revoked) is not
 --   run: it fails at once with 42501 and the reason, as in broker_run. Nor
 --   is a job with a cancel request made before the call (broker_cancel_job
@@ -7846,7 +7948,8 @@ RETURNS TABLE (
     attempts        integer,
     error_sqlstate  text,
     error_message   text,
-    duration        interval)
+    duration        interval,
+    rows_affected   bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -8100,9 +8203,14 @@ BEGIN
 
     RETURN QUERY
         SELECT b.id, b.status, b.att, b.state, b.msg,
-               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END)
+               COALESCE(r.dur, CASE WHEN b.status IS NOT NULL THEN interval '0' END),
+               -- a completed job's rows, as the executor reported them ('<rows>' chr(31) '<output>')
+               CASE WHEN b.status OPERATOR(pg_catalog.=) 2 AND r.state IS NULL
+                         AND pg_catalog.split_part(r.msg, pg_catalog.chr(31), 1) OPERATOR(pg_catalog.~) '^[0-9]{1,18}$'
+                    THEN pg_catalog.split_part(r.msg, pg_catalog.chr(31), 1)::bigint END
           FROM pg_catalog.unnest(o) WITH ORDINALITY AS b(id, status, att, state, msg, n)
-          LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs)) AS r(pos, dur)
+          LEFT JOIN ROWS FROM (pg_catalog.unnest(r_pos), pg_catalog.unnest(v_durs), pg_catalog.unnest(v_states),
+                               pg_catalog.unnest(v_msgs)) AS r(pos, dur, state, msg)
             ON r.pos OPERATOR(pg_catalog.=) b.n
          ORDER BY b.n;
 END;
@@ -9281,8 +9389,9 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   out, key limits applied, locked rows skipped); names share a claim
 --   starting from a name that moves from claim to claim. Returns one row per
 --   claimed task: its id, name, arguments, tenant, attempt number, attempts
---   allowed, lease token and expiry, and its timeout (NULL: none), which the
---   worker applies. Unknown names claim nothing.
+--   allowed, lease token and expiry, its timeout (NULL: none), which the
+--   worker applies, and its enqueuer's trace context (traceparent, NULL:
+--   none; the parent of the worker's span of the attempt). Unknown names claim nothing.
 -- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
 --   a blank name or one over 200 characters, p_limit outside 1..1000, a
 --   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
@@ -9305,7 +9414,8 @@ RETURNS TABLE (
     max_attempts     integer,
     lease_token      uuid,
     lease_expires_at timestamptz,
-    timeout          interval)
+    timeout          interval,
+    traceparent      text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- (its statements' plans do not depend on the names or the limit asked: planned once, not at each call)
@@ -9362,7 +9472,7 @@ BEGIN
         -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
         RETURN QUERY
         SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
-               c.lease_token, c.lease_expires_at, c.job_timeout
+               c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent
           FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
                              NULL, v_lease, v_left, NULL, v_tenant) AS c;
         GET DIAGNOSTICS v_got = ROW_COUNT;
@@ -9372,7 +9482,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
-    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout).';
+    'Claims up to p_limit ready tasks of the named kinds for the caller''s tenant, each with a lease; returns (job_id, task, args, tenant_id, attempt, max_attempts, lease_token, lease_expires_at, timeout, traceparent).';
 -- source: sql/tasks/finish.sql
 -- sql/tasks/finish.sql: a worker's heartbeat and the end of a task (broker_extend_task,
 -- broker_complete_task, broker_fail_task).
