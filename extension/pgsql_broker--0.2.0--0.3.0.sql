@@ -1650,7 +1650,11 @@ BEGIN
                SELECT CASE WHEN d.depends_on_job_id IS NOT NULL THEN 'j' OPERATOR(pg_catalog.||) d.depends_on_job_id::text
                            ELSE broker._dependency_node_key(d.tenant_id, d.depends_on_group) END AS key
                  FROM broker.broker_job_dependency AS d
-                WHERE d.job_id OPERATOR(pg_catalog.=) w.id) AS d
+                WHERE d.job_id OPERATOR(pg_catalog.=) w.id
+               -- (OFFSET 0 keeps this a probe per job: pulled up into a join, it could be planned
+               -- as one pass over every edge's index entry, a merge or hash join, when the
+               -- statistics say the table is small, whatever it holds now)
+               OFFSET 0) AS d
           JOIN n AS t ON t.key OPERATOR(pg_catalog.=) d.key
          WHERE w.id IS NOT NULL
         UNION ALL
