@@ -3,8 +3,8 @@
 #   make            build extension/pgsql_broker--<version>.sql from the sql/ manifest
 #   make install    install the extension files into PostgreSQL 15 (PGXS)
 #   make installcheck  run the pgTAP suite against the server named by PG* variables
-#   make test       everything from a fresh machine: packages, build, install,
-#                   a throwaway cluster, pgTAP and pytest
+#   make test       everything from a fresh machine: packages, build, install, throwaway
+#                   clusters, pgTAP on PostgreSQL 15 to 18 and pytest on 15 and 18 (PG=17: all on 17)
 #   make docs       the docs site (MkDocs) into site/, with the generated SQL reference
 #   make demo       an ETL-shaped DAG run by the broker on a throwaway cluster
 #   make bench      pgsql_broker benchmarks on a throwaway cluster (not a test)
@@ -26,6 +26,25 @@ APT_PACKAGES = postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap postgr
                chromium chromium-driver docker-compose pgbouncer
 
 TEST_DB ?= pgsql_broker_test
+
+# PostgreSQL versions of make test: pgTAP on each of PG_VERSIONS, pytest on each of PYTEST_PG_VERSIONS, each
+# in a throwaway cluster of its own, side by side (.ci/test-matrix; binaries from .ci/pg-bin). PG=17: the
+# whole suite on 17 alone.
+PG_VERSIONS ?= 15 16 17 18
+PYTEST_PG_VERSIONS ?= 15 18
+ifneq ($(PG),)
+PG_VERSIONS = $(PG)
+PYTEST_PG_VERSIONS = $(PG)
+endif
+# a pytest -m expression (.ci/test-matrix leaves out the markers a version's binaries cannot run)
+PYTEST_MARKERS ?=
+PYTEST_PATHS ?= tests_py
+# pytest on 18 beside the whole suite on 15, within CI's 20 minutes on two cores: where the server's version
+# shows (install paths, roles and grants, row-level security, SQL-level tests, MAINTAIN); PG=18 runs it all
+ifeq ($(PG),)
+export PYTEST_PATHS_18 ?= tests_py/install tests_py/security tests_py/integration \
+	tests_py/acceptance/test_autonomous_maintenance_by_the_maintain_privilege.py
+endif
 
 # Upgrade scripts: sql/upgrades/<ext>--<from>--<to>.sql manifests built the same way.
 UPGRADES   = $(patsubst sql/upgrades/%,extension/%,$(wildcard sql/upgrades/$(EXTENSION)--*--*.sql))
@@ -89,7 +108,7 @@ installcheck:
 	pg_prove -d $(TEST_DB) --failures -r --ext .sql tests_sql
 
 pytest: $(VENV)/.installed $(TESTS_JS_STAMP)
-	$(VENV)/bin/pytest -q tests_py
+	$(VENV)/bin/pytest -q $(PYTEST_PATHS) $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)")
 
 deps: apt-deps $(VENV)/.installed $(TESTS_JS_STAMP)
 
@@ -149,8 +168,7 @@ test: deps all
 	$(MAKE) lint-sql
 	$(MAKE) lint-py
 	$(MAKE) lint-docker
-	$(MAKE) install >/dev/null
-	PGBROKER_TEST_FSYNC=off .ci/with-cluster $(MAKE) --no-print-directory test-in-cluster
+	.ci/test-matrix "$(PG_VERSIONS)" "$(PYTEST_PG_VERSIONS)"
 
 test-in-cluster: installcheck pytest
 
@@ -159,9 +177,10 @@ screenshot: deps all
 	$(MAKE) install >/dev/null
 	.ci/with-cluster sh -c 'PGBROKER_TEST_SCREENSHOT_DIR=$(CURDIR)/docs $(VENV)/bin/pytest -q tests_py/acceptance/test_console_operates_jobs_in_a_browser.py -k signs_in'
 
-# (as any user: the demo installs by tracked migrations, nothing into the server's directories)
+# (as any user: the demo installs by tracked migrations, nothing into the server's directories;
+# on PostgreSQL 15, or PG=N, from .ci/pg-bin)
 demo: deps all
-	.ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
+	PGBIN=$$(.ci/pg-bin $(or $(PG),15)) .ci/with-cluster $(VENV)/bin/python -m pgsql_broker.demo
 
 # Benchmarks (never part of make test): a throwaway cluster, a table, bench/results/*.json.
 # BENCH_ARGS passes flags to bench/run.py (e.g. --only drain,latency --runs 1); sizes: BENCH_* (README).

@@ -14,6 +14,9 @@ import pytest
 from own_cluster import OwnCluster
 from runner_process import free_port
 
+# the real pg_cron, preloaded: a C extension, which exists here for PostgreSQL 15 only (postgresql-15-cron)
+pytestmark = pytest.mark.pg_cron
+
 
 @pytest.fixture(scope="module")
 def cron_cluster():

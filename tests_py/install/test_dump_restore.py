@@ -9,6 +9,9 @@ import pytest
 
 from conftest import add_job, connect
 
+# pg_dump and pg_restore of the server's own major version (an older pg_dump refuses a newer server)
+pytestmark = pytest.mark.pg_dump
+
 BIN = os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin")
 
 
