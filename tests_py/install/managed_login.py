@@ -12,12 +12,17 @@ from typing import Iterator
 from conftest import connect
 
 CLI = [sys.executable, "-m", "pgsql_broker"]
+BROKER_ROLES = ("broker_admin", "broker_runtime", "broker_enqueue", "broker_retention", "broker_worker")
 
 
 @contextmanager
 def managed_owner(createrole: bool = True) -> Iterator[tuple[str, str]]:
     """(database, owner login): CREATE ROLE o LOGIN CREATEROLE; CREATE DATABASE d OWNER o. Dropped after,
-    with the roles the owner made (named o_*)."""
+    with the roles the owner made (named o_*).
+
+    The broker roles exist already (the template's superuser made them). On PostgreSQL 16 and later a CREATEROLE
+    role administers only roles it created or holds ADMIN OPTION on, so there the owner also gets ADMIN OPTION on
+    them, as the owner of a second database of a server must (docs/install.md, "PostgreSQL versions")."""
     suffix = uuid.uuid4().hex[:8]
     owner, database = f"o_{suffix}", f"d_{suffix}"
     with connect("postgres") as admin:
