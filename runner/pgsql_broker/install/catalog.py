@@ -47,9 +47,12 @@ _SECTIONS: dict[str, str] = {
                || ' comment=' || coalesce(obj_description(t.oid, 'pg_type'), '')
           FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
          WHERE t.typnamespace = 'broker'::regnamespace AND t.typelem = 0 AND coalesce(c.relkind, 'c') = 'c'""",
+    # (PostgreSQL 18 also records each NOT NULL as a constraint, contype 'n'; columns' notnull= has them on every
+    # version, so the snapshot is the same on 15 to 18)
     "constraints": """
         SELECT c.relname || ' ' || k.conname || ' ' || pg_get_constraintdef(k.oid)
-          FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid WHERE c.relnamespace = 'broker'::regnamespace""",
+          FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+         WHERE c.relnamespace = 'broker'::regnamespace AND k.contype <> 'n'""",
     "triggers": """
         SELECT pg_get_triggerdef(t.oid) || ' -- comment: ' || coalesce(obj_description(t.oid, 'pg_trigger'), '')
           FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
