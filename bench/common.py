@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -84,7 +85,16 @@ def drain_with_runner(conn: psycopg.Connection, dbname: str, poll: float = 0.2) 
         runner.wait(60)
 
 
-PGBENCH = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
+def _pgbench() -> str:
+    """PGBIN's pgbench; a server without one (the npm copies of .ci/pg-bin have only initdb, pg_ctl and postgres)
+    is driven by the machine's, any version from 15 (pgbench speaks the protocol, not the server's version)."""
+    beside = os.path.join(os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"), "pgbench")
+    if os.path.exists(beside):
+        return beside
+    return shutil.which("pgbench") or "/usr/lib/postgresql/15/bin/pgbench"
+
+
+PGBENCH = _pgbench()
 
 
 def pgbench_latencies(dbname: str, scripts: list[Path], seconds: int, user: str | None = None,
