@@ -116,8 +116,10 @@ def test_crash_safety_under_repeated_sigkill_and_terminated_backends(db, start):
         assert conn.execute("SELECT complete_status, count(*) FROM broker.broker_jobs GROUP BY 1").fetchall() == [(JobState.COMPLETED, 1500)]
         assert conn.execute("SELECT count(*), count(DISTINCT job), min(job), max(job) FROM public.effects").fetchone() == (
             1500, 1500, 1, 1500)  # every effect exactly once
-        # and the kills really hit jobs in flight: some needed more than one attempt
-        assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE attempts > 1").fetchone()[0] > 0
+        # and the kills really hit jobs in flight: some needed more than one run (a killed runner's claims come back
+        # uncounted, as interrupted: its instance is gone; a backend terminated under a live runner may count)
+        assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE attempts > 1 OR interruptions > 0"
+                            ).fetchone()[0] > 0
 
 
 def test_the_runner_reconnects_after_a_server_restart(db, start):
