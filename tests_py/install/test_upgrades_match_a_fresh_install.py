@@ -1,5 +1,6 @@
 """Every frozen release upgrades, by either install path, to exactly what a fresh install gives and
-keeps its jobs; upgraded from the newest release, it then passes the whole pgTAP suite."""
+keeps its jobs; upgraded from the newest release, it passes the whole pgTAP suite (marked whole_pgtap_suite:
+minutes a path; `make test` runs it in the PostgreSQL 18 lane, beside the whole pytest suite on 15)."""
 from __future__ import annotations
 
 import subprocess
@@ -54,20 +55,6 @@ def test_upgrade(version, no_extension, empty_db, template_db):
         ran = conn.execute("SELECT g.job_name FROM broker.broker_get(1, NULL, 60, 10) g, "
                            "LATERAL broker.broker_run(g.job_id, g.lease_token) r ORDER BY 1").fetchall()
         assert ran == [("acme",), ("first",)]
-    if version != FROZEN[-1]:
-        # An older release upgrades through the newest one's upgrade, to the catalog checked above: the whole
-        # suite (two minutes a path) runs once per path, after the upgrade from the newest release.
-        return
-    with connect(empty_db) as conn:
-        # the suite expects an empty broker: clear the data, keep the upgraded schema
-        conn.execute("TRUNCATE broker.broker_jobs, broker.broker_job_dependency, broker.broker_job_attempts, "
-                     "broker.broker_job_actions, broker.broker_schedule, "
-                     "broker.broker_queueinstance")
-        conn.execute("CREATE EXTENSION pgtap")
-    prove = subprocess.run(["pg_prove", "-d", empty_db, *sorted(str(p) for p in (ROOT / "tests_sql").rglob("*.sql"))],
-                           capture_output=True, text=True, cwd=ROOT)
-    assert prove.returncode == 0, prove.stdout[-3000:] + prove.stderr[-2000:]
-    assert "All tests successful" in prove.stdout
 
 
 @pytest.mark.parametrize("version", FROZEN)
@@ -85,3 +72,21 @@ def test_verify_only_flags_an_outdated_database_and_changes_nothing(version, emp
         after = catalog.snapshot(conn, privileges=True), conn.execute(
             "SELECT version, checksum, applied_at FROM broker.broker_schema_migrations ORDER BY 1").fetchall()
     assert after == before
+
+
+@pytest.mark.whole_pgtap_suite
+@pytest.mark.parametrize("no_extension", [False, True], ids=["extension", "migrations"])
+def test_upgraded_from_the_newest_release_the_broker_passes_the_whole_pgtap_suite(no_extension, empty_db):
+    """An older release upgrades through the newest one's upgrade, to the catalog test_upgrade checks: the whole
+    suite runs once per path, after the upgrade from the newest release."""
+    quiet = lambda msg: None  # noqa: E731
+    install(dsn(empty_db), no_extension=no_extension, target=FROZEN[-1], log=quiet)
+    state = install(dsn(empty_db), no_extension=no_extension, log=quiet)
+    assert state.version == control_version()
+    with connect(empty_db) as conn:
+        conn.execute(ROLES_SQL)
+        conn.execute("CREATE EXTENSION pgtap")
+    prove = subprocess.run(["pg_prove", "-d", empty_db, *sorted(str(p) for p in (ROOT / "tests_sql").rglob("*.sql"))],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert prove.returncode == 0, prove.stdout[-3000:] + prove.stderr[-2000:]
+    assert "All tests successful" in prove.stdout
