@@ -474,6 +474,7 @@ GRANT EXECUTE ON FUNCTION
     broker._executor(name),
     broker._executor_schema(name),
     broker._may_run_as(name, name),
+    broker._can_read_every_tenant(oid),
     broker._check_run_as(text, text),
     broker._lock_dependency_keys(text, text[], text[], bigint[], bigint[]),
     broker._dependency_lock_key(text, text, bigint),
