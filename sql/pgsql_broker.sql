@@ -4,8 +4,10 @@
 -- from the repository root runs the same sources directly (schema broker must exist).
 -- Where each rule lives: docs/where-rules-live.md.
 
--- Group: guards: schema broker must be the installer's own and new (nothing planted in it)
+-- Group: guards: schema broker must be the installer's own and new (nothing planted in it), and the
+-- installer's default privileges must give nobody what is created in it
 \i sql/guards/fresh_schema.sql
+\i sql/guards/installer_default_privileges.sql
 
 -- Group: core: options, job states, advisory-lock keys, the NOTIFY writer (table defaults and every concern use them)
 \i sql/core/settings.sql

@@ -8,8 +8,10 @@
 -- tests_py/install/test_upgrade_from_0_2_0_keeps_jobs_running.py check that a database upgraded
 -- this way has the catalog of a fresh 0.3.0 install and keeps its jobs.
 
--- First: nothing planted in schema broker is carried on (sql/guards/).
+-- First: nothing planted in schema broker is carried on, and the upgrading role's default
+-- privileges give nobody what the upgrade creates (sql/guards/).
 \i sql/guards/objects_are_the_brokers.sql
+\i sql/guards/installer_default_privileges.sql
 
 -- ---------------------------------------------------------------------------
 -- (1) Tables and types first: SQL-language functions below are checked against them.
