@@ -1108,8 +1108,9 @@ BEGIN
     RETURN EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS t
                     WHERE t.rolname OPERATOR(pg_catalog.=) p_run_as
                       AND pg_catalog.pg_has_role(pg_catalog.to_regrole(pg_catalog.quote_ident(p_role)), t.oid, 'MEMBER')
-                      AND (NOT broker._can_read_every_tenant(t.oid)
-                           OR t.rolname OPERATOR(pg_catalog.=) p_role
+                      -- (the common case first: a job that runs as its enqueuer needs no role scan)
+                      AND (t.rolname OPERATOR(pg_catalog.=) p_role
+                           OR NOT broker._can_read_every_tenant(t.oid)
                            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS s
                                        WHERE s.rolname OPERATOR(pg_catalog.=) p_role AND s.rolsuper)));
 END;
