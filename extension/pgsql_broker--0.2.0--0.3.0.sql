@@ -641,7 +641,8 @@ $$;
 COMMENT ON FUNCTION broker._claimable_by_id(smallint, integer, smallint) IS
     'Internal: _claimable written so that no partial index matches it, for statements that lock given jobs (inlined).';
 -- source: sql/core/lock_keys.sql
--- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
+-- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance, the
+-- finished counts' merge, concurrency keys).
 -- ---------------------------------------------------------------------------
 -- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
 --   The one place the dependency-lock key of a group (p_group) or of a job
@@ -683,6 +684,23 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 1651665664, 0 $$;
 COMMENT ON FUNCTION broker._instance_lock_key() IS
     'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._finished_merge_lock_key()
+--   The transaction advisory lock (two int4 keys) that one merge of the
+--   finished counts at a time holds (broker._merge_finished_counts). Its
+--   class is the instance lock's; objid 0 is that lock, 1 the installer's
+--   (pgsql-broker install holds it while it migrates, before this schema
+--   may exist: runner/pgsql_broker/install/installer.py), 2 this one.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_merge_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 2 $$;
+COMMENT ON FUNCTION broker._finished_merge_lock_key() IS
+    'Internal: advisory lock key of the merge of the finished counts (one merge at a time).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._key_lock_key(p_tenant_id, p_key)
@@ -8624,13 +8642,12 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
                j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
-               (j.started_at OPERATOR(pg_catalog.<) v_started
-                OR (j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-                    AND NOT j.autonomous))
+               (j.started_at OPERATOR(pg_catalog.<) v_started OR g.claimer_gone)
                AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted,
-               j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-               AND NOT j.autonomous AS claimer_gone
+               g.claimer_gone
           FROM broker.broker_jobs AS j
+         CROSS JOIN LATERAL (SELECT j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+                                    AND NOT j.autonomous AS claimer_gone) AS g
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
                 -- (an autonomous job holds no row lock while it runs: it waits for its lease, so that a
@@ -8638,7 +8655,7 @@ BEGIN
                 OR (j.started_at OPERATOR(pg_catalog.<) v_started AND NOT j.autonomous))
          ORDER BY j.lease_expires_at
          LIMIT p_limit
-           FOR NO KEY UPDATE SKIP LOCKED
+           FOR NO KEY UPDATE OF j SKIP LOCKED
     LOOP
         IF r.restarted THEN
             v_ids := v_ids OPERATOR(pg_catalog.||) r.job_id;
@@ -10241,8 +10258,9 @@ AS $$
 BEGIN
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
+       -- (_is_broker_admin covers superusers; BYPASSRLS roles are exempt here too)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls))
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolbypassrls)
        AND NOT broker._is_broker_admin(CURRENT_USER) THEN
         NEW.next_fire_at := pg_catalog.now();
     END IF;
@@ -10959,7 +10977,7 @@ COMMENT ON FUNCTION broker._active_instance() IS
 -- Example:
 --   SELECT pg_terminate_backend(pid, 5000)
 --     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
---   Calls: _instance_lock_holder
+--   Calls: _live_instance
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
@@ -10974,8 +10992,7 @@ BEGIN
     END IF;
     RETURN (SELECT i.backend_pid
               FROM broker.broker_queueinstance AS i
-             WHERE i.status OPERATOR(pg_catalog.=) 'active'
-               AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+             WHERE i.instance_id OPERATOR(pg_catalog.=) broker._live_instance()
                AND i.backend_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
              LIMIT 1);
@@ -11164,7 +11181,7 @@ COMMENT ON FUNCTION broker._finished_kept() IS
 --   deltas committed meanwhile stay for the next merge. Does nothing where
 --   it cannot write (a hot standby, a read-only transaction). Returns the
 --   old rows dropped plus the deltas folded.
---   Calls: _finished_minute
+--   Calls: _finished_merge_lock_key, _finished_minute
 --   Tables: writes broker_finished_count
 -- ---------------------------------------------------------------------------
 CREATE OR REPLACE FUNCTION broker._merge_finished_counts()
@@ -11178,7 +11195,7 @@ DECLARE
     v_zero   timestamptz[];
 BEGIN
     IF pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on'
-       OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
+       OR NOT (SELECT pg_catalog.pg_try_advisory_xact_lock(k.classid, k.objid) FROM broker._finished_merge_lock_key() AS k) THEN
         RETURN 0;
     END IF;
     WITH gone AS (

@@ -1,4 +1,5 @@
--- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance).
+-- sql/core/lock_keys.sql: the advisory-lock keys (dependency groups and jobs, the active instance, the
+-- finished counts' merge, concurrency keys).
 -- ---------------------------------------------------------------------------
 -- Function: broker._dependency_lock_key(p_tenant_id, p_group, p_job_id)
 --   The one place the dependency-lock key of a group (p_group) or of a job
@@ -40,6 +41,23 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT 1651665664, 0 $$;
 COMMENT ON FUNCTION broker._instance_lock_key() IS
     'Internal: advisory lock key held by the active runner instance of this database.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._finished_merge_lock_key()
+--   The transaction advisory lock (two int4 keys) that one merge of the
+--   finished counts at a time holds (broker._merge_finished_counts). Its
+--   class is the instance lock's; objid 0 is that lock, 1 the installer's
+--   (pgsql-broker install holds it while it migrates, before this schema
+--   may exist: runner/pgsql_broker/install/installer.py), 2 this one.
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_merge_lock_key(OUT classid integer, OUT objid integer)
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 1651665664, 2 $$;
+COMMENT ON FUNCTION broker._finished_merge_lock_key() IS
+    'Internal: advisory lock key of the merge of the finished counts (one merge at a time).';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._key_lock_key(p_tenant_id, p_key)

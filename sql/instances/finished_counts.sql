@@ -178,7 +178,7 @@ COMMENT ON FUNCTION broker._finished_kept() IS
 --   deltas committed meanwhile stay for the next merge. Does nothing where
 --   it cannot write (a hot standby, a read-only transaction). Returns the
 --   old rows dropped plus the deltas folded.
---   Calls: _finished_minute
+--   Calls: _finished_merge_lock_key, _finished_minute
 --   Tables: writes broker_finished_count
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._merge_finished_counts()
@@ -192,7 +192,7 @@ DECLARE
     v_zero   timestamptz[];
 BEGIN
     IF pg_catalog.pg_is_in_recovery() OR pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on'
-       OR NOT pg_catalog.pg_try_advisory_xact_lock(1651665664, 1) THEN
+       OR NOT (SELECT pg_catalog.pg_try_advisory_xact_lock(k.classid, k.objid) FROM broker._finished_merge_lock_key() AS k) THEN
         RETURN 0;
     END IF;
     WITH gone AS (

@@ -332,7 +332,7 @@ COMMENT ON FUNCTION broker._active_instance() IS
 -- Example:
 --   SELECT pg_terminate_backend(pid, 5000)
 --     FROM broker.broker_stale_instance_holder(interval '60 seconds') AS pid WHERE pid IS NOT NULL;
---   Calls: _instance_lock_holder
+--   Calls: _live_instance
 --   Tables: reads broker_queueinstance
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_stale_instance_holder(p_stale_after interval)
@@ -347,8 +347,7 @@ BEGIN
     END IF;
     RETURN (SELECT i.backend_pid
               FROM broker.broker_queueinstance AS i
-             WHERE i.status OPERATOR(pg_catalog.=) 'active'
-               AND i.backend_pid OPERATOR(pg_catalog.=) broker._instance_lock_holder()
+             WHERE i.instance_id OPERATOR(pg_catalog.=) broker._live_instance()
                AND i.backend_pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
                AND i.last_ping_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p_stale_after)
              LIMIT 1);

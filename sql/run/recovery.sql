@@ -70,13 +70,12 @@ BEGIN
     FOR r IN
         SELECT j.job_id, j.lease_expires_at, j.lease_instance_id, j.lease_token, j.interruptions,
                j.started_at OPERATOR(pg_catalog.<) v_started AS before_start,
-               (j.started_at OPERATOR(pg_catalog.<) v_started
-                OR (j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-                    AND NOT j.autonomous))
+               (j.started_at OPERATOR(pg_catalog.<) v_started OR g.claimer_gone)
                AND j.interruptions OPERATOR(pg_catalog.<) broker._restart_interruptions_max() AS restarted,
-               j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
-               AND NOT j.autonomous AS claimer_gone
+               g.claimer_gone
           FROM broker.broker_jobs AS j
+         CROSS JOIN LATERAL (SELECT j.lease_instance_id IS NOT NULL AND j.lease_instance_id IS DISTINCT FROM v_live
+                                    AND NOT j.autonomous AS claimer_gone) AS g
          WHERE j.complete_status OPERATOR(pg_catalog.=) broker._state('running')
            AND (j.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()
                 -- (an autonomous job holds no row lock while it runs: it waits for its lease, so that a
@@ -84,7 +83,7 @@ BEGIN
                 OR (j.started_at OPERATOR(pg_catalog.<) v_started AND NOT j.autonomous))
          ORDER BY j.lease_expires_at
          LIMIT p_limit
-           FOR NO KEY UPDATE SKIP LOCKED
+           FOR NO KEY UPDATE OF j SKIP LOCKED
     LOOP
         IF r.restarted THEN
             v_ids := v_ids OPERATOR(pg_catalog.||) r.job_id;

@@ -22,8 +22,9 @@ AS $$
 BEGIN
     IF NEW.next_fire_at OPERATOR(pg_catalog.<) pg_catalog.now()
        AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT' OR NEW.next_fire_at IS DISTINCT FROM OLD.next_fire_at)
+       -- (_is_broker_admin covers superusers; BYPASSRLS roles are exempt here too)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
-                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND (r.rolsuper OR r.rolbypassrls))
+                        WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolbypassrls)
        AND NOT broker._is_broker_admin(CURRENT_USER) THEN
         NEW.next_fire_at := pg_catalog.now();
     END IF;

@@ -51,7 +51,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_purge_jobs', 'broker_register_instance', 'broker_ping_instance', 'broker_shutdown_instance', 'broker_park_instance', 'broker_resume_instance', 'broker_stale_instance_holder', '_take_instance_lock', '_end_visit',
     '_setting_int', '_state', '_restart_interruptions_max', '_claim_job_token', '_claimable', '_claimable_by_xid', '_jobs_ready_xid', '_save_claim_hint', '_lock_dependency_keys', '_notify_queues', '_notify_queue', '_notify_due', '_jobs_join_groups', '_lower_pending_deps', 'broker_apply_deferred_releases', '_retry_delay',
     '_release_dependents', '_cancel_dependents', '_complete_job', '_fail_attempt', '_fail_job', '_run_begin',
-    '_instance_lock_key', '_instance_lock_holder', '_live_instance', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_can_read_every_tenant', '_check_run_as', '_authority_lost',
+    '_instance_lock_key', '_finished_merge_lock_key', '_instance_lock_holder', '_live_instance', '_lock_dependents', '_strict_tenancy', '_tenant_allowed', '_may_run_as', '_can_read_every_tenant', '_check_run_as', '_authority_lost',
     'broker_set_strict_tenancy', '_executor', 'broker_create_executor', '_jobs_after_insert',
     '_dependency_before_insert', '_dependency_after_insert', '_jobs_cancel_request', '_grant_hint',
     '_count_pending_deps', '_executor_schema', 'broker_queue_stats',

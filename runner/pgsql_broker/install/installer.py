@@ -31,7 +31,8 @@ from .role_setup import signal_backend_line
 from .scripts import EXTENSION, control_version, migration_chain, roles_sql, version_key
 
 YOYO_SCHEMA = "broker_yoyo"
-# Serialises concurrent installers on one database (same class as the broker's locks).
+# Serialises concurrent installers on one database (the class of the broker's locks; objid 1 is the
+# installer's, beside those of sql/core/lock_keys.sql, which cannot be called before the schema exists).
 _INSTALL_LOCK = (1651665664, 1)
 # yoyo-migrations' own tables (yoyo/backends/base.py), the only objects allowed in YOYO_SCHEMA.
 _YOYO_TABLES = ("_yoyo_log", "_yoyo_migration", "_yoyo_version", "yoyo_lock")
