@@ -152,6 +152,13 @@ COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); eac
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
 
+-- A task name can be paused (broker_pause_task): its queue is negative.
+ALTER TABLE broker.broker_queue_pause
+    DROP CONSTRAINT broker_queue_pause_job_queue_check,
+    ADD CONSTRAINT broker_queue_pause_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000 OR job_queue OPERATOR(pg_catalog.<) 0);
+COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue: 1 to 1000, or a task name''s (negative: broker_pause_task).';
+
 -- Faults (issue 32): what interruptions and run_alone count now.
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';
@@ -5149,23 +5156,21 @@ COMMENT ON FUNCTION broker._paused_for(text[], text) IS
     'Internal: whether a tenant''s jobs are paused, given the tenants paused in their queue (_paused_tenants).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_pause_queue(p_job_queue, p_paused)
---   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
---   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
---   A tenant pauses and resumes only its own jobs in that queue (the current
---   tenant); an administrator (superuser or broker_admin) pauses it for
---   every tenant, and resuming as one lifts every pause of that queue.
---   Returns whether anything changed. Paused queues show in
---   broker_queue_stats (paused).
--- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
---   caller may not act for the current tenant (strict tenancy).
--- Example:
---   SELECT broker.broker_pause_queue(3);          -- pause queue 3
---   SELECT broker.broker_pause_queue(3, false);   -- resume it
+-- Function: broker._pause(p_fn, p_job_queue, p_paused)
+--   Pauses (p_paused true) or resumes queue p_job_queue, a queue of SQL jobs
+--   or a task name's (broker_pause_queue, broker_pause_task, named p_fn in
+--   errors): a tenant pauses and resumes only its own jobs there (the
+--   current tenant); an administrator (superuser or broker_admin) pauses it
+--   for every tenant, and resuming as one lifts every pause of it. A resume
+--   wakes the queue's runners or task workers. Returns whether anything
+--   changed. SECURITY INVOKER: the table's policies decide what the caller
+--   may write.
+-- Errors: 42501 the caller may not act for the current tenant (strict
+--   tenancy).
 --   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed, _notify_queues
 --   Tables: writes broker_queue_pause
 -- ---------------------------------------------------------------------------
-CREATE OR REPLACE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+CREATE FUNCTION broker._pause(p_fn text, p_job_queue integer, p_paused boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -5175,14 +5180,8 @@ DECLARE
     v_tenant text := broker.broker_current_tenant();
     v_n      integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_paused IS NULL THEN
-        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_pause_queue: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF p_paused THEN
@@ -5200,6 +5199,41 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY[p_job_queue]);  -- its workers claim again at once
     END IF;
     RETURN v_n OPERATOR(pg_catalog.>) 0;
+END;
+$$;
+COMMENT ON FUNCTION broker._pause(text, integer, boolean) IS
+    'Internal: pauses or resumes a queue (of SQL jobs or a task name''s) for the current tenant, or for every tenant as an administrator; returns whether anything changed.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_queue(p_job_queue, p_paused)
+--   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
+--   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
+--   A tenant pauses and resumes only its own jobs in that queue (the current
+--   tenant); an administrator (superuser or broker_admin) pauses it for
+--   every tenant, and resuming as one lifts every pause of that queue.
+--   Returns whether anything changed. Paused queues show in
+--   broker_queue_stats (paused). Tasks: broker_pause_task.
+-- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
+--   caller may not act for the current tenant (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_queue(3);          -- pause queue 3
+--   SELECT broker.broker_pause_queue(3, false);   -- resume it
+--   Calls: _pause
+--   Tables: writes broker_queue_pause (through _pause)
+-- ---------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_queue IS NULL OR p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN broker._pause('broker_pause_queue', p_job_queue, p_paused);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
@@ -9261,6 +9295,54 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
     'Completes many running tasks whose handlers wrote nothing, in one statement; returns each one''s outcome (completed, lost, or cancelled when a cancel request came first).';
+-- source: sql/tasks/pause.sql
+-- sql/tasks/pause.sql: pausing and resuming a task name (broker_pause_task).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_task(p_task, p_paused)
+--   Pauses (p_paused true, the default) or resumes task p_task: claims of
+--   the name (broker_claim_tasks) skip its ready tasks, running tasks
+--   finish, enqueueing goes on. A pause is on the name's queue
+--   (broker_task_queue, made here when the name was never enqueued, so a
+--   name can be paused before its first task), with the rules of
+--   broker_pause_queue: a tenant pauses and resumes only its own tasks; an
+--   administrator (superuser or broker_admin) pauses the name for every
+--   tenant, and resuming as one lifts every pause of it. A resume wakes the
+--   name's workers. Returns whether anything changed. Paused names show in
+--   broker_queue_stats (paused) under their queue.
+-- Errors: 22004 NULL argument; 22023 a blank name or one over 200
+--   characters; 42501 the caller may not act for the current tenant
+--   (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_task('send_email');          -- pause it
+--   SELECT broker.broker_pause_task('send_email', false);   -- resume it
+--   Calls: _check_task_name, _task_queue, _pause
+--   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_pause_task(p_task text, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue integer;
+BEGIN
+    IF p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_task: p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_paused THEN
+        v_queue := broker._task_queue('broker_pause_task', p_task);
+    ELSE
+        PERFORM broker._check_task_name('broker_pause_task', 'p_task', p_task);
+        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+        IF NOT FOUND THEN  -- a name never enqueued nor paused has no pause to lift
+            RETURN false;
+        END IF;
+    END IF;
+    RETURN broker._pause('broker_pause_task', v_queue, p_paused);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_pause_task(text, boolean) IS
+    'Pauses or resumes a task name: claims skip its tasks, running tasks finish; a tenant pauses its own tasks, an administrator the name for everyone. Returns whether anything changed.';
 -- source: sql/compat/executor_fallback.sql
 -- sql/compat/executor_fallback.sql: running batches on executors made by 0.1.0 (no run_jobs).
 -- Kept in 0.3.0 (its upgrade changes no executor). The upgrade that drops it re-creates every

@@ -1828,13 +1828,14 @@ CREATE TABLE broker.broker_queue_pause (
     paused_by  name        NOT NULL DEFAULT CURRENT_USER,
     paused_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT broker_queue_pause_key UNIQUE NULLS NOT DISTINCT (job_queue, tenant_id),
+    -- (a queue of SQL jobs, or a task name's, which is negative: broker_task_queue)
     CONSTRAINT broker_queue_pause_job_queue_check
-        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000)
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000 OR job_queue OPERATOR(pg_catalog.<) 0)
 );
 
 COMMENT ON TABLE broker.broker_queue_pause IS
     'Paused queues: claims skip them (running jobs finish); tenant_id NULL pauses a queue for every tenant, a tenant only its own jobs.';
-COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue.';
+COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue: 1 to 1000, or a task name''s (negative: broker_pause_task).';
 COMMENT ON COLUMN broker.broker_queue_pause.tenant_id IS 'The tenant whose jobs are paused there; NULL: every tenant''s.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_by IS 'Role that paused it.';
 COMMENT ON COLUMN broker.broker_queue_pause.paused_at IS 'When.';
@@ -5743,23 +5744,21 @@ COMMENT ON FUNCTION broker._paused_for(text[], text) IS
     'Internal: whether a tenant''s jobs are paused, given the tenants paused in their queue (_paused_tenants).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_pause_queue(p_job_queue, p_paused)
---   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
---   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
---   A tenant pauses and resumes only its own jobs in that queue (the current
---   tenant); an administrator (superuser or broker_admin) pauses it for
---   every tenant, and resuming as one lifts every pause of that queue.
---   Returns whether anything changed. Paused queues show in
---   broker_queue_stats (paused).
--- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
---   caller may not act for the current tenant (strict tenancy).
--- Example:
---   SELECT broker.broker_pause_queue(3);          -- pause queue 3
---   SELECT broker.broker_pause_queue(3, false);   -- resume it
+-- Function: broker._pause(p_fn, p_job_queue, p_paused)
+--   Pauses (p_paused true) or resumes queue p_job_queue, a queue of SQL jobs
+--   or a task name's (broker_pause_queue, broker_pause_task, named p_fn in
+--   errors): a tenant pauses and resumes only its own jobs there (the
+--   current tenant); an administrator (superuser or broker_admin) pauses it
+--   for every tenant, and resuming as one lifts every pause of it. A resume
+--   wakes the queue's runners or task workers. Returns whether anything
+--   changed. SECURITY INVOKER: the table's policies decide what the caller
+--   may write.
+-- Errors: 42501 the caller may not act for the current tenant (strict
+--   tenancy).
 --   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed, _notify_queues
 --   Tables: writes broker_queue_pause
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+CREATE FUNCTION broker._pause(p_fn text, p_job_queue integer, p_paused boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -5769,14 +5768,8 @@ DECLARE
     v_tenant text := broker.broker_current_tenant();
     v_n      integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_paused IS NULL THEN
-        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_pause_queue: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF p_paused THEN
@@ -5794,6 +5787,41 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY[p_job_queue]);  -- its workers claim again at once
     END IF;
     RETURN v_n OPERATOR(pg_catalog.>) 0;
+END;
+$$;
+COMMENT ON FUNCTION broker._pause(text, integer, boolean) IS
+    'Internal: pauses or resumes a queue (of SQL jobs or a task name''s) for the current tenant, or for every tenant as an administrator; returns whether anything changed.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_queue(p_job_queue, p_paused)
+--   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
+--   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
+--   A tenant pauses and resumes only its own jobs in that queue (the current
+--   tenant); an administrator (superuser or broker_admin) pauses it for
+--   every tenant, and resuming as one lifts every pause of that queue.
+--   Returns whether anything changed. Paused queues show in
+--   broker_queue_stats (paused). Tasks: broker_pause_task.
+-- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
+--   caller may not act for the current tenant (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_queue(3);          -- pause queue 3
+--   SELECT broker.broker_pause_queue(3, false);   -- resume it
+--   Calls: _pause
+--   Tables: writes broker_queue_pause (through _pause)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_queue IS NULL OR p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN broker._pause('broker_pause_queue', p_job_queue, p_paused);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS
@@ -9286,7 +9314,7 @@ $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending running jobs that no session is executing: without counting the attempt when they were claimed before the server last started, or when their lease expired and the instance that claimed them is gone (up to 5 interruptions); when their lease expired under a live claimer, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
 
--- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end
+-- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end, pause
 -- source: sql/tasks/queues.sql
 -- sql/tasks/queues.sql: each task name's claim queue (broker_task_queue).
 -- ---------------------------------------------------------------------------
@@ -9863,6 +9891,54 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
     'Completes many running tasks whose handlers wrote nothing, in one statement; returns each one''s outcome (completed, lost, or cancelled when a cancel request came first).';
+-- source: sql/tasks/pause.sql
+-- sql/tasks/pause.sql: pausing and resuming a task name (broker_pause_task).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_task(p_task, p_paused)
+--   Pauses (p_paused true, the default) or resumes task p_task: claims of
+--   the name (broker_claim_tasks) skip its ready tasks, running tasks
+--   finish, enqueueing goes on. A pause is on the name's queue
+--   (broker_task_queue, made here when the name was never enqueued, so a
+--   name can be paused before its first task), with the rules of
+--   broker_pause_queue: a tenant pauses and resumes only its own tasks; an
+--   administrator (superuser or broker_admin) pauses the name for every
+--   tenant, and resuming as one lifts every pause of it. A resume wakes the
+--   name's workers. Returns whether anything changed. Paused names show in
+--   broker_queue_stats (paused) under their queue.
+-- Errors: 22004 NULL argument; 22023 a blank name or one over 200
+--   characters; 42501 the caller may not act for the current tenant
+--   (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_task('send_email');          -- pause it
+--   SELECT broker.broker_pause_task('send_email', false);   -- resume it
+--   Calls: _check_task_name, _task_queue, _pause
+--   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_pause_task(p_task text, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue integer;
+BEGIN
+    IF p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_task: p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_paused THEN
+        v_queue := broker._task_queue('broker_pause_task', p_task);
+    ELSE
+        PERFORM broker._check_task_name('broker_pause_task', 'p_task', p_task);
+        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+        IF NOT FOUND THEN  -- a name never enqueued nor paused has no pause to lift
+            RETURN false;
+        END IF;
+    END IF;
+    RETURN broker._pause('broker_pause_task', v_queue, p_paused);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_pause_task(text, boolean) IS
+    'Pauses or resumes a task name: claims skip its tasks, running tasks finish; a tenant pauses its own tasks, an administrator the name for everyone. Returns whether anything changed.';
 
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 -- source: sql/compat/executor_fallback.sql

@@ -467,6 +467,8 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_cancel_job(bigint, text),
     broker.broker_retry_job(bigint, timestamptz, boolean),
     broker.broker_pause_queue(integer, boolean),
+    broker.broker_pause_task(text, boolean),
+    broker._pause(text, integer, boolean),
     broker.broker_set_limit(text, integer, double precision, integer, boolean),
     broker.broker_set_output(text),
     broker._error_text(text),
@@ -481,6 +483,7 @@ GRANT EXECUTE ON FUNCTION
     broker._notify_queues(integer[]),
     broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text),
     broker._task_queue(text, text),
+    broker._check_task_name(text, text, text),
     broker._task_queue_is(text, integer)
     TO broker_enqueue;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, broker.broker_job_attempts,

@@ -337,32 +337,45 @@ def jobs_enqueue_task(dsns, config_path, tenant, as_json, task, args_json, trace
 
 @click.group("queues")
 def queues() -> None:
-    """Pause and resume queues."""
+    """Pause and resume queues, and task names."""
 
 
-def _pause(dsns, config_path, tenant, as_json, queue, paused: bool) -> None:
+def _pause(dsns, config_path, tenant, as_json, queue, task, paused: bool) -> None:
+    if (queue is None) == (task is None):
+        raise click.UsageError("give a QUEUE (1 to 1000) or --task NAME, not both")
     dsn = _one_database(dsns, config_path)
-    changed = _run(dsn, tenant, lambda conn: conn.execute(ops.PAUSE, {"queue": queue, "paused": paused}).fetchone()[0])
-    if as_json:
-        _emit_json({"queue": queue, "paused": paused, "changed": changed})
+    if task is None:
+        what, statement, params = f"queue {queue}", ops.PAUSE, {"queue": queue, "paused": paused}
     else:
-        click.echo(f"queue {queue}: {'paused' if paused else 'resumed'}" + ("" if changed else " (no change)"))
+        what, statement, params = f"task {task}", ops.PAUSE_TASK, {"task": task, "paused": paused}
+    changed = _run(dsn, tenant, lambda conn: conn.execute(statement, params).fetchone()[0])
+    if as_json:
+        _emit_json({"queue": queue, "paused": paused, "changed": changed} if task is None
+                   else {"task": task, "paused": paused, "changed": changed})
+    else:
+        click.echo(f"{what}: {'paused' if paused else 'resumed'}" + ("" if changed else " (no change)"))
+
+
+_TASK_OPTION = click.option("--task", metavar="NAME", help="A task name instead of a queue (broker_pause_task).")
 
 
 @queues.command("pause")
 @db_options
-@click.argument("queue", type=click.IntRange(1, 1000))
-def queues_pause(dsns, config_path, tenant, as_json, queue) -> None:
-    """Claims skip QUEUE (running jobs finish): the tenant's jobs there, or every tenant's for an administrator."""
-    _pause(dsns, config_path, tenant, as_json, queue, True)
+@click.argument("queue", type=click.IntRange(1, 1000), required=False)
+@_TASK_OPTION
+def queues_pause(dsns, config_path, tenant, as_json, queue, task) -> None:
+    """Claims skip QUEUE, or the tasks named by --task (running ones finish): the tenant's, or every tenant's for an
+    administrator."""
+    _pause(dsns, config_path, tenant, as_json, queue, task, True)
 
 
 @queues.command("resume")
 @db_options
-@click.argument("queue", type=click.IntRange(1, 1000))
-def queues_resume(dsns, config_path, tenant, as_json, queue) -> None:
-    """Lift the pause of QUEUE (the tenant's own; an administrator's lifts every pause of it)."""
-    _pause(dsns, config_path, tenant, as_json, queue, False)
+@click.argument("queue", type=click.IntRange(1, 1000), required=False)
+@_TASK_OPTION
+def queues_resume(dsns, config_path, tenant, as_json, queue, task) -> None:
+    """Lift the pause of QUEUE or of --task NAME (the tenant's own; an administrator's lifts every pause of it)."""
+    _pause(dsns, config_path, tenant, as_json, queue, task, False)
 
 
 @click.command("purge")

@@ -40,23 +40,21 @@ COMMENT ON FUNCTION broker._paused_for(text[], text) IS
     'Internal: whether a tenant''s jobs are paused, given the tenants paused in their queue (_paused_tenants).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker.broker_pause_queue(p_job_queue, p_paused)
---   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
---   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
---   A tenant pauses and resumes only its own jobs in that queue (the current
---   tenant); an administrator (superuser or broker_admin) pauses it for
---   every tenant, and resuming as one lifts every pause of that queue.
---   Returns whether anything changed. Paused queues show in
---   broker_queue_stats (paused).
--- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
---   caller may not act for the current tenant (strict tenancy).
--- Example:
---   SELECT broker.broker_pause_queue(3);          -- pause queue 3
---   SELECT broker.broker_pause_queue(3, false);   -- resume it
+-- Function: broker._pause(p_fn, p_job_queue, p_paused)
+--   Pauses (p_paused true) or resumes queue p_job_queue, a queue of SQL jobs
+--   or a task name's (broker_pause_queue, broker_pause_task, named p_fn in
+--   errors): a tenant pauses and resumes only its own jobs there (the
+--   current tenant); an administrator (superuser or broker_admin) pauses it
+--   for every tenant, and resuming as one lifts every pause of it. A resume
+--   wakes the queue's runners or task workers. Returns whether anything
+--   changed. SECURITY INVOKER: the table's policies decide what the caller
+--   may write.
+-- Errors: 42501 the caller may not act for the current tenant (strict
+--   tenancy).
 --   Calls: _is_broker_admin, broker_current_tenant, _tenant_allowed, _notify_queues
 --   Tables: writes broker_queue_pause
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+CREATE FUNCTION broker._pause(p_fn text, p_job_queue integer, p_paused boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -66,14 +64,8 @@ DECLARE
     v_tenant text := broker.broker_current_tenant();
     v_n      integer;
 BEGIN
-    IF p_job_queue IS NULL OR p_paused IS NULL THEN
-        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
-        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     IF NOT v_admin AND NOT broker._tenant_allowed(v_tenant, CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_pause_queue: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
             pg_catalog.quote_literal(v_tenant) USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF p_paused THEN
@@ -91,6 +83,41 @@ BEGIN
         PERFORM broker._notify_queues(ARRAY[p_job_queue]);  -- its workers claim again at once
     END IF;
     RETURN v_n OPERATOR(pg_catalog.>) 0;
+END;
+$$;
+COMMENT ON FUNCTION broker._pause(text, integer, boolean) IS
+    'Internal: pauses or resumes a queue (of SQL jobs or a task name''s) for the current tenant, or for every tenant as an administrator; returns whether anything changed.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_pause_queue(p_job_queue, p_paused)
+--   Pauses (p_paused true, the default) or resumes queue p_job_queue: claims
+--   skip the jobs of a paused queue, running jobs finish, enqueueing goes on.
+--   A tenant pauses and resumes only its own jobs in that queue (the current
+--   tenant); an administrator (superuser or broker_admin) pauses it for
+--   every tenant, and resuming as one lifts every pause of that queue.
+--   Returns whether anything changed. Paused queues show in
+--   broker_queue_stats (paused). Tasks: broker_pause_task.
+-- Errors: 22004 NULL argument; 22023 queue outside 1..1000; 42501 the
+--   caller may not act for the current tenant (strict tenancy).
+-- Example:
+--   SELECT broker.broker_pause_queue(3);          -- pause queue 3
+--   SELECT broker.broker_pause_queue(3, false);   -- resume it
+--   Calls: _pause
+--   Tables: writes broker_queue_pause (through _pause)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_pause_queue(p_job_queue integer, p_paused boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_queue IS NULL OR p_paused IS NULL THEN
+        RAISE EXCEPTION 'broker_pause_queue: p_job_queue and p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_job_queue OPERATOR(pg_catalog.<) 1 OR p_job_queue OPERATOR(pg_catalog.>) 1000 THEN
+        RAISE EXCEPTION 'broker_pause_queue: queues are 1 to 1000, got %', p_job_queue USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN broker._pause('broker_pause_queue', p_job_queue, p_paused);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_queue(integer, boolean) IS

@@ -50,6 +50,13 @@ COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); eac
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
 
+-- A task name can be paused (broker_pause_task): its queue is negative.
+ALTER TABLE broker.broker_queue_pause
+    DROP CONSTRAINT broker_queue_pause_job_queue_check,
+    ADD CONSTRAINT broker_queue_pause_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000 OR job_queue OPERATOR(pg_catalog.<) 0);
+COMMENT ON COLUMN broker.broker_queue_pause.job_queue IS 'The paused queue: 1 to 1000, or a task name''s (negative: broker_pause_task).';
+
 -- Faults (issue 32): what interruptions and run_alone count now.
 COMMENT ON COLUMN broker.broker_jobs.interruptions IS 'Runs ended by their runner at shutdown (broker_interrupt_jobs) or by a server restart (broker_recover_stale_jobs): the job went back to pending without counting the attempt.';
 COMMENT ON COLUMN broker.broker_jobs.run_alone IS 'true once a run of the job went past the budget of a transaction of several jobs (broker_run_batch), or it shared a transaction whose session died (broker_release_jobs p_run_alone): it then runs in a transaction of its own, its attempt not counted for that run.';

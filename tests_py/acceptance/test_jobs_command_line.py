@@ -1,4 +1,4 @@
-"""pgsql-broker jobs list|show|cancel|retry, queues pause|resume, purge: real processes on a real database. Tables
+"""pgsql-broker jobs list|show|cancel|retry, queues pause|resume (a queue or a task name), purge: real processes on a real database. Tables
 for people, --json for scripts; a failure is one line on stderr (exit 1), a bad argument exit 2, never a
 traceback."""
 from __future__ import annotations
@@ -84,6 +84,17 @@ def test_cancel_retry_pause_and_purge(db):
     with connect(db) as conn:
         assert conn.execute("SELECT job_queue, tenant_id FROM broker.broker_queue_pause").fetchall() == [(3, None)]
     assert json.loads(cli(db, "queues", "resume", "3", "--json").stdout) == {"queue": 3, "paused": False, "changed": True}
+    assert "task send_email: paused" in cli(db, "queues", "pause", "--task", "send_email").stdout
+    with connect(db) as conn:
+        assert conn.execute("""SELECT q.task_name, p.tenant_id FROM broker.broker_queue_pause AS p
+                                 JOIN broker.broker_task_queue AS q USING (job_queue)""").fetchall() == [("send_email", None)]
+    with connect(db) as listener:
+        listener.autocommit = True
+        listener.execute("LISTEN pgsql_broker_task")
+        assert json.loads(cli(db, "queues", "resume", "--task", "send_email", "--json").stdout) == {
+            "task": "send_email", "paused": False, "changed": True}
+        woken = [n.payload for n in listener.notifies(timeout=10, stop_after=1)]
+        assert woken and woken[0].endswith("/" + str(task_queue_of(db, "send_email"))), woken   # its workers are woken
 
     purged = cli(db, "purge", "--older-than", "0 seconds", "--state", "cancelled")
     assert purged.returncode == 0 and "purged 1 finished job(s)" in purged.stdout, purged.stderr
@@ -91,9 +102,14 @@ def test_cancel_retry_pause_and_purge(db):
         assert conn.execute("SELECT count(*) FROM broker.broker_jobs WHERE job_id = %s", (pending,)).fetchone()[0] == 0
 
 
+def task_queue_of(db, task: str) -> int:
+    with connect(db) as conn:
+        return conn.execute("SELECT job_queue FROM broker.broker_task_queue WHERE task_name = %s", (task,)).fetchone()[0]
+
+
 def test_bad_arguments_exit_2_and_missing_jobs_1(db):
     for args in (("jobs", "show", "abc"), ("jobs", "list", "--state", "lost"), ("queues", "pause", "0"),
-                 ("purge", "--older-than", "soon")):
+                 ("queues", "pause"), ("queues", "pause", "3", "--task", "x"), ("purge", "--older-than", "soon")):
         result = cli(db, *args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr

@@ -80,6 +80,7 @@ JOB_ACTION_RETRY = """INSERT INTO broker.broker_job_actions (job_id, action, rea
                       VALUES (%(job_id)s, 'retry', %(reason)s, true)"""
 RETRY_COUNT = "SELECT pg_catalog.current_setting('broker.last_retry_count')::integer AS result"   # (after the retry)
 PAUSE = "SELECT broker.broker_pause_queue(%(queue)s, %(paused)s) AS result"
+PAUSE_TASK = "SELECT broker.broker_pause_task(%(task)s, %(paused)s) AS result"
 PURGE = "SELECT broker.broker_purge_jobs(%(older_than)s::interval, %(batch)s, %(state)s::smallint) AS result"
 
 # A job's workflow, a step at a time from each job (observe/console.py graph): what it waits on (a job, or a group),
