@@ -29,9 +29,9 @@ class Runner:
 
     def __init__(self, *databases: str, log_dir: Path, extra: tuple[str, ...] = (), name: str = "runner",
                  metrics_host: str | None = "127.0.0.1", max_files: int | None = None,
-                 log_format: str = "json", user: str | None = None):
+                 log_format: str = "json", user: str | None = None, env: dict[str, str] | None = None):
         """metrics_host None: the runner's default; max_files: its RLIMIT_NOFILE; user None: the
-        cluster's superuser, let through with --allow-privileged-login."""
+        cluster's superuser, let through with --allow-privileged-login; env: variables added to the process's."""
         self.port = free_port()
         self.log_path = log_dir / f"{name}-{self.port}.log"
         args = [sys.executable, "-c", "from pgsql_broker.cli import runner_main; runner_main()"]
@@ -46,7 +46,8 @@ class Runner:
         def limit_files() -> None:
             if max_files:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
-        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=limit_files)
+        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT, preexec_fn=limit_files,
+                                     env={**os.environ, **(env or {})})
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -26,6 +26,7 @@ from .run.pool import RunnerBudget
 from .run.rota import SessionRota, session_slots
 from .run.server_share import connection_cap, group_by_server, read_limits
 from .settings import Settings
+from .tasks import in_runner
 
 log = logging.getLogger("pgsql_broker")
 
@@ -70,6 +71,9 @@ class Broker:
         shares = {db.name: (budget, rota) for dbs, budget, rota in servers.values() for db in dbs}
         self._runners = [DatabaseRunner(db, broker, self.metrics, self._stopping, self._hurry, *shares[db.name])
                          for db in self.settings.databases]
+        task_worker = in_runner.worker_for(broker.tasks_app, broker.tasks_dsn, self.settings.databases)
+        if task_worker is not None and broker.metrics_enabled:
+            self.metrics.registry.register(task_worker.metrics.registry)   # (its metrics on the runner's /metrics)
         tracer = tracing.from_settings(broker, self._tracer_provider)
         for runner in self._runners:
             runner.view.tracer = tracer
@@ -94,15 +98,24 @@ class Broker:
                 log.warning("dashboard_public: job names, tenants and error messages of every tenant are served "
                             "without authentication on every address of the HTTP port (and the console token "
                             "travels unencrypted: put a TLS proxy in front)", extra={"address": address})
+        tasks_run = (asyncio.create_task(in_runner.run_beside(task_worker, self._stopping))
+                     if task_worker is not None else None)
+        tasks_failed = None
         try:
             await asyncio.gather(*(self._serve_server(server, *share) for server, share in servers.items()))
         finally:
+            if tasks_run is not None:
+                self._stopping.set()
+                await asyncio.wait([tasks_run])
+                tasks_failed = tasks_run.exception()
             if self._http is not None:
                 self._http.shutdown()
                 self._http.server_close()
             if tracer is not None:
                 tracer.shutdown()  # (the spans still buffered are exported)
             log.info("stopped")
+        if tasks_failed is not None:
+            raise tasks_failed
 
     async def _serve_server(self, server: str, databases: list[DatabaseConfig], budget: RunnerBudget,
                             rota: SessionRota) -> None:

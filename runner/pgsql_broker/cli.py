@@ -20,6 +20,7 @@ from .observe import flow, job_queries, logs
 from .observe.logs import safe_text
 from .run import queries
 from .run.connect_errors import PermanentError, connect_message
+from .tasks.in_runner import TasksFailed
 from .run.login import LoginRefused
 from .run.server_share import ShareRefused
 from .settings import BrokerSettings
@@ -168,6 +169,9 @@ _FLAG_HELP = {
     "traces_endpoint": "OTLP/HTTP base URL of the spans, like http://collector:4318 (default: "
                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318).",
     "traces_service_name": "service.name of the runner's spans (default pgsql-broker).",
+    "tasks_app": "Run this pgsql_broker.tasks.Worker (module:attribute, as worker --app) in the runner's process.",
+    "tasks_dsn": "The in-process task worker's database login, a broker_worker member (default: the Worker's own "
+                 "dsn, else the one --dsn).",
     "parked_visit_sec": "Databases taking turns (more of them than session connections): visit each about this often.",
     "allow_privileged_login": "Run even when a database login is or can become a superuser, BYPASSRLS, CREATEROLE or "
                               "REPLICATION role, broker_admin, or a member of pg_execute_server_program and the like "
@@ -220,8 +224,8 @@ def _run(dsns, config_path, no_metrics, enable_debug, log_level, log_format, **o
     logs.configure("debug" if settings.broker.enable_debug else settings.logging.level, settings.logging.format)
     try:
         asyncio.run(Broker(settings).run(handle_signals=True))
-    except (OSError, LoginRefused, PermanentError, ShareRefused) as exc:  # the metrics port is taken, a privileged
-        # login, a connection cap the server cannot give, ...
+    except (OSError, LoginRefused, PermanentError, ShareRefused, TasksFailed) as exc:  # the metrics port is taken,
+        # a privileged login, a connection cap the server cannot give, a task worker refused, ...
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(1)
     sys.exit(0)

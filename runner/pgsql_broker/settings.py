@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from .config import (MAX_QUEUE, REMOVED, ConfigError, DatabaseConfig, connection_strings, parse_databases, parse_duration,
                      read_config_file)
 from .observe import tracing
+from .tasks.loading import check_spec
 
 
 @dataclass
@@ -83,6 +84,10 @@ class BrokerSettings:
     traces_enabled: bool = False
     traces_endpoint: str = ""
     traces_service_name: str = "pgsql-broker"
+    # tasks (docs/tasks.md): a pgsql_broker.tasks.Worker ("module:attribute") run in the runner's process, logged
+    # in with tasks_dsn (a broker_worker login; empty: the Worker's own dsn, else the one database's)
+    tasks_app: str = ""
+    tasks_dsn: str = field(default="", repr=False)
 
 
 @dataclass
@@ -139,6 +144,11 @@ def _coerce(section: str, name: str, value: Any, kind: type, where: str) -> Any:
         parse_queue_workers(value, label)
     if name == "one_job_per_transaction_queues":
         parse_queue_list(value, label)
+    if name == "tasks_app" and value:
+        try:
+            check_spec(value)
+        except ValueError as exc:
+            raise ConfigError(f"{label} {exc}") from None
     if name == "lease_seconds" and value > 3600:
         raise ConfigError(f"{label} must be <= 3600 (broker_get caps leases at an hour), got {value!r}")
     if name == "console_token" and value:

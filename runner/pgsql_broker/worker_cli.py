@@ -3,10 +3,8 @@ then stops it gracefully (running handlers get its shutdown_seconds, then their 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import signal
-import sys
 
 import click
 import psycopg
@@ -14,24 +12,15 @@ import psycopg
 from .config import connection_strings
 from .observe import logs
 from .observe.logs import safe_text
-from .tasks import Worker
+from .tasks import Worker, loading
 
 
 def load_worker(spec: str) -> Worker:
-    """The Worker named by 'module:attribute' (the current directory is importable, as with python -m)."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise click.UsageError(f"--app must be module:attribute, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """The Worker named by 'module:attribute', or a usage error naming --app."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.UsageError(f"--app: cannot import {module_name}: {exc}") from None
-    worker = getattr(module, attribute, None)
-    if not isinstance(worker, Worker):
-        raise click.UsageError(f"--app: {spec} is not a pgsql_broker.tasks.Worker")
-    return worker
+        return loading.load_worker(spec)
+    except ValueError as exc:
+        raise click.UsageError(f"--app: {exc}") from None
 
 
 async def _serve(worker: Worker) -> None:
