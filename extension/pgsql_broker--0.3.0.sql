@@ -4018,7 +4018,7 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -4064,6 +4064,10 @@ BEGIN
             pg_catalog.jsonb_typeof(p_jobs)
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
+    END IF;
+    -- tasks ({"task": name, "args": value}): the job fields broker_add_task gives them
+    IF p_jobs OPERATOR(pg_catalog.@?) '$[*] ? (@.type() == "object" && exists(@.task))' THEN
+        p_jobs := broker._tasks_as_jobs(p_jobs);
     END IF;
 
     ---- shape: objects, known keys, values of the right JSON type -------------
@@ -4117,7 +4121,8 @@ BEGIN
                 RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'The keys are broker_add_job''s parameter names without p_: '
-                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ')
+                                 OPERATOR(pg_catalog.||) '; a task''s: task and args, and those that apply to it.';
             END IF;
             RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
                 v_bad.o, v_bad.key, v_bad.want, v_bad.got
@@ -4366,7 +4371,10 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
 --   depends_on_groups, run_after, timeout, search_path, autonomous,
 --   concurrency_key); a missing key takes broker_add_job's default
---   (search_path: the caller's). Returns one row per
+--   (search_path: the caller's). An element with the key task is a task
+--   (broker_add_task): its name in task, its arguments in args (any JSON
+--   value, default {}), and the keys that apply to a task
+--   (broker._tasks_as_jobs). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
 --   rules as broker_add_job, which the whole array passes or fails together:
@@ -4389,6 +4397,10 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
 --       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
 --   ]$$);
+--   SELECT * FROM broker.broker_add_jobs($$[
+--       {"task": "send_email", "args": {"to": "ada@example.com"}, "max_attempts": 5},
+--       {"task": "send_email", "args": {"to": "bob@example.com"}, "max_attempts": 5}
+--   ]$$);
 --   Calls: _add_jobs
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -4400,7 +4412,7 @@ AS $$
       FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path'), p_tenant_id) AS a
 $$;
 COMMENT ON FUNCTION broker.broker_add_jobs(jsonb, text) IS
-    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
+    'Enqueues many jobs (and tasks: {"task": name, "args": value}) in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
 -- source: sql/enqueue/add_plain_jobs.sql
 -- sql/enqueue/add_plain_jobs.sql: the fast path of broker_add_jobs for jobs without dependencies.
 -- ---------------------------------------------------------------------------
@@ -9462,6 +9474,67 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
     'Enqueues a task (a job run by application code, claimed by name with broker_claim_tasks) with JSON arguments and broker_add_job''s options; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tasks_as_jobs(p_jobs)
+--   For broker_add_jobs: p_jobs (a JSON array) with every task element, an
+--   object with the key task (its name) and args (its arguments, any JSON
+--   value, default {}), written as the job fields broker_add_task gives a
+--   task: job_name the name, execute_str the arguments, job_language task,
+--   job_queue the name's queue (made on its first enqueue). Its other keys
+--   (priority, dependencies, idempotency key, ...) are broker_add_jobs' own.
+--   The other elements are returned as they are, in their order.
+-- Errors: 22023 a task element whose task is not a JSON string, or that
+--   names job_name, execute_str, job_language, job_queue, run_as,
+--   search_path or autonomous (a task has no SQL and no executor); 22004 /
+--   22023 a NULL, blank or over-long name (_check_task_name), each naming
+--   the element.
+--   Calls: _check_task_name, _task_queue
+--   Tables: reads and writes broker_task_queue (through _task_queue)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tasks_as_jobs(p_jobs jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_not_for_tasks CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_language', 'job_queue', 'run_as',
+                                             'search_path', 'autonomous'];
+    r       record;
+    v_name  text;
+    a_out   jsonb[] := '{}';
+BEGIN
+    FOR r IN SELECT e.v, e.o FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o) ORDER BY e.o LOOP
+        IF pg_catalog.jsonb_typeof(r.v) OPERATOR(pg_catalog.<>) 'object' OR NOT r.v OPERATOR(pg_catalog.?) 'task' THEN
+            a_out := a_out OPERATOR(pg_catalog.||) r.v;
+            CONTINUE;
+        END IF;
+        IF pg_catalog.jsonb_typeof(r.v OPERATOR(pg_catalog.->) 'task') OPERATOR(pg_catalog.<>) 'string' THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: task must be a JSON string (the task name), got a JSON %',
+                r.o, pg_catalog.jsonb_typeof(r.v OPERATOR(pg_catalog.->) 'task') USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF r.v OPERATOR(pg_catalog.?|) c_not_for_tasks THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: a task (key task) takes no %', r.o,
+                pg_catalog.array_to_string(ARRAY(SELECT k FROM pg_catalog.unnest(c_not_for_tasks) AS k
+                                                  WHERE r.v OPERATOR(pg_catalog.?) k), ', ')
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Its name is task and its arguments args; it has no SQL, queue number or executor.';
+        END IF;
+        v_name := r.v OPERATOR(pg_catalog.->>) 'task';
+        PERFORM broker._check_task_name('broker_add_jobs', pg_catalog.format('element %s: task', r.o), v_name);
+        a_out := a_out OPERATOR(pg_catalog.||)
+                 ((r.v OPERATOR(pg_catalog.-) 'task' OPERATOR(pg_catalog.-) 'args')
+                  OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                      'job_name', v_name,
+                      'execute_str', COALESCE(r.v OPERATOR(pg_catalog.->) 'args', '{}'::jsonb)::text,
+                      'job_language', 'task',
+                      'job_queue', broker._task_queue('broker_add_jobs', v_name)));
+    END LOOP;
+    RETURN pg_catalog.to_jsonb(a_out);
+END;
+$$;
+COMMENT ON FUNCTION broker._tasks_as_jobs(jsonb) IS
+    'Internal: broker_add_jobs'' task elements ({"task": name, "args": value, ...}) written as the job fields of a task.';
 -- source: sql/tasks/claim.sql
 -- sql/tasks/claim.sql: claiming tasks by name (broker_claim_tasks).
 -- ---------------------------------------------------------------------------

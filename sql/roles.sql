@@ -484,6 +484,7 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text),
     broker._task_queue(text, text),
     broker._check_task_name(text, text, text),
+    broker._tasks_as_jobs(jsonb),
     broker._task_queue_is(text, integer)
     TO broker_enqueue;
 GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_schedule, broker.broker_job_attempts,

@@ -12,7 +12,7 @@
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -58,6 +58,10 @@ BEGIN
             pg_catalog.jsonb_typeof(p_jobs)
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'For example [{"job_name": "a", "execute_str": "SELECT 1"}].';
+    END IF;
+    -- tasks ({"task": name, "args": value}): the job fields broker_add_task gives them
+    IF p_jobs OPERATOR(pg_catalog.@?) '$[*] ? (@.type() == "object" && exists(@.task))' THEN
+        p_jobs := broker._tasks_as_jobs(p_jobs);
     END IF;
 
     ---- shape: objects, known keys, values of the right JSON type -------------
@@ -111,7 +115,8 @@ BEGIN
                 RAISE EXCEPTION 'broker_add_jobs: element %: unknown key %', v_bad.o, pg_catalog.quote_literal(v_bad.key)
                     USING ERRCODE = 'invalid_parameter_value',
                           HINT = 'The keys are broker_add_job''s parameter names without p_: '
-                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ') OPERATOR(pg_catalog.||) '.';
+                                 OPERATOR(pg_catalog.||) pg_catalog.array_to_string(c_keys, ', ')
+                                 OPERATOR(pg_catalog.||) '; a task''s: task and args, and those that apply to it.';
             END IF;
             RAISE EXCEPTION 'broker_add_jobs: element %: % must be a JSON % or null, got a JSON %',
                 v_bad.o, v_bad.key, v_bad.want, v_bad.got
@@ -360,7 +365,10 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --   depends_on_job_ids, idempotency_key, max_attempts, job_group,
 --   depends_on_groups, run_after, timeout, search_path, autonomous,
 --   concurrency_key); a missing key takes broker_add_job's default
---   (search_path: the caller's). Returns one row per
+--   (search_path: the caller's). An element with the key task is a task
+--   (broker_add_task): its name in task, its arguments in args (any JSON
+--   value, default {}), and the keys that apply to a task
+--   (broker._tasks_as_jobs). Returns one row per
 --   element, in input order: (ord = 1-based position, job_id, is_new).
 --   Same validation, idempotency, dependency, tenancy and row-level security
 --   rules as broker_add_job, which the whole array passes or fails together:
@@ -383,6 +391,10 @@ COMMENT ON FUNCTION broker._add_jobs(jsonb, text, text) IS
 --       {"job_name": "extract", "execute_str": "CALL etl.extract()", "job_group": "extract"},
 --       {"job_name": "load", "execute_str": "CALL etl.load()", "depends_on_groups": ["extract"]}
 --   ]$$);
+--   SELECT * FROM broker.broker_add_jobs($$[
+--       {"task": "send_email", "args": {"to": "ada@example.com"}, "max_attempts": 5},
+--       {"task": "send_email", "args": {"to": "bob@example.com"}, "max_attempts": 5}
+--   ]$$);
 --   Calls: _add_jobs
 --   Tables: none
 -- ---------------------------------------------------------------------------
@@ -394,4 +406,4 @@ AS $$
       FROM broker._add_jobs(p_jobs, pg_catalog.current_setting('search_path'), p_tenant_id) AS a
 $$;
 COMMENT ON FUNCTION broker.broker_add_jobs(jsonb, text) IS
-    'Enqueues many jobs in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';
+    'Enqueues many jobs (and tasks: {"task": name, "args": value}) in one call from a JSON array of broker_add_job arguments (keys without p_); returns (ord, job_id, is_new) in input order.';

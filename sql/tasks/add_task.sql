@@ -66,3 +66,64 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
     'Enqueues a task (a job run by application code, claimed by name with broker_claim_tasks) with JSON arguments and broker_add_job''s options; returns (job_id, is_new).';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._tasks_as_jobs(p_jobs)
+--   For broker_add_jobs: p_jobs (a JSON array) with every task element, an
+--   object with the key task (its name) and args (its arguments, any JSON
+--   value, default {}), written as the job fields broker_add_task gives a
+--   task: job_name the name, execute_str the arguments, job_language task,
+--   job_queue the name's queue (made on its first enqueue). Its other keys
+--   (priority, dependencies, idempotency key, ...) are broker_add_jobs' own.
+--   The other elements are returned as they are, in their order.
+-- Errors: 22023 a task element whose task is not a JSON string, or that
+--   names job_name, execute_str, job_language, job_queue, run_as,
+--   search_path or autonomous (a task has no SQL and no executor); 22004 /
+--   22023 a NULL, blank or over-long name (_check_task_name), each naming
+--   the element.
+--   Calls: _check_task_name, _task_queue
+--   Tables: reads and writes broker_task_queue (through _task_queue)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._tasks_as_jobs(p_jobs jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_not_for_tasks CONSTANT text[] := ARRAY['job_name', 'execute_str', 'job_language', 'job_queue', 'run_as',
+                                             'search_path', 'autonomous'];
+    r       record;
+    v_name  text;
+    a_out   jsonb[] := '{}';
+BEGIN
+    FOR r IN SELECT e.v, e.o FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o) ORDER BY e.o LOOP
+        IF pg_catalog.jsonb_typeof(r.v) OPERATOR(pg_catalog.<>) 'object' OR NOT r.v OPERATOR(pg_catalog.?) 'task' THEN
+            a_out := a_out OPERATOR(pg_catalog.||) r.v;
+            CONTINUE;
+        END IF;
+        IF pg_catalog.jsonb_typeof(r.v OPERATOR(pg_catalog.->) 'task') OPERATOR(pg_catalog.<>) 'string' THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: task must be a JSON string (the task name), got a JSON %',
+                r.o, pg_catalog.jsonb_typeof(r.v OPERATOR(pg_catalog.->) 'task') USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF r.v OPERATOR(pg_catalog.?|) c_not_for_tasks THEN
+            RAISE EXCEPTION 'broker_add_jobs: element %: a task (key task) takes no %', r.o,
+                pg_catalog.array_to_string(ARRAY(SELECT k FROM pg_catalog.unnest(c_not_for_tasks) AS k
+                                                  WHERE r.v OPERATOR(pg_catalog.?) k), ', ')
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Its name is task and its arguments args; it has no SQL, queue number or executor.';
+        END IF;
+        v_name := r.v OPERATOR(pg_catalog.->>) 'task';
+        PERFORM broker._check_task_name('broker_add_jobs', pg_catalog.format('element %s: task', r.o), v_name);
+        a_out := a_out OPERATOR(pg_catalog.||)
+                 ((r.v OPERATOR(pg_catalog.-) 'task' OPERATOR(pg_catalog.-) 'args')
+                  OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                      'job_name', v_name,
+                      'execute_str', COALESCE(r.v OPERATOR(pg_catalog.->) 'args', '{}'::jsonb)::text,
+                      'job_language', 'task',
+                      'job_queue', broker._task_queue('broker_add_jobs', v_name)));
+    END LOOP;
+    RETURN pg_catalog.to_jsonb(a_out);
+END;
+$$;
+COMMENT ON FUNCTION broker._tasks_as_jobs(jsonb) IS
+    'Internal: broker_add_jobs'' task elements ({"task": name, "args": value, ...}) written as the job fields of a task.';
