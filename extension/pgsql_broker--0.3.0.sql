@@ -1200,8 +1200,16 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
     CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
-    CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
-    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    -- (a schedule of tasks: its task name's queue, negative (broker_task_queue), and JSON arguments,
+    -- as broker_jobs holds a task)
+    CONSTRAINT broker_schedule_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    CONSTRAINT broker_schedule_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    CONSTRAINT broker_schedule_task_args_check
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
     CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
@@ -1223,7 +1231,7 @@ COMMENT ON COLUMN broker.broker_schedule.schedule_name IS 'Name, unique per tena
 COMMENT ON COLUMN broker.broker_schedule.cron_expr IS 'Five-field cron expression or @macro.';
 COMMENT ON COLUMN broker.broker_schedule.time_zone IS 'IANA time zone the cron fields are matched in.';
 COMMENT ON COLUMN broker.broker_schedule.execute_str IS 'SQL (or PL/pgSQL body) of the jobs it enqueues.';
-COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql; task: a schedule of tasks (broker_add_task_schedule), execute_str their arguments, job_queue their name''s queue.';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
 COMMENT ON COLUMN broker.broker_schedule.job_priority IS 'Priority of the jobs it enqueues (higher runs first).';
 COMMENT ON COLUMN broker.broker_schedule.run_as IS 'Role the jobs run as (the schedule owner by default).';
@@ -9326,7 +9334,7 @@ $$;
 COMMENT ON FUNCTION broker.broker_recover_stale_jobs(integer) IS
     'Returns to pending running jobs that no session is executing: without counting the attempt when they were claimed before the server last started, or when their lease expired and the instance that claimed them is gone (up to 5 interruptions); when their lease expired under a live claimer, counting the lost attempt (failed when attempts are spent); returns (job_id, new complete_status).';
 
--- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end, pause
+-- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end, pause, schedules of tasks
 -- source: sql/tasks/queues.sql
 -- sql/tasks/queues.sql: each task name's claim queue (broker_task_queue).
 -- ---------------------------------------------------------------------------
@@ -10012,6 +10020,82 @@ END;
 $$;
 COMMENT ON FUNCTION broker.broker_pause_task(text, boolean) IS
     'Pauses or resumes a task name: claims skip its tasks, running tasks finish; a tenant pauses its own tasks, an administrator the name for everyone. Returns whether anything changed.';
+-- source: sql/tasks/schedule.sql
+-- sql/tasks/schedule.sql: schedules that fire tasks (broker_add_task_schedule).
+-- ---------------------------------------------------------------------------
+-- Function: broker.broker_add_task_schedule(p_schedule_name, p_cron_expr,
+--     p_task, p_args, p_time_zone, p_priority, p_max_attempts, p_job_group,
+--     p_catch_up, p_catch_up_max, p_overlap, p_enabled, p_timeout,
+--     p_tenant_id, p_concurrency_key)
+--   Creates a schedule that enqueues task p_task with arguments p_args at
+--   each fire time of p_cron_expr in p_time_zone, for the caller's tenant,
+--   and returns (schedule_id, next_fire_at). It is a schedule like any
+--   other (broker_schedule, job_language 'task'): broker_alter_schedule,
+--   broker_enable_schedule, broker_remove_schedule, broker_run_schedule_now
+--   and the tick treat it as they treat a schedule of SQL jobs (catch-up,
+--   overlap, the owner's rights at each fire). Its tasks are named p_task,
+--   claimed by name (broker_claim_tasks) like those of broker_add_task. The
+--   other parameters are broker_add_schedule's, with its defaults and
+--   errors.
+-- Errors: 22004 NULL task or arguments; 22023 a task name blank or over 200
+--   characters; those of broker_add_schedule.
+-- Example:
+--   SELECT * FROM broker.broker_add_task_schedule('daily-digest', '0 7 * * *', 'send_digest', '{"kind": "daily"}',
+--                                              p_time_zone => 'Europe/Paris', p_max_attempts => 3);
+--   Calls: _call_tenant, _task_queue, _add_schedule, _end_call_tenant
+--   Tables: writes broker_schedule (through _add_schedule), broker_task_queue (through _task_queue)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker.broker_add_task_schedule(
+    p_schedule_name   text,
+    p_cron_expr       text,
+    p_task            text,
+    p_args            jsonb    DEFAULT '{}',
+    p_time_zone       text     DEFAULT 'UTC',
+    p_priority        integer  DEFAULT 0,
+    p_max_attempts    integer  DEFAULT 1,
+    p_job_group       text     DEFAULT NULL,
+    p_catch_up        text     DEFAULT 'one',
+    p_catch_up_max    integer  DEFAULT 100,
+    p_overlap         text     DEFAULT 'skip',
+    p_enabled         boolean  DEFAULT true,
+    p_timeout         interval DEFAULT NULL,
+    p_tenant_id       text     DEFAULT NULL,
+    p_concurrency_key text     DEFAULT NULL)
+RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_saved text := broker._call_tenant('broker_add_task_schedule', p_tenant_id);
+    s       broker.broker_schedule;
+BEGIN
+    IF p_args IS NULL THEN
+        RAISE EXCEPTION 'broker_add_task_schedule: p_args must not be NULL' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Give ''{}'' for a task without arguments.';
+    END IF;
+    s.schedule_name := p_schedule_name;
+    s.cron_expr := pg_catalog.btrim(p_cron_expr);
+    s.execute_str := p_args::text;
+    s.time_zone := pg_catalog.btrim(p_time_zone);
+    s.job_queue := broker._task_queue('broker_add_task_schedule', p_task);
+    s.job_priority := p_priority;
+    s.job_language := 'task';
+    s.run_as := CURRENT_USER;
+    s.max_attempts := p_max_attempts;
+    s.job_group := p_job_group;
+    s.catch_up := pg_catalog.lower(pg_catalog.btrim(p_catch_up));
+    s.catch_up_max := p_catch_up_max;
+    s.overlap := pg_catalog.lower(pg_catalog.btrim(p_overlap));
+    s.enabled := p_enabled;
+    s.job_timeout := p_timeout;
+    s.autonomous := false;
+    s.concurrency_key := p_concurrency_key;
+    RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker._add_schedule('broker_add_task_schedule', s, '') AS a;
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
+END;
+$$;
+COMMENT ON FUNCTION broker.broker_add_task_schedule(text, text, text, jsonb, text, integer, integer, text, text, integer, text, boolean, interval, text, text) IS
+    'Creates a cron schedule that enqueues a task (name, JSON arguments, broker_add_schedule''s timing and policies) for the current tenant; returns (schedule_id, next_fire_at).';
 
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 -- source: sql/compat/executor_fallback.sql
@@ -10489,6 +10573,26 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._schedule_job_name(s)
+--   The name of schedule s's jobs: the schedule's name, or for a schedule of
+--   tasks the task name of its queue (broker_task_queue), which a worker
+--   claims them by (NULL when no name has that queue).
+--   Calls: none
+--   Tables: reads broker_task_queue
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_job_name(s broker.broker_schedule)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN s.job_language OPERATOR(pg_catalog.=) 'task'
+                THEN (SELECT q.task_name FROM broker.broker_task_queue AS q WHERE q.job_queue OPERATOR(pg_catalog.=) s.job_queue)
+                ELSE s.schedule_name END
+$$;
+COMMENT ON FUNCTION broker._schedule_job_name(broker.broker_schedule) IS
+    'Internal: the name of a schedule''s jobs: the schedule''s, or for a schedule of tasks its task name.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._schedule_check(p_fn, s)
 --   Validates a schedule row (new or altered) as p_fn and returns its next
 --   fire time after now. Resolves nothing; raises on the first bad value.
@@ -10498,11 +10602,12 @@ COMMENT ON FUNCTION broker.broker_cron_next(text, timestamptz, text) IS
 --   broker._check_run_as; the schedule's own fields here.
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
---   expression that never fires; 42704 unknown run_as role; 42501 run_as
+--   expression that never fires, a task schedule whose queue is no task
+--   name's or whose arguments are not JSON; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller; those of broker._check_autonomous (0A000
 --   SQL that can never run in a transaction without p_autonomous, and the
 --   refusals of an autonomous schedule's SQL or role).
---   Calls: _job_problem, _job_field_error, _check_run_as, _check_autonomous, broker_cron_next
+--   Calls: _job_problem, _job_field_error, _schedule_job_name, _check_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -10530,6 +10635,17 @@ BEGIN
         PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
                                                                  WHEN 'timeout' THEN 'p_job_timeout'
                                                                  ELSE 'p_' OPERATOR(pg_catalog.||) v_problem[2] END, v_problem);
+    END IF;
+    IF s.job_language OPERATOR(pg_catalog.=) 'task' AND broker._schedule_job_name(s) IS NULL THEN
+        RAISE EXCEPTION '%: p_job_queue % is no task name''s queue', p_fn, s.job_queue
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Schedule tasks with broker_add_task_schedule.';
+    END IF;
+    IF s.job_language OPERATOR(pg_catalog.=) 'task' THEN
+        BEGIN
+            PERFORM s.execute_str::pg_catalog.jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION '%: a task''s arguments must be JSON', p_fn USING ERRCODE = 'invalid_parameter_value';
+        END;
     END IF;
     IF s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION '%: p_catch_up_max must be >= 1, got %', p_fn, s.catch_up_max
@@ -10573,6 +10689,58 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
     'Internal: NOTIFY pgsql_broker_schedule, ''<database>'' so runners re-plan their next tick (sent on commit).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._add_schedule(p_fn, s, p_search_path)
+--   The body of broker_add_schedule and broker_add_task_schedule (named
+--   p_fn in errors): checks schedule row s (broker._schedule_check) and the
+--   caller's right to act for the current tenant, refuses a name the tenant
+--   has, makes the run_as role's executor (not for a task), inserts the
+--   schedule (p_search_path its jobs' search_path) and tells the runners.
+-- Errors: those of broker._schedule_check; 23505 a schedule of that name
+--   exists in the tenant; 42501 the role may not act for the tenant.
+--   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_schedule(p_fn text, s broker.broker_schedule, p_search_path text)
+RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_next  timestamptz;
+BEGIN
+    v_next := broker._schedule_check(p_fn, s);
+    IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(broker.broker_current_tenant())
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT 1 FROM broker.broker_schedule AS x
+                WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                  AND x.schedule_name OPERATOR(pg_catalog.=) s.schedule_name) THEN
+        RAISE EXCEPTION '%: schedule % exists already', p_fn, pg_catalog.quote_literal(s.schedule_name)
+            USING ERRCODE = 'unique_violation', HINT = 'Change it with broker_alter_schedule.';
+    END IF;
+    -- its jobs run inside the run_as role's executor: create it now, with the caller's rights (a task
+    -- runs in application code, without one)
+    IF s.job_language OPERATOR(pg_catalog.<>) 'task' AND broker._executor(s.run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(s.run_as);
+    END IF;
+    RETURN QUERY
+    INSERT INTO broker.broker_schedule AS t
+           (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
+            max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
+            overlap, autonomous, concurrency_key)
+    VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
+            s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
+    RETURNING t.schedule_id, t.next_fire_at;
+    PERFORM broker._schedule_notify();
+END;
+$$;
+COMMENT ON FUNCTION broker._add_schedule(text, broker.broker_schedule, text) IS
+    'Internal: the body of broker_add_schedule and broker_add_task_schedule: checks and inserts a schedule row, and tells the runners.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_schedule(p_schedule_name, p_cron_expr,
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
@@ -10593,8 +10761,8 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
 --   SELECT * FROM broker.broker_add_schedule('crm-sync', '*/5 * * * *', 'CALL crm.sync_all()', p_concurrency_key => 'crm-api');
---   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
---   Tables: writes broker_schedule
+--   Calls: _set_tenant, _add_schedule
+--   Tables: writes broker_schedule (through _add_schedule)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -10622,7 +10790,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s       broker.broker_schedule;
-    v_next  timestamptz;
     v_saved text;
 BEGIN
     IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
@@ -10652,32 +10819,7 @@ BEGIN
     s.job_timeout := p_job_timeout;
     s.autonomous := p_autonomous;
     s.concurrency_key := p_concurrency_key;
-    v_next := broker._schedule_check('broker_add_schedule', s);
-    IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_literal(broker.broker_current_tenant())
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF EXISTS (SELECT 1 FROM broker.broker_schedule AS x
-                WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                  AND x.schedule_name OPERATOR(pg_catalog.=) p_schedule_name) THEN
-        RAISE EXCEPTION 'broker_add_schedule: schedule % exists already', pg_catalog.quote_literal(p_schedule_name)
-            USING ERRCODE = 'unique_violation', HINT = 'Change it with broker_alter_schedule.';
-    END IF;
-    -- its jobs run inside the run_as role's executor: create it now, with the caller's rights
-    IF broker._executor(s.run_as) IS NULL THEN
-        PERFORM broker.broker_create_executor(s.run_as);
-    END IF;
-    RETURN QUERY
-    INSERT INTO broker.broker_schedule AS t
-           (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
-            max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap, autonomous, concurrency_key)
-    VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
-            s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
-    RETURNING t.schedule_id, t.next_fire_at;
-    PERFORM broker._schedule_notify();
+    RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker._add_schedule('broker_add_schedule', s, p_search_path) AS a;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean, text) IS
@@ -10946,7 +11088,7 @@ COMMENT ON FUNCTION broker.broker_remove_schedule(text, boolean, text) IS
 --   caller may not run jobs as it) and broker._check_autonomous.
 -- Example:
 --   SELECT * FROM broker.broker_run_schedule_now('nightly-rollup');   -- (job_id, is_new)
---   Calls: _call_tenant, _schedule_row, _check_run_as, _check_autonomous, _end_call_tenant
+--   Calls: _call_tenant, _schedule_row, _check_run_as, _check_autonomous, _schedule_job_name, _end_call_tenant
 --   Tables: reads broker_jobs, writes broker_jobs, broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_schedule_now(p_schedule_name text, p_tenant_id text DEFAULT NULL)
@@ -10976,7 +11118,7 @@ BEGIN
     INSERT INTO broker.broker_jobs AS j
            (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
             max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
-    VALUES (s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language, s.job_queue,
+    VALUES (broker._schedule_job_name(s), COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language, s.job_queue,
             s.job_priority, s.run_as, s.schedule_id, s.max_attempts, pg_catalog.now(), s.job_timeout,
             s.job_search_path, s.autonomous, s.concurrency_key)
     RETURNING j.job_id INTO v_id;
@@ -11100,7 +11242,7 @@ COMMENT ON TRIGGER broker_schedule_count_delete_trg ON broker.broker_schedule IS
 --   its concurrency key, and returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
---   Calls: none
+--   Calls: _schedule_job_name
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
@@ -11118,7 +11260,7 @@ BEGIN
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
                 enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
                 autonomous, concurrency_key)
-        VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
+        VALUES (s.tenant_id, broker._schedule_job_name(s), COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
                 s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous, s.concurrency_key)

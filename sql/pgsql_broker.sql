@@ -89,12 +89,13 @@
 \i sql/run/retry.sql
 \i sql/run/recovery.sql
 
--- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end, pause
+-- Group: tasks: jobs run by application code: each name's queue, enqueue, claim by name, heartbeat and end, pause, schedules of tasks
 \i sql/tasks/queues.sql
 \i sql/tasks/add_task.sql
 \i sql/tasks/claim.sql
 \i sql/tasks/finish.sql
 \i sql/tasks/pause.sql
+\i sql/tasks/schedule.sql
 
 -- Group: compat: what keeps objects made by an older release working (each file names the release that drops it)
 \i sql/compat/executor_fallback.sql

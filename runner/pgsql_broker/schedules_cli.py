@@ -98,7 +98,9 @@ def schedules_show(dsns, config_path, tenant, as_json, name, job_count) -> None:
         click.echo(f"  {label + ':':14}{safe_text(str(value)) if value not in (None, '') else '-'}")
     if shown["last_error"]:
         click.echo(f"  {'last error:':14}{safe_text(shown['last_error'])}")
-    click.echo("  sql:")
+    if shown.get("task") is not None:   # a schedule of tasks: its task and their arguments
+        click.echo(f"  {'task:':14}{safe_text(shown['task'])}")
+    click.echo("  args:" if shown.get("task") is not None else "  sql:")
     for line in (shown["execute_str"] or "").splitlines() or [""]:
         click.echo(f"    {safe_text(line)}")
     if job_count:

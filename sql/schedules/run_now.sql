@@ -30,7 +30,7 @@
 --   caller may not run jobs as it) and broker._check_autonomous.
 -- Example:
 --   SELECT * FROM broker.broker_run_schedule_now('nightly-rollup');   -- (job_id, is_new)
---   Calls: _call_tenant, _schedule_row, _check_run_as, _check_autonomous, _end_call_tenant
+--   Calls: _call_tenant, _schedule_row, _check_run_as, _check_autonomous, _schedule_job_name, _end_call_tenant
 --   Tables: reads broker_jobs, writes broker_jobs, broker_schedule
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_run_schedule_now(p_schedule_name text, p_tenant_id text DEFAULT NULL)
@@ -60,7 +60,7 @@ BEGIN
     INSERT INTO broker.broker_jobs AS j
            (job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as, schedule_id,
             max_attempts, run_after, job_timeout, job_search_path, autonomous, concurrency_key)
-    VALUES (s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language, s.job_queue,
+    VALUES (broker._schedule_job_name(s), COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language, s.job_queue,
             s.job_priority, s.run_as, s.schedule_id, s.max_attempts, pg_catalog.now(), s.job_timeout,
             s.job_search_path, s.autonomous, s.concurrency_key)
     RETURNING j.job_id INTO v_id;

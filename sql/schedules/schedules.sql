@@ -9,6 +9,26 @@
 -- ---------------------------------------------------------------------------
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._schedule_job_name(s)
+--   The name of schedule s's jobs: the schedule's name, or for a schedule of
+--   tasks the task name of its queue (broker_task_queue), which a worker
+--   claims them by (NULL when no name has that queue).
+--   Calls: none
+--   Tables: reads broker_task_queue
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._schedule_job_name(s broker.broker_schedule)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN s.job_language OPERATOR(pg_catalog.=) 'task'
+                THEN (SELECT q.task_name FROM broker.broker_task_queue AS q WHERE q.job_queue OPERATOR(pg_catalog.=) s.job_queue)
+                ELSE s.schedule_name END
+$$;
+COMMENT ON FUNCTION broker._schedule_job_name(broker.broker_schedule) IS
+    'Internal: the name of a schedule''s jobs: the schedule''s, or for a schedule of tasks its task name.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._schedule_check(p_fn, s)
 --   Validates a schedule row (new or altered) as p_fn and returns its next
 --   fire time after now. Resolves nothing; raises on the first bad value.
@@ -18,11 +38,12 @@
 --   broker._check_run_as; the schedule's own fields here.
 -- Errors: 22004 NULL where a value is required; 22023 invalid value, bad
 --   cron expression (the message names the field), unknown time zone, or an
---   expression that never fires; 42704 unknown run_as role; 42501 run_as
+--   expression that never fires, a task schedule whose queue is no task
+--   name's or whose arguments are not JSON; 42704 unknown run_as role; 42501 run_as
 --   not allowed for the caller; those of broker._check_autonomous (0A000
 --   SQL that can never run in a transaction without p_autonomous, and the
 --   refusals of an autonomous schedule's SQL or role).
---   Calls: _job_problem, _job_field_error, _check_run_as, _check_autonomous, broker_cron_next
+--   Calls: _job_problem, _job_field_error, _schedule_job_name, _check_run_as, _check_autonomous, broker_cron_next
 --   Tables: none
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_check(p_fn text, s broker.broker_schedule)
@@ -50,6 +71,17 @@ BEGIN
         PERFORM broker._job_field_error(p_fn, CASE v_problem[2] WHEN 'job_name' THEN 'p_schedule_name'
                                                                  WHEN 'timeout' THEN 'p_job_timeout'
                                                                  ELSE 'p_' OPERATOR(pg_catalog.||) v_problem[2] END, v_problem);
+    END IF;
+    IF s.job_language OPERATOR(pg_catalog.=) 'task' AND broker._schedule_job_name(s) IS NULL THEN
+        RAISE EXCEPTION '%: p_job_queue % is no task name''s queue', p_fn, s.job_queue
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Schedule tasks with broker_add_task_schedule.';
+    END IF;
+    IF s.job_language OPERATOR(pg_catalog.=) 'task' THEN
+        BEGIN
+            PERFORM s.execute_str::pg_catalog.jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION '%: a task''s arguments must be JSON', p_fn USING ERRCODE = 'invalid_parameter_value';
+        END;
     END IF;
     IF s.catch_up_max OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION '%: p_catch_up_max must be >= 1, got %', p_fn, s.catch_up_max
@@ -93,6 +125,58 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
     'Internal: NOTIFY pgsql_broker_schedule, ''<database>'' so runners re-plan their next tick (sent on commit).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._add_schedule(p_fn, s, p_search_path)
+--   The body of broker_add_schedule and broker_add_task_schedule (named
+--   p_fn in errors): checks schedule row s (broker._schedule_check) and the
+--   caller's right to act for the current tenant, refuses a name the tenant
+--   has, makes the run_as role's executor (not for a task), inserts the
+--   schedule (p_search_path its jobs' search_path) and tells the runners.
+-- Errors: those of broker._schedule_check; 23505 a schedule of that name
+--   exists in the tenant; 42501 the role may not act for the tenant.
+--   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
+--   Tables: writes broker_schedule
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._add_schedule(p_fn text, s broker.broker_schedule, p_search_path text)
+RETURNS TABLE (schedule_id bigint, next_fire_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_next  timestamptz;
+BEGIN
+    v_next := broker._schedule_check(p_fn, s);
+    IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
+        RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(CURRENT_USER),
+            pg_catalog.quote_literal(broker.broker_current_tenant())
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT 1 FROM broker.broker_schedule AS x
+                WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                  AND x.schedule_name OPERATOR(pg_catalog.=) s.schedule_name) THEN
+        RAISE EXCEPTION '%: schedule % exists already', p_fn, pg_catalog.quote_literal(s.schedule_name)
+            USING ERRCODE = 'unique_violation', HINT = 'Change it with broker_alter_schedule.';
+    END IF;
+    -- its jobs run inside the run_as role's executor: create it now, with the caller's rights (a task
+    -- runs in application code, without one)
+    IF s.job_language OPERATOR(pg_catalog.<>) 'task' AND broker._executor(s.run_as) IS NULL THEN
+        PERFORM broker.broker_create_executor(s.run_as);
+    END IF;
+    RETURN QUERY
+    INSERT INTO broker.broker_schedule AS t
+           (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
+            max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
+            overlap, autonomous, concurrency_key)
+    VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
+            s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
+            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
+    RETURNING t.schedule_id, t.next_fire_at;
+    PERFORM broker._schedule_notify();
+END;
+$$;
+COMMENT ON FUNCTION broker._add_schedule(text, broker.broker_schedule, text) IS
+    'Internal: the body of broker_add_schedule and broker_add_task_schedule: checks and inserts a schedule row, and tells the runners.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_add_schedule(p_schedule_name, p_cron_expr,
 --     p_execute_str, p_time_zone, p_job_queue, p_job_priority,
 --     p_job_language, p_run_as, p_max_attempts, p_job_group, p_catch_up,
@@ -113,8 +197,8 @@ COMMENT ON FUNCTION broker._schedule_notify() IS
 --                                         p_time_zone => 'Europe/Berlin', p_catch_up => 'none');
 --   SELECT * FROM broker.broker_add_schedule('nightly-vacuum', '0 3 * * *', 'VACUUM ANALYZE orders', p_autonomous => true);
 --   SELECT * FROM broker.broker_add_schedule('crm-sync', '*/5 * * * *', 'CALL crm.sync_all()', p_concurrency_key => 'crm-api');
---   Calls: _schedule_check, _tenant_allowed, broker_current_tenant, _executor, broker_create_executor, _schedule_notify
---   Tables: writes broker_schedule
+--   Calls: _set_tenant, _add_schedule
+--   Tables: writes broker_schedule (through _add_schedule)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_schedule(
     p_schedule_name text,
@@ -142,7 +226,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s       broker.broker_schedule;
-    v_next  timestamptz;
     v_saved text;
 BEGIN
     IF p_tenant_id IS NOT NULL THEN  -- the named tenant, for this call only
@@ -172,32 +255,7 @@ BEGIN
     s.job_timeout := p_job_timeout;
     s.autonomous := p_autonomous;
     s.concurrency_key := p_concurrency_key;
-    v_next := broker._schedule_check('broker_add_schedule', s);
-    IF NOT broker._tenant_allowed(broker.broker_current_tenant(), CURRENT_USER) THEN
-        RAISE EXCEPTION 'broker_add_schedule: role % may not act for tenant %', pg_catalog.quote_ident(CURRENT_USER),
-            pg_catalog.quote_literal(broker.broker_current_tenant())
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF EXISTS (SELECT 1 FROM broker.broker_schedule AS x
-                WHERE x.tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
-                  AND x.schedule_name OPERATOR(pg_catalog.=) p_schedule_name) THEN
-        RAISE EXCEPTION 'broker_add_schedule: schedule % exists already', pg_catalog.quote_literal(p_schedule_name)
-            USING ERRCODE = 'unique_violation', HINT = 'Change it with broker_alter_schedule.';
-    END IF;
-    -- its jobs run inside the run_as role's executor: create it now, with the caller's rights
-    IF broker._executor(s.run_as) IS NULL THEN
-        PERFORM broker.broker_create_executor(s.run_as);
-    END IF;
-    RETURN QUERY
-    INSERT INTO broker.broker_schedule AS t
-           (schedule_name, cron_expr, time_zone, execute_str, job_language, job_queue, job_priority, run_as,
-            max_attempts, job_group, enabled, next_fire_at, job_timeout, job_search_path, catch_up, catch_up_max,
-            overlap, autonomous, concurrency_key)
-    VALUES (s.schedule_name, s.cron_expr, s.time_zone, s.execute_str, s.job_language, s.job_queue, s.job_priority,
-            s.run_as, s.max_attempts, s.job_group, s.enabled, CASE WHEN s.enabled THEN v_next END, s.job_timeout,
-            COALESCE(p_search_path, ''), s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key)
-    RETURNING t.schedule_id, t.next_fire_at;
-    PERFORM broker._schedule_notify();
+    RETURN QUERY SELECT a.schedule_id, a.next_fire_at FROM broker._add_schedule('broker_add_schedule', s, p_search_path) AS a;
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_schedule(text, text, text, text, integer, integer, text, text, integer, text, text, integer, text, boolean, interval, text, text, boolean, text) IS

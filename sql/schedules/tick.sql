@@ -6,7 +6,7 @@
 --   its concurrency key, and returns how many were new. The idempotency key
 --   'broker_schedule:<schedule_id>:<fire time as epoch>' makes a fire that
 --   still has an unfinished job a no-op. Called only by the tick.
---   Calls: none
+--   Calls: _schedule_job_name
 --   Tables: writes broker_jobs
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._schedule_fire(s broker.broker_schedule, p_fires timestamptz[])
@@ -24,7 +24,7 @@ BEGIN
                (tenant_id, job_name, job_group, execute_str, job_language, job_queue, job_priority, run_as,
                 enqueued_by, schedule_id, idempotency_key, max_attempts, run_after, job_timeout, job_search_path,
                 autonomous, concurrency_key)
-        VALUES (s.tenant_id, s.schedule_name, COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
+        VALUES (s.tenant_id, broker._schedule_job_name(s), COALESCE(s.job_group, s.schedule_name), s.execute_str, s.job_language,
                 s.job_queue, s.job_priority, s.run_as, s.created_by, s.schedule_id,
                 pg_catalog.format('broker_schedule:%s:%s', s.schedule_id, pg_catalog.date_part('epoch', v_fire)),
                 s.max_attempts, pg_catalog.now(), s.job_timeout, s.job_search_path, s.autonomous, s.concurrency_key)

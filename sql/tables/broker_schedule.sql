@@ -41,8 +41,16 @@ CREATE TABLE broker.broker_schedule (
     CONSTRAINT broker_schedule_tenant_id_key UNIQUE (tenant_id, schedule_id),
     CONSTRAINT broker_schedule_name_check CHECK (pg_catalog.btrim(schedule_name) OPERATOR(pg_catalog.<>) ''),
     CONSTRAINT broker_schedule_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
-    CONSTRAINT broker_schedule_job_language_check CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])),
-    CONSTRAINT broker_schedule_job_queue_check CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000),
+    -- (a schedule of tasks: its task name's queue, negative (broker_task_queue), and JSON arguments,
+    -- as broker_jobs holds a task)
+    CONSTRAINT broker_schedule_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    CONSTRAINT broker_schedule_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    CONSTRAINT broker_schedule_task_args_check
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
     CONSTRAINT broker_schedule_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_schedule_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_schedule_catch_up_check CHECK (catch_up OPERATOR(pg_catalog.=) ANY (ARRAY['none', 'one', 'all'])),
@@ -64,7 +72,7 @@ COMMENT ON COLUMN broker.broker_schedule.schedule_name IS 'Name, unique per tena
 COMMENT ON COLUMN broker.broker_schedule.cron_expr IS 'Five-field cron expression or @macro.';
 COMMENT ON COLUMN broker.broker_schedule.time_zone IS 'IANA time zone the cron fields are matched in.';
 COMMENT ON COLUMN broker.broker_schedule.execute_str IS 'SQL (or PL/pgSQL body) of the jobs it enqueues.';
-COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql.';
+COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql; task: a schedule of tasks (broker_add_task_schedule), execute_str their arguments, job_queue their name''s queue.';
 COMMENT ON COLUMN broker.broker_schedule.job_queue IS 'Queue (1 to 1000) of the jobs it enqueues.';
 COMMENT ON COLUMN broker.broker_schedule.job_priority IS 'Priority of the jobs it enqueues (higher runs first).';
 COMMENT ON COLUMN broker.broker_schedule.run_as IS 'Role the jobs run as (the schedule owner by default).';

@@ -50,6 +50,20 @@ COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); eac
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
 
+-- A schedule can fire tasks (broker_add_task_schedule): their name's queue, JSON arguments.
+ALTER TABLE broker.broker_schedule
+    DROP CONSTRAINT broker_schedule_job_language_check,
+    ADD CONSTRAINT broker_schedule_job_language_check
+        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
+               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
+    DROP CONSTRAINT broker_schedule_job_queue_check,
+    ADD CONSTRAINT broker_schedule_job_queue_check
+        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
+               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+    ADD CONSTRAINT broker_schedule_task_args_check
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END);
+COMMENT ON COLUMN broker.broker_schedule.job_language IS 'Language of execute_str: sql or plpgsql; task: a schedule of tasks (broker_add_task_schedule), execute_str their arguments, job_queue their name''s queue.';
+
 -- A task name can be paused (broker_pause_task): its queue is negative.
 ALTER TABLE broker.broker_queue_pause
     DROP CONSTRAINT broker_queue_pause_job_queue_check,

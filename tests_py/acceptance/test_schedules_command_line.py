@@ -56,6 +56,18 @@ def test_list_and_show_fire_times_on_the_schedules_clock(db):
     assert json.loads(cli(db, "schedules", "show", "hourly", "--json").stdout)["state"] == "paused"
 
 
+def test_show_a_schedule_of_tasks(db):
+    with connect(db) as conn:
+        conn.execute("""SELECT broker.broker_add_task_schedule('digest', '0 7 * * *', 'send_digest', '{"kind": "daily"}')""")
+    shown = cli(db, "schedules", "show", "digest")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    for line in ("  language:     task", "  task:         send_digest", "  args:", '    {"kind": "daily"}'):
+        assert line in lines, (line, shown.stdout)
+    assert "  sql:" not in lines
+    assert json.loads(cli(db, "schedules", "show", "digest", "--json").stdout)["task"] == "send_digest"
+
+
 def test_pause_resume_and_run_now(db):
     with connect(db) as conn:
         add_schedules(conn)

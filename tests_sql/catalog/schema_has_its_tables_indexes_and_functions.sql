@@ -76,7 +76,7 @@ SELECT functions_are('broker', ARRAY[
 
     -- operating jobs: cancel running ones, retry, pause queues, attempt history and output
     '_cancel_requests', '_cancel_handed_back', '_cancel_requested', '_cancel_running', '_end_cancelled', '_notify_cancel', 'broker_retry_job', '_retry_job',
-    '_job_action', 'broker_pause_queue', 'broker_pause_task', '_pause', '_tasks_as_jobs', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
+    '_job_action', 'broker_pause_queue', 'broker_pause_task', '_pause', '_tasks_as_jobs', 'broker_add_task_schedule', '_add_schedule', '_schedule_job_name', '_is_broker_admin', '_paused_tenants', '_command_status', '_record_attempts',
     'broker_set_output', 'broker_cancel_requests',
 
     -- flow control: fair share, limits on concurrency keys, parked jobs

@@ -26,7 +26,8 @@ SCHEDULES = f"""SELECT {_SCHEDULE_COLUMNS}
 SCHEDULE = f"""SELECT {_SCHEDULE_COLUMNS}, s.execute_str, s.job_language, s.job_queue, s.job_priority, s.run_as,
        s.max_attempts, coalesce(s.job_group, s.schedule_name) AS job_group, s.job_timeout::text AS job_timeout,
        s.job_search_path, s.catch_up, s.catch_up_max, s.overlap, s.autonomous, s.concurrency_key, s.created_by,
-       s.created_at, (SELECT j.complete_status FROM broker.broker_jobs AS j WHERE j.job_id = s.last_job_id) AS last_job_status
+       s.created_at, (SELECT j.complete_status FROM broker.broker_jobs AS j WHERE j.job_id = s.last_job_id) AS last_job_status,
+       (SELECT q.task_name FROM broker.broker_task_queue AS q WHERE q.job_queue = s.job_queue) AS task
   FROM broker.broker_schedule AS s
  WHERE s.schedule_name = %(name)s"""
 

@@ -37,8 +37,8 @@ SELECT is((SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constr
     'broker_jobs: CHECK job_queue 1..1000 (a task: its name''s negative queue)');
 SELECT is((SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
             WHERE conname = 'broker_schedule_job_queue_check'),
-    'CHECK (((job_queue >= 1) AND (job_queue <= 1000)))',
-    'broker_schedule: CHECK job_queue 1..1000');
+    'CHECK ((((job_queue >= 1) AND (job_queue <= 1000)) OR ((job_queue < 0) AND (job_language = ''task''::text))))',
+    'broker_schedule: CHECK job_queue 1..1000 (a schedule of tasks: its name''s negative queue)');
 
 SELECT * FROM finish();
 ROLLBACK;
