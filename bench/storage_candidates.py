@@ -1,14 +1,16 @@
 """Benchmark (not a test): candidate storage layouts of the job table, measured side by side (issue 36).
 `python -m bench.storage_candidates` against the cluster named by PG* (`.ci/with-cluster`; pgsql_broker installed).
 
-The layouts (bench/storage_layouts.py, bench/storage_layouts_kept.py): today (broker_jobs as it is), split (narrow
-hot + immutable body + history partitioned by day), split_keep (the same hot path, the body kept and a narrow history),
-state_tables (Solid Queue's ready and claimed tables) and segments (PgQ's rotating history tables). One scratch database holds them all, each filled with BENCH_STORAGE_FINISHED (100,000) jobs finished
-yesterday (with an attempt row each) and BENCH_STORAGE_PENDING (100,000) pending jobs over 4 queues and 10
-tenants, and the ceiling's bare table (bench/ceiling.py, BENCH_STORAGE_CEILING_ROWS 200,000 rows); vacuumed,
-then autovacuum off (as bench/table_parts.py: a vacuum during the timed run would slow whichever scripts ran).
+The layouts (bench/storage_layouts.py, bench/storage_layouts_kept.py): today (broker_jobs as it is), split
+(narrow hot + immutable body + history partitioned by day), split_keep (the same hot path, the body kept and a
+narrow history), state_tables (Solid Queue's ready and claimed tables) and segments (PgQ's rotating history
+tables). One scratch database holds them all, each filled with BENCH_STORAGE_FINISHED (100,000) jobs finished
+yesterday (with an attempt row each; a tenth more finished today) and BENCH_STORAGE_PENDING (200,000) pending
+jobs over 4 queues and 10 tenants, and the ceiling's bare table (bench/ceiling.py, BENCH_STORAGE_CEILING_ROWS
+200,000 rows); vacuumed, then autovacuum off (as bench/table_parts.py: a vacuum during the timed run would slow
+whichever scripts ran).
 
-mixed    one pgbench run (-M prepared) of every layout's scripts and the ceiling's, chosen at random, so that
+mixed    one pgbench run (-M prepared) of every layout's scripts and the ceiling's, chosen at random (WEIGHTS), so that
          their means compare like with like on a noisy machine: enqueue of one job, of 1,000 in one statement,
          a claim of up to 50 (its own transaction) and their completion (another: state, finished_at, an
          attempt row; no job run), a lookup by job_id and a tenant's newest 50 through the layout's broker_jobs
@@ -48,12 +50,15 @@ LAYOUTS = [Today(), Split(), SplitKeep(), StateTables(), Segments()]
 SECONDS = common.env_int("BENCH_STORAGE_SECONDS", 30)
 HELD_SECONDS = common.env_int("BENCH_STORAGE_HELD_SECONDS", 30)
 FINISHED = common.env_int("BENCH_STORAGE_FINISHED", 100_000)
-PENDING = common.env_int("BENCH_STORAGE_PENDING", 100_000)
+PENDING = common.env_int("BENCH_STORAGE_PENDING", 200_000)
 HELD_PENDING = common.env_int("BENCH_STORAGE_HELD_PENDING", 150_000)
 CEILING_ROWS = common.env_int("BENCH_STORAGE_CEILING_ROWS", 200_000)
 DB = "bench_storage_candidates"
 WORKLOADS = ("enqueue", "enqueue_1000", "claim", "lookup", "listing", "listing_parts")
 PER_JOB = {"enqueue": 1, "enqueue_1000": 1000}  # jobs a run of the script handles (a claim's: counted)
+# how often pgbench picks each script (relative): the claims and the ceiling most, so that each gets hundreds of runs
+# beside the slow ones (a batch of 1,000, a listing through a view: tens of ms each)
+WEIGHTS = {"ceiling": 10, "claim": 10, "enqueue": 5, "lookup": 5, "listing_parts": 2, "enqueue_1000": 1, "listing": 1}
 
 
 def setup(db: str, finished: int, pending: int, queues: int) -> str:
@@ -84,14 +89,14 @@ def setup(db: str, finished: int, pending: int, queues: int) -> str:
 
 
 def pgbench(db: str, scripts: dict[str, str], seconds: int, clients: int) -> dict:
-    """One pgbench run of the scripts ({name: text}), chosen at random, -M prepared: {name: (mean ms or None,
-    transactions)}."""
+    """One pgbench run of the scripts ({name: text}), chosen at random (WEIGHTS), -M prepared: {name: (mean ms or
+    None, transactions)}."""
     with tempfile.TemporaryDirectory() as tmp:
         argv = [common.PGBENCH, "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(seconds)]
         for name, text in scripts.items():
             path = Path(tmp) / f"{name}.sql"
             path.write_text(text)
-            argv += ["-f", str(path)]
+            argv += ["-f", f"{path}@{WEIGHTS[name.split('.')[-1]]}"]
         done = subprocess.run(argv + [db], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"pgbench exited with {done.returncode}: {done.stderr.strip()[-2000:]}")

@@ -21,7 +21,9 @@ import datetime
 
 K_SEGMENTS = 3
 PER_CLAIM = 50  # the runner's default claim, as bench/ceiling.py's floors
-TENANTS = 10  # jobs spread over tenants t0 .. t9; each claim serves one, picked at random (as fair share does)
+# jobs spread over tenants t0 .. t9 (g % TENANTS) and, independently of them, over QUEUES (g / TENANTS % QUEUES):
+# each claim serves one tenant of its queue, picked at random (as fair share does)
+TENANTS = 10
 QUEUES = 4
 
 # the body: what never changes after enqueue
@@ -129,6 +131,12 @@ def _ts(day: str, n: int, g: str = "g") -> str:
             f"/ {n // 10 + 1} END)")
 
 
+def pending_rows(pending: int, queues: int) -> str:
+    """The pending jobs of a fill (name, group, SQL, queue and tenant), as a SELECT."""
+    return (f"SELECT 't' || g % {TENANTS}, 'p', 'p', 'SELECT 1', 1 + g / {TENANTS} % {queues} "
+            f"FROM generate_series(1, {pending}) g")
+
+
 def fill_rows(n: int) -> int:
     return n + n // 10
 
@@ -144,11 +152,12 @@ class Today(Layout):
     def fill(self, day, finished, pending, queues):
         return [f"INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, job_queue, "
                 f"complete_status, attempts, started_at, finished_at) SELECT 't' || g % {TENANTS}, 'h', 'h', 'SELECT 1', "
-                f"1 + g % {QUEUES}, 2, 1, {_ts(day, finished)}, {_ts(day, finished)} FROM generate_series(1, {fill_rows(finished)}) g",
+                f"1 + g / {TENANTS} % {QUEUES}, 2, 1, {_ts(day, finished)}, {_ts(day, finished)} "
+                f"FROM generate_series(1, {fill_rows(finished)}) g",
                 "INSERT INTO broker.broker_job_attempts (job_id, tenant_id, attempt, started_at, finished_at, outcome) "
                 "SELECT job_id, tenant_id, 1, started_at, finished_at, 'completed' FROM broker.broker_jobs",
                 f"INSERT INTO broker.broker_jobs (tenant_id, job_name, job_group, execute_str, job_queue) "
-                f"SELECT 't' || g % {TENANTS}, 'p', 'p', 'SELECT 1', 1 + g % {queues} FROM generate_series(1, {pending}) g"]
+                f"{pending_rows(pending, queues)}"]
 
     def scripts(self, day):
         cols = "(tenant_id, job_name, job_group, execute_str, job_queue)"
@@ -222,7 +231,8 @@ class Split(Layout):
             out.append(f"CREATE TABLE {self.s}.{t} ({cols}) PARTITION BY RANGE (finished_at)")
             for i, label in ((-1, "yesterday"), (0, "today"), (1, "tomorrow")):
                 out.append(f"CREATE TABLE {self.s}.{t}_{label} PARTITION OF {self.s}.{t} FOR VALUES FROM "
-                           f"(timestamptz '{day}' + {i} * interval '1 day') TO (timestamptz '{day}' + {i + 1} * interval '1 day')")
+                           f"(timestamptz '{day}' + {i} * interval '1 day') "
+                           f"TO (timestamptz '{day}' + {i + 1} * interval '1 day')")
             out.append(f"CREATE TABLE {self.s}.{t}_default PARTITION OF {self.s}.{t} DEFAULT")
         out += [f"CREATE INDEX ON {self.s}.hist (job_id)", f"CREATE INDEX ON {self.s}.att (job_id)"]
         return out
@@ -239,7 +249,7 @@ class Split(Layout):
     def fill(self, day, finished, pending, queues):
         s, ts = self.s, _ts(day, finished, "b.job_id")
         out = [f"INSERT INTO {s}.body (tenant_id, job_name, job_group, execute_str, job_queue) SELECT 't' || g % {TENANTS}, "
-               f"'h', 'h', 'SELECT 1', 1 + g % {QUEUES} FROM generate_series(1, {fill_rows(finished)}) g"]
+               f"'h', 'h', 'SELECT 1', 1 + g / {TENANTS} % {QUEUES} FROM generate_series(1, {fill_rows(finished)}) g"]
         for offset, rows in ((-1, f"<= {finished}"), (0, f"> {finished}")):  # yesterday's, then today's
             hist, att = self._day_tables(day, offset)
             out += [f"WITH b AS (DELETE FROM {s}.body WHERE job_id {rows} RETURNING *) INSERT INTO {hist} "
@@ -249,7 +259,7 @@ class Split(Layout):
                     f"SELECT job_id, tenant_id, 1, started_at, finished_at, 'completed' FROM {hist} WHERE job_id {rows}"]
         return out + [
             f"WITH b AS (INSERT INTO {s}.body (tenant_id, job_name, job_group, execute_str, job_queue) "
-            f"SELECT 't' || g % {TENANTS}, 'p', 'p', 'SELECT 1', 1 + g % {queues} FROM generate_series(1, {pending}) g "
+            f"{pending_rows(pending, queues)} "
             f"RETURNING job_id, job_queue, tenant_id) INSERT INTO {s}.hot (job_id, job_queue, tenant_id) SELECT * FROM b"]
 
     def _day_tables(self, day: str, offset: int) -> tuple[str, str]:

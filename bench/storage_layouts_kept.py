@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .storage_layouts import (ATT, BODY, BODY_COLS, CLAIM_HEAD, ENQ_VALUES, ENQ_BATCH, HOT, HOT_INDEXES, HOT_VIEW,
                               LIST_COLS, NARROW_HIST, PER_CLAIM, QUEUES, TENANTS, Layout, Split, _same, _ts, _view,
-                              fill_rows, ids, listing_parts)
+                              fill_rows, ids, listing_parts, pending_rows)
 
 def finish(s: str, source: str) -> str:
     """The rest of a completion: the finished record of the rows of CTE `source` (the running jobs it took out)
@@ -72,20 +72,21 @@ class StateTables(Layout):
     def fill(self, day, finished, pending, queues):
         s = self.s
         return [f"INSERT INTO {s}.jobs (tenant_id, job_name, job_group, execute_str, job_queue) SELECT 't' || g % {TENANTS}, "
-                f"'h', 'h', 'SELECT 1', 1 + g % {QUEUES} FROM generate_series(1, {fill_rows(finished)}) g",
+                f"'h', 'h', 'SELECT 1', 1 + g / {TENANTS} % {QUEUES} FROM generate_series(1, {fill_rows(finished)}) g",
                 f"INSERT INTO {s}.hist (job_id, tenant_id, job_priority, run_after, attempts, complete_status, started_at, "
                 f"finished_at) SELECT g, 't' || g % {TENANTS}, 0, now(), 1, 2, {_ts(day, finished)}, {_ts(day, finished)} "
                 f"FROM generate_series(1, {fill_rows(finished)}) g",
                 f"INSERT INTO {s}.att (job_id, tenant_id, attempt, started_at, finished_at, outcome) "
                 f"SELECT job_id, tenant_id, 1, started_at, finished_at, 'completed' FROM {s}.hist",
                 f"WITH j AS (INSERT INTO {s}.jobs (tenant_id, job_name, job_group, execute_str, job_queue) "
-                f"SELECT 't' || g % {TENANTS}, 'p', 'p', 'SELECT 1', 1 + g % {queues} FROM generate_series(1, {pending}) g "
+                f"{pending_rows(pending, queues)} "
                 f"RETURNING job_id, job_queue, tenant_id) INSERT INTO {s}.ready (job_id, job_queue, tenant_id) SELECT * FROM j"]
 
     def scripts(self, day):
         s = self.s
         enq = (f"WITH j AS (INSERT INTO {s}.jobs (tenant_id, job_name, job_group, execute_str, job_queue) {{values}} "
-               f"RETURNING job_id, job_queue, tenant_id) INSERT INTO {s}.ready (job_id, job_queue, tenant_id) SELECT * FROM j;\n")
+               f"RETURNING job_id, job_queue, tenant_id) "
+               f"INSERT INTO {s}.ready (job_id, job_queue, tenant_id) SELECT * FROM j;\n")
         return {
             "enqueue": CLAIM_HEAD + enq.format(values=f"VALUES ({ENQ_VALUES})"),
             "enqueue_1000": CLAIM_HEAD + enq.format(values=ENQ_BATCH),
@@ -157,14 +158,14 @@ class SplitKeep(Split):
         return [f"CREATE TABLE {s}.body_old PARTITION OF {s}.body FOR VALUES FROM (MINVALUE) TO ({finished + 1})",
                 f"CREATE TABLE {s}.body_new PARTITION OF {s}.body FOR VALUES FROM ({finished + 1}) TO (MAXVALUE)",
                 f"INSERT INTO {s}.body (tenant_id, job_name, job_group, execute_str, job_queue, created_at) "
-                f"SELECT 't' || g % {TENANTS}, 'h', 'h', 'SELECT 1', 1 + g % {QUEUES}, {_ts(day, finished)} "
+                f"SELECT 't' || g % {TENANTS}, 'h', 'h', 'SELECT 1', 1 + g / {TENANTS} % {QUEUES}, {_ts(day, finished)} "
                 f"FROM generate_series(1, {fill_rows(finished)}) g",
                 f"INSERT INTO {s}.hist (job_id, tenant_id, job_priority, run_after, attempts, complete_status, started_at, "
                 f"finished_at) SELECT job_id, tenant_id, 0, created_at, 1, 2, created_at, created_at FROM {s}.body",
                 f"INSERT INTO {s}.att (job_id, tenant_id, attempt, started_at, finished_at, outcome) "
                 f"SELECT job_id, tenant_id, 1, started_at, finished_at, 'completed' FROM {s}.hist",
                 f"WITH b AS (INSERT INTO {s}.body (tenant_id, job_name, job_group, execute_str, job_queue) "
-                f"SELECT 't' || g % {TENANTS}, 'p', 'p', 'SELECT 1', 1 + g % {queues} FROM generate_series(1, {pending}) g "
+                f"{pending_rows(pending, queues)} "
                 f"RETURNING job_id, job_queue, tenant_id, job_group) "
                 f"INSERT INTO {s}.hot (job_id, job_queue, tenant_id, job_group) SELECT * FROM b"]
 

@@ -38,6 +38,9 @@ def test_every_layout_holds_the_same_jobs_behind_a_view_of_broker_jobs_columns()
             assert [c for c, n in conn.execute(
                 "SELECT complete_status, count(*) FROM broker.broker_jobs GROUP BY 1 ORDER BY 1").fetchall()] == [0, 2]
             assert len(want_jobs) == 30 + 3 + 40  # yesterday's, today's (a tenth more) and the pending ones
+            # every tenant has pending jobs in every queue (a claim picks a queue and a tenant)
+            assert conn.execute("SELECT count(DISTINCT (job_queue, tenant_id)) FROM broker.broker_jobs "
+                                "WHERE complete_status = 0").fetchone()[0] == 4 * 10
             for view in views:
                 assert columns(view) == want_columns, view
                 assert jobs(view) == want_jobs, view
