@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from . import common
 from .ceiling import BARE, PER_CLAIM as CEILING_PER_CLAIM, SCRIPT as CEILING_SCRIPT
@@ -79,11 +80,11 @@ def setup(db: str, finished: int, pending: int, queues: int) -> str:
             for statement in layout.fill(day, finished, pending, queues):
                 conn.execute(statement)
         conn.execute("VACUUM ANALYZE")
-        for (table,) in conn.execute("SELECT c.oid::regclass::text FROM pg_class AS c JOIN pg_namespace AS n ON "
-                                     "n.oid = c.relnamespace WHERE c.relkind = 'r' AND (n.nspname IN ('public', 'split', "
-                                     "'split_keep', 'state_tables', 'segments') OR c.oid IN ('broker.broker_jobs'::regclass, "
-                                     "'broker.broker_job_attempts'::regclass))").fetchall():
-            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        for schema, table in conn.execute(
+                "SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND (n.nspname = ANY (%s) OR c.oid IN ('broker.broker_jobs'::regclass, "
+                "'broker.broker_job_attempts'::regclass))", (["public"] + [lay.s for lay in LAYOUTS[1:]],)).fetchall():
+            conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(sql.Identifier(schema, table)))
         conn.execute("CHECKPOINT")
     return day
 
