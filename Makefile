@@ -11,6 +11,7 @@
 #   make bench-peers  the same plus PgQueuer, Procrastinate, Graphile Worker and pg-boss at their
 #                     defaults, docs/benchmarks-peers.md and docs/bench.png
 #   make bench-held   the claim under a held snapshot and without statistics, docs/benchmarks-held.md
+#   make bench-age    the claim, stats, status and the console after 10 million finished jobs, docs/benchmarks-age.md
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 EXTENSION  = pgsql_broker
@@ -200,6 +201,15 @@ bench-held: deps all
 	.ci/with-cluster $(VENV)/bin/python -m bench.run --only held --name held $(BENCH_ARGS)
 	$(VENV)/bin/python -m bench.held_snapshot --markdown bench/results/held.json docs/benchmarks-held.md
 
+# The claim, broker_queue_stats, `pgsql-broker status` and the console's pages on an empty database and on one with
+# BENCH_AGE_FINISHED (10,000,000) finished jobs (bench/age.py), buffers from pg_stat_statements; then the docs page
+# docs/benchmarks-age.md from bench/results/age.json.
+bench-age: deps all
+	$(MAKE) install >/dev/null
+	PGBROKER_TEST_CONF="shared_preload_libraries = 'pg_stat_statements'" \
+	  .ci/with-cluster $(VENV)/bin/python -m bench.run --only age --name age $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench.age --markdown bench/results/age.json docs/benchmarks-age.md
+
 # The same cluster and run for pgsql_broker and its peers, each at its documented defaults
 # (drain, enqueue, latency), plus the pgbench claim+complete ceiling; then the docs page
 # docs/benchmarks-peers.md (bench/report.py) and docs/bench.png, both from bench/results/peers.json.
@@ -255,7 +265,7 @@ bench-enqueue: deps all $(PEERS_VENV)/.installed bench/js/node_modules/.installe
 	  .ci/with-cluster $(PEERS_VENV)/bin/python -m bench.run --only enqueue,parts --systems $(ENQUEUE_SYSTEMS) --name enqueue $(BENCH_ARGS)
 	$(PEERS_VENV)/bin/python -m bench.report --markdown bench/results/enqueue.json docs/benchmarks-enqueue.md
 
-.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-held bench-peers bench-enqueue npm-client
+.PHONY: all docs check-docs screenshot demo catalog check-frozen check-generated lint-sql lint-py lint-docker docker-build installcheck pytest deps apt-deps test test-in-cluster bench bench-held bench-age bench-peers bench-enqueue npm-client
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

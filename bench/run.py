@@ -12,11 +12,13 @@ import asyncio
 import sys
 import time
 
-from . import broker_deps, ceiling, claim_backlog, common, cron_next, held_snapshot, purge, queue_stats, scale, workloads
+from . import age, broker_deps, ceiling, claim_backlog, common, cron_next, held_snapshot, purge, queue_stats, scale, workloads
 from .broker_workloads import Broker
 from .report import print_report
 
-ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "held", "deps", "cron", "purge", "stats", "scale", "parts")
+ALL = ("drain", "enqueue", "latency", "ceiling", "backlog", "held", "deps", "cron", "purge", "stats", "scale", "parts", "age")
+# what runs without --only: all but the age bench (10 million finished jobs to write: `make bench-age`)
+DEFAULT = tuple(w for w in ALL if w != "age")
 
 
 # every peer at its documented defaults, plus pg-boss with its documented opt-ins (at its defaults
@@ -55,7 +57,7 @@ def systems(with_peers: bool, extras: bool = False, only: str | None = None) -> 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    ap.add_argument("--only", default=",".join(DEFAULT), help=f"comma-separated subset of {','.join(ALL)}")
     ap.add_argument("--peers", action="store_true", help=f"also run the peers: {', '.join(PEERS)}")
     ap.add_argument("--extras", action="store_true", help=f"also the labelled non-default rows: {', '.join(EXTRAS)}")
     ap.add_argument("--systems", help=f"comma-separated peers to run instead (of {', '.join(PEERS + EXTRAS)}; also "
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> dict:
             broker["stats"] = queue_stats.run(chosen[0].template, args.runs)
         if "scale" in only:
             broker["scale"] = scale.run(chosen[0].template, args.runs)
+        if "age" in only:
+            broker["age"] = age.run(chosen[0].template, args.runs)
         if "parts" in only:  # where one enqueue spends its time (bench/enqueue_parts), after the rest
             from .enqueue_parts.__main__ import run as enqueue_parts
             results["enqueue_parts"] = enqueue_parts()
