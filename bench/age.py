@@ -162,6 +162,17 @@ STATEMENTS = """SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160), calls
 
 
 def _measure(t: Target, call, pgss: bool) -> dict:
+    """One run of a probe on one database; a probe that fails (the console's statement_timeout, ...) is recorded
+    with its error, and the bench goes on."""
+    from pgsql_broker.observe.console import ConsoleError
+    try:
+        return _calls(t, call, pgss)
+    except (psycopg.Error, ConsoleError, RuntimeError) as exc:
+        print(f"  age: {t.label}: a probe failed: {exc}", flush=True)
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _calls(t: Target, call, pgss: bool) -> dict:
     for _ in range(WARMUP):
         call(t)
     if pgss:
@@ -181,7 +192,11 @@ def _measure(t: Target, call, pgss: bool) -> dict:
     return out
 
 
-def _summary(runs: list[dict]) -> dict:
+def _summary(all_runs: list[dict]) -> dict:
+    errors = [r["error"] for r in all_runs if "error" in r]
+    runs = [r for r in all_runs if "error" not in r]
+    if not runs:
+        return {"calls": 0, "median_ms": None, "p95_ms": None, "errors": errors}
     ms = [x for r in runs for x in r["ms"]]
     pct = common.percentiles(ms)
     out = {"calls": len(ms), "median_ms": statistics.median(ms), "p95_ms": pct["p95_ms"],
@@ -189,6 +204,8 @@ def _summary(runs: list[dict]) -> dict:
     if "buffers_per_call" in runs[0]:
         out["buffers_per_call"] = statistics.median(r["buffers_per_call"] for r in runs)
         out["statements"] = runs[-1]["statements"]
+    if errors:
+        out["errors"] = errors
     return out
 
 
@@ -241,14 +258,17 @@ def run(template: str, runs: int) -> dict:
 
 
 def verdict(row: dict) -> str:
-    """Within the target when the buffers (else the median time) of the aged database stay within 1.25x."""
+    """Within the target when the buffers (else the median time) of the aged database stay within 1.25x; "error"
+    when a run of the probe failed on either database."""
+    if row["empty"].get("errors") or row["aged"].get("errors"):
+        return "error"
     ratio = row["ratio_buffers"] if row["ratio_buffers"] is not None else row["ratio_median"]
     return "within" if ratio is not None and ratio <= TARGET else "over"
 
 
 def _print(out: dict) -> None:
     print()
-    rows = [[p["probe"], f"{p['empty']['median_ms']:.2f}", f"{p['aged']['median_ms']:.2f}",
+    rows = [[p["probe"], common.fmt(p["empty"]["median_ms"]), common.fmt(p["aged"]["median_ms"]),
              common.fmt(p["ratio_median"]), common.fmt(p["empty"].get("buffers_per_call")),
              common.fmt(p["aged"].get("buffers_per_call")), common.fmt(p["ratio_buffers"]), verdict(p)]
             for p in out["probes"]]

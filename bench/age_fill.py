@@ -1,9 +1,10 @@
 """The databases of the age bench (bench/age.py): the same live jobs, once alone and once behind a history.
 
 `prepare(db)` makes the live part through the public functions, as a broker in use has it: the bench's logins
-(a runner's, an operator's, a tenant's), a registered instance, a schedule in some tenants, BENCH_AGE_RUNNING
-claimed jobs, BENCH_AGE_READY ready jobs and a few blocked ones (by id and by group), spread over QUEUES queues
-and TENANTS tenants. It also makes one job of each final kind through the real path (claimed and run by
+(a runner's, an operator's, a tenant's), a registered instance, a schedule in some tenants, BENCH_AGE_RECENT jobs
+finished just now (claimed and run, some failing, some cancelled), BENCH_AGE_RUNNING claimed jobs,
+BENCH_AGE_READY ready jobs and a few blocked ones (by id and by group), spread over QUEUES queues and TENANTS
+tenants. It also makes one job of each final kind through the real path (claimed and run by
 broker_get and broker_run_batch, one failing, one cancelled by broker_cancel_job), keeps copies of their rows
 and attempts as prototypes, and deletes them. Job ids of the live part start above the history's, as they would
 after years of use.
@@ -29,6 +30,7 @@ TENANTS = common.env_int("BENCH_AGE_TENANTS", 10)
 QUEUES = 4
 READY = common.env_int("BENCH_AGE_READY", 300)
 RUNNING = common.env_int("BENCH_AGE_RUNNING", 40)
+RECENT = common.env_int("BENCH_AGE_RECENT", 300)
 SPAN_DAYS = common.env_float("BENCH_AGE_SPAN_DAYS", 30.0)
 CHUNK = common.env_int("BENCH_AGE_CHUNK", 500_000)
 SCHEDULED_TENANTS = 3   # tenants t0..t2 have a schedule
@@ -73,26 +75,44 @@ def prepare(db: str) -> dict:
         _prototypes(conn, instance)
         # the live jobs' ids start above the history's (the biggest N of any run: ids are only names here)
         conn.execute("ALTER TABLE broker.broker_jobs ALTER COLUMN job_id RESTART WITH 1000000000")
+        _finish_recent(conn, instance)
         running = _enqueue(conn, RUNNING, "running")
         for q in range(1, QUEUES + 1):
             conn.execute("SELECT count(*) FROM broker.broker_get(%s, %s, 3600, %s)", (q, instance, RUNNING))
         _enqueue(conn, READY, "ready")
         blocked = _blocked(conn)
-        conn.execute("TRUNCATE broker.broker_finished_count")  # (the prototypes' counts: gone with them)
+        conn.execute("SELECT broker._merge_finished_counts()")  # (the prototypes' counts net to nothing)
         conn.execute("VACUUM ANALYZE")
         states = dict(conn.execute("SELECT complete_status, count(*) FROM broker.broker_jobs GROUP BY 1").fetchall())
     return {"instance": instance, "schedules": schedules, "running_job": running[0], "blocked_job": blocked,
             "live_jobs": {str(k): v for k, v in sorted(states.items())}}
 
 
-def _enqueue(conn: psycopg.Connection, n: int, label: str) -> list[int]:
+def _enqueue(conn: psycopg.Connection, n: int, label: str, body=lambda i: "SELECT 1") -> list[int]:
     ids = []
     for i in range(n):
         with conn.transaction():
             conn.execute("SELECT broker.broker_set_tenant(%s)", (_tenant(i),))
-            ids.append(conn.execute("SELECT job_id FROM broker.broker_add_job(%s, 'SELECT 1', %s, %s)",
-                                    (f"{NAMES[i % len(NAMES)]}-{label}", 1 + (i // 7) % QUEUES, i % 3)).fetchone()[0])
+            ids.append(conn.execute("SELECT job_id FROM broker.broker_add_job(%s, %s, %s, %s)",
+                                    (f"{NAMES[i % len(NAMES)]}-{label}", body(i), 1 + (i // 7) % QUEUES,
+                                     i % 3)).fetchone()[0])
     return ids
+
+
+def _finish_recent(conn: psycopg.Connection, instance: int) -> None:
+    """RECENT jobs finished just now through the real path (claimed and run, some failing, some cancelled), in both
+    databases: the console's filters on finished jobs find a page of them even in the empty one."""
+    ids = _enqueue(conn, RECENT, "recent", lambda i: "SELECT 1/0" if i % 100 in range(90, 97) else "SELECT 1")
+    for i, job in enumerate(ids):
+        if i % 100 >= 97:
+            with conn.transaction():
+                conn.execute("SELECT broker.broker_set_tenant(%s)", (_tenant(i),))
+                conn.execute("SELECT broker.broker_cancel_job(%s, 'no longer needed')", (job,))
+    for q in range(1, QUEUES + 1):
+        for job, token in conn.execute("SELECT job_id, lease_token FROM broker.broker_get(%s, %s, 60, %s)",
+                                       (q, instance, RECENT)).fetchall():  # (one transaction each, as a failure needs)
+            conn.execute("SELECT count(*) FROM broker.broker_run_batch(ARRAY[%s]::bigint[], ARRAY[%s]::uuid[])",
+                         (job, token))
 
 
 def _blocked(conn: psycopg.Connection) -> int:

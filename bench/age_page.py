@@ -25,9 +25,13 @@ def _b(v) -> str:
     return "-" if v is None else f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:,.2f}"
+
+
 def _verdict(p: dict, target: float) -> str:
     from .age import verdict
-    return "within" if verdict(p) == "within" else f"**over {target}**"
+    return {"within": "within", "error": "**error**"}.get(verdict(p), f"**over {target}**")
 
 
 def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "docs/benchmarks-age.md") -> str:
@@ -74,9 +78,14 @@ def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "d
             f"| aged | ratio | ≤ {target} |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in age["probes"]:
         e, a = p["empty"], p["aged"]
-        out.append(f"| {p['group']} | {p['probe']} | {e['median_ms']:.2f} | {a['median_ms']:.2f} | {_x(p['ratio_median'])} "
-                   f"| {e['p95_ms']:.2f} | {a['p95_ms']:.2f} | {_x(p['ratio_p95'])} | {_b(e.get('buffers_per_call'))} "
+        out.append(f"| {p['group']} | {p['probe']} | {_ms(e['median_ms'])} | {_ms(a['median_ms'])} | {_x(p['ratio_median'])} "
+                   f"| {_ms(e['p95_ms'])} | {_ms(a['p95_ms'])} | {_x(p['ratio_p95'])} | {_b(e.get('buffers_per_call'))} "
                    f"| {_b(a.get('buffers_per_call'))} | {_x(p['ratio_buffers'])} | {_verdict(p, target)} |")
+    errors = [(p["probe"], side, err) for p in age["probes"] for side in ("empty", "aged")
+              for err in p[side].get("errors", [])]
+    if errors:
+        out += ["", "Probes that failed (a run of them, on one database):", ""]
+        out += [f"- {probe}, {side}: `{err}`" for probe, side, err in errors]
     over = [p for p in age["probes"] if _verdict(p, target) != "within"]
     within = len(age["probes"]) - len(over)
     out += ["", f"{within} of {len(age['probes'])} probes within {target}; over it: "
