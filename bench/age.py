@@ -161,14 +161,14 @@ STATEMENTS = """SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 160), calls
                   FROM pg_stat_statements WHERE dbid = %s::oid AND query NOT LIKE '%%pg_stat_statements%%'"""
 
 
-def _measure(t: Target, call, pgss: bool) -> dict:
+def _measure(t: Target, name: str, call, pgss: bool) -> dict:
     """One run of a probe on one database; a probe that fails (the console's statement_timeout, ...) is recorded
     with its error, and the bench goes on."""
     from pgsql_broker.observe.console import ConsoleError
     try:
         return _calls(t, call, pgss)
     except (psycopg.Error, ConsoleError, RuntimeError) as exc:
-        print(f"  age: {t.label}: a probe failed: {exc}", flush=True)
+        print(f"  age: {t.label}: {name} failed: {exc}", flush=True)
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
@@ -217,7 +217,7 @@ def run(template: str, runs: int) -> dict:
     db, empty = "bench_age", "bench_age_empty"
     out: dict = {"finished_jobs": N_FINISHED, "calls": CALLS, "runs": runs, "target": TARGET,
                  "span_days": age_fill.SPAN_DAYS, "tenants": age_fill.TENANTS, "queues": age_fill.QUEUES,
-                 "ready": age_fill.READY, "running": age_fill.RUNNING}
+                 "ready": age_fill.READY, "running": age_fill.RUNNING, "recent": age_fill.RECENT}
     targets: list[Target] = []
     try:
         common.create_db(db, template)
@@ -237,7 +237,7 @@ def run(template: str, runs: int) -> dict:
         for r in range(runs):
             for t in (targets if r % 2 == 0 else targets[::-1]):
                 for _, name, call in PROBES:
-                    raw[name][t.label].append(_measure(t, call, pgss))
+                    raw[name][t.label].append(_measure(t, name, call, pgss))
             print(f"  age: run {r + 1} of {runs} measured", flush=True)
         out["probes"] = []
         for group, name, _ in PROBES:

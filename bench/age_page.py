@@ -56,9 +56,12 @@ def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "d
             "shared buffers a call touches do not depend on the load, and they decide the verdict.", "",
             "## What is measured", "",
             f"Two databases of one cluster hold the same live jobs, made through the public functions: "
-            f"{live.get('0', 0):,} pending ({age['ready']:,} ready and a small workflow blocked by id and by group) "
-            f"and {live.get('1', 0):,} claimed, over {age['queues']} queues and {age['tenants']} tenants, a "
-            "registered instance, a schedule in three tenants. **empty** has nothing else; **aged** also has "
+            f"{live.get('0', 0):,} pending ({age['ready']:,} ready and a small workflow blocked by id and by group), "
+            f"{live.get('1', 0):,} claimed, and {sum(live.get(k, 0) for k in ('2', '3', '4')):,} finished just before "
+            f"the measurements ({live.get('2', 0):,} completed, {live.get('3', 0):,} failed, {live.get('4', 0):,} "
+            "cancelled, through the real path, so that the console's filters on finished jobs find a page in both), "
+            f"over {age['queues']} queues and {age['tenants']} tenants, a registered instance, a schedule in three "
+            "tenants. **empty** has nothing else; **aged** also has "
             f"{n:,} finished jobs (90% completed, 7% failed, 3% cancelled; copies of jobs finished through "
             "`broker_get`, `broker_run_batch` and `broker_cancel_job`, with their attempts), finished evenly over "
             f"the last {age['span_days']:g} days, every 10th waiting on an earlier one by id, every 20th of three "
@@ -85,18 +88,21 @@ def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "d
               for err in p[side].get("errors", [])]
     if errors:
         out += ["", "Probes that failed (a run of them, on one database):", ""]
-        out += [f"- {probe}, {side}: `{err}`" for probe, side, err in errors]
+        seen: dict = {}
+        for e in errors:
+            seen[e] = seen.get(e, 0) + 1
+        out += [f"- {probe}, {side}, {k} of {age['runs']} run(s): `{err}`" for (probe, side, err), k in seen.items()]
     over = [p for p in age["probes"] if _verdict(p, target) != "within"]
     within = len(age["probes"]) - len(over)
     out += ["", f"{within} of {len(age['probes'])} probes within {target}; over it: "
             + (", ".join(p["probe"] for p in over) if over else "none") + ".", ""]
     if over and age.get("buffers_measured"):
         out += ["## Where the aged database's buffers go", "",
-                "The statements of each probe over the target, most buffers first (at most four; aged database, "
-                "last run), with the buffers and milliseconds each costs a call of the probe:", "",
+                "The statements of each probe over the target, most buffers first (at most four, those that touch a "
+                "buffer; aged database, last run), with the buffers and milliseconds each costs a call of the probe:", "",
                 "| probe | statement | buffers a call | ms a call |", "|---|---|---|---|"]
         for p in over:
-            for s in p["aged"].get("statements", []):
+            for s in (s for s in p["aged"].get("statements", []) if s["buffers_per_call"] >= 1):
                 q = s["query"].replace("|", "\\|")
                 out.append(f"| {p['probe']} | `{q}` | {_b(s['buffers_per_call'])} | {s['ms_per_call']:.2f} |")
         out.append("")
@@ -105,7 +111,7 @@ def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "d
             f"trigger firing (session_replication_role replica), the finished counts of the last hours written "
             f"after it and merged: {fill['insert_s']:,.0f} s of inserts, {fill['counts_s']:,.1f} s of counts, "
             f"{fill['vacuum_analyze_s']:,.0f} s of `VACUUM ANALYZE`, {fill['total_s']:,.0f} s in all.", "",
-            "| table | rows, empty | aged | heap MiB, empty | aged | indexes MiB, empty | aged |",
+            "| table | rows (planner's estimate), empty | aged | heap MiB, empty | aged | indexes MiB, empty | aged |",
             "|---|---|---|---|---|---|---|"]
     empty_tables = {t["table"]: t for t in age["sizes"]["empty"]["tables"]}
     for t in age["sizes"]["aged"]["tables"]:
@@ -126,7 +132,7 @@ def markdown(results: dict, src: str = "docs/benchmarks-age.json", dst: str = "d
             "```", "",
             "Variables: `BENCH_AGE_FINISHED` (10,000,000), `BENCH_AGE_SPAN_DAYS` (30), `BENCH_AGE_CALLS` (100), "
             "`BENCH_AGE_PROBE_SECONDS` (20: a probe's calls stop past it, 10 at least), `BENCH_AGE_READY` (300), "
-            "`BENCH_AGE_RUNNING` (40), `BENCH_AGE_TENANTS` (10), `BENCH_AGE_CHUNK` (500,000 rows an insert), "
+            "`BENCH_AGE_RUNNING` (40), `BENCH_AGE_RECENT` (300), `BENCH_AGE_TENANTS` (10), `BENCH_AGE_CHUNK` (500,000 rows an insert), "
             "`BENCH_AGE_KEEP=1` keeps both databases (`bench_age`, `bench_age_empty`) for a look at the plans. "
             "The cluster preloads `pg_stat_statements` (`PGBROKER_TEST_CONF` of `.ci/with-cluster`)."]
     return "\n".join(out) + "\n"
