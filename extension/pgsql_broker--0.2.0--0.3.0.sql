@@ -126,7 +126,7 @@ ALTER TABLE broker.broker_jobs
     ADD COLUMN parked smallint NOT NULL DEFAULT 0,
     ADD CONSTRAINT broker_jobs_concurrency_key_check
         CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
-    ADD CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3);
+    ADD CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.=) ANY ('{0,1,2,3}'::pg_catalog.int2[]));
 COMMENT ON COLUMN broker.broker_jobs.concurrency_key IS 'Key whose limits (broker_set_limit: running at once, starts per second) the job counts against; NULL: none.';
 COMMENT ON COLUMN broker.broker_jobs.parked IS 'Why a pending job is out of the claim index: 0 not parked, 1 until its run_after (later), 2 its key at its cap (cap), 3 its key out of tokens (rate). See broker._parked.';
 ALTER TABLE broker.broker_schedule
@@ -136,18 +136,20 @@ ALTER TABLE broker.broker_schedule
 COMMENT ON COLUMN broker.broker_schedule.concurrency_key IS 'Concurrency key of the jobs it enqueues (broker_jobs.concurrency_key; NULL: none).';
 ALTER TYPE broker._job_fields ADD ATTRIBUTE concurrency_key text;
 
--- Tasks (issue 37): a task is a row of broker_jobs in its name's queue (negative).
+-- Tasks (issue 37): a task is a row of broker_jobs in its name's queue (negative), its arguments
+-- JSON; the CHECKs with as few operators as say the same (each is prepared again at every statement
+-- that writes a row: sql/tables/broker_jobs.sql).
 ALTER TABLE broker.broker_jobs
     DROP CONSTRAINT broker_jobs_job_queue_check,
     ADD CONSTRAINT broker_jobs_job_queue_check
-        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
-               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+        CHECK (job_queue OPERATOR(pg_catalog.<@) '[1,1000]'::pg_catalog.int4range OR job_language OPERATOR(pg_catalog.=) 'task'),
     DROP CONSTRAINT broker_jobs_job_language_check,
     ADD CONSTRAINT broker_jobs_job_language_check
-        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
-               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
-    ADD CONSTRAINT broker_jobs_task_args_check
-        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END);
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task'
+                    THEN job_queue OPERATOR(pg_catalog.<) 0 AND execute_str::pg_catalog.jsonb IS NOT NULL
+                    ELSE job_language OPERATOR(pg_catalog.=) ANY ('{sql,plpgsql}'::pg_catalog.text[]) END),
+    DROP CONSTRAINT broker_jobs_complete_status_check,
+    ADD CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.=) ANY ('{0,1,2,3,4}'::pg_catalog.int2[]));
 COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';

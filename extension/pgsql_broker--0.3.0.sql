@@ -1346,30 +1346,31 @@ CREATE TABLE broker.broker_jobs (
     CONSTRAINT broker_jobs_job_group_check
         CHECK (pg_catalog.btrim(job_group) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(job_group) OPERATOR(pg_catalog.<=) 200),
     CONSTRAINT broker_jobs_execute_str_check CHECK (pg_catalog.btrim(execute_str) OPERATOR(pg_catalog.<>) ''),
-    -- (a task, run by application code, sits in its name's queue: negative, which no runner serves;
-    -- broker_task_queue)
+    -- (Each CHECK is read from the catalog and prepared again at every statement that writes a row,
+    -- a single-row INSERT or a claim's UPDATE alike, at a cost that grows with its operators: they
+    -- are written with as few as say the same, e.g. one = ANY of a constant array, not two bounds.)
+    -- A task, run by application code, sits in its name's queue (negative, which no runner serves;
+    -- broker_task_queue), and its execute_str is its arguments, which a claim returns as jsonb: JSON
+    -- on every way in (broker_add_job, broker_add_jobs, a raw INSERT), or one row would fail every
+    -- claim of its name (22P02 from the cast, which CASE keeps off every other job).
     CONSTRAINT broker_jobs_job_language_check
-        CHECK (job_language OPERATOR(pg_catalog.=) ANY (ARRAY['sql', 'plpgsql'])
-               OR job_language OPERATOR(pg_catalog.=) 'task' AND job_queue OPERATOR(pg_catalog.<) 0),
-    -- a task's execute_str is its arguments, which a claim returns as jsonb: JSON on every way in
-    -- (broker_add_job, broker_add_jobs, a raw INSERT), or one row would fail every claim of its name
-    -- (22P02 from the cast)
-    CONSTRAINT broker_jobs_task_args_check
-        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task' THEN execute_str::pg_catalog.jsonb IS NOT NULL ELSE true END),
+        CHECK (CASE WHEN job_language OPERATOR(pg_catalog.=) 'task'
+                    THEN job_queue OPERATOR(pg_catalog.<) 0 AND execute_str::pg_catalog.jsonb IS NOT NULL
+                    ELSE job_language OPERATOR(pg_catalog.=) ANY ('{sql,plpgsql}'::pg_catalog.text[]) END),
+    -- (1 to 1000; a task's queue is negative, by the check above)
     CONSTRAINT broker_jobs_job_queue_check
-        CHECK (job_queue OPERATOR(pg_catalog.>=) 1 AND job_queue OPERATOR(pg_catalog.<=) 1000
-               OR job_queue OPERATOR(pg_catalog.<) 0 AND job_language OPERATOR(pg_catalog.=) 'task'),
+        CHECK (job_queue OPERATOR(pg_catalog.<@) '[1,1000]'::pg_catalog.int4range OR job_language OPERATOR(pg_catalog.=) 'task'),
     CONSTRAINT broker_jobs_max_attempts_check CHECK (max_attempts OPERATOR(pg_catalog.>=) 1),
     CONSTRAINT broker_jobs_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_interruptions_check CHECK (interruptions OPERATOR(pg_catalog.>=) 0),
-    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.>=) 0 AND complete_status OPERATOR(pg_catalog.<=) 4),
+    CONSTRAINT broker_jobs_complete_status_check CHECK (complete_status OPERATOR(pg_catalog.=) ANY ('{0,1,2,3,4}'::pg_catalog.int2[])),
     CONSTRAINT broker_jobs_pending_deps_check CHECK (pending_deps OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT broker_jobs_job_timeout_check CHECK (job_timeout OPERATOR(pg_catalog.>) interval '0'),
     CONSTRAINT broker_jobs_idempotency_key_check
         CHECK (pg_catalog.btrim(idempotency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(idempotency_key) OPERATOR(pg_catalog.<=) 512),
     CONSTRAINT broker_jobs_concurrency_key_check
         CHECK (pg_catalog.btrim(concurrency_key) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(concurrency_key) OPERATOR(pg_catalog.<=) 200),
-    CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.>=) 0 AND parked OPERATOR(pg_catalog.<=) 3),
+    CONSTRAINT broker_jobs_parked_check CHECK (parked OPERATOR(pg_catalog.=) ANY ('{0,1,2,3}'::pg_catalog.int2[])),
     CONSTRAINT broker_jobs_lease_check
         CHECK ((complete_status OPERATOR(pg_catalog.=) 1) OPERATOR(pg_catalog.=) (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL))
 );

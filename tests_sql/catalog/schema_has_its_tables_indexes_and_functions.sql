@@ -23,7 +23,7 @@ SELECT col_type_is('broker', 'broker_jobs', 'complete_status', 'smallint', 'comp
 SELECT col_default_is('broker', 'broker_jobs', 'complete_status', '0', 'jobs start pending');
 SELECT col_default_is('broker', 'broker_jobs', 'max_attempts', '1', 'one attempt by default');
 SELECT col_has_check('broker', 'broker_jobs', 'complete_status', 'status is a closed domain');
-SELECT col_has_check('broker', 'broker_jobs', ARRAY['job_language', 'job_queue'], 'language is a closed domain, a task''s queue its own');
+SELECT col_has_check('broker', 'broker_jobs', ARRAY['job_language', 'job_queue', 'execute_str'], 'language is a closed domain, a task''s queue its own, its arguments JSON');
 SELECT col_has_check('broker', 'broker_jobs', ARRAY['job_queue', 'job_language'], 'queue is checked (a task''s is negative)');
 SELECT col_has_check('broker', 'broker_jobs', 'max_attempts', 'max_attempts is checked');
 SELECT col_has_check('broker', 'broker_queueinstance', 'status', 'instance status is a closed domain');

@@ -33,8 +33,8 @@ SELECT throws_ok($$INSERT INTO broker.broker_schedule (schedule_name, cron_expr,
     '23514', NULL, 'a raw INSERT of a schedule on queue 1001 violates the table CHECK');
 SELECT is((SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
             WHERE conname = 'broker_jobs_job_queue_check'),
-    'CHECK ((((job_queue >= 1) AND (job_queue <= 1000)) OR ((job_queue < 0) AND (job_language = ''task''::text))))',
-    'broker_jobs: CHECK job_queue 1..1000 (a task: its name''s negative queue)');
+    'CHECK (((job_queue <@ ''[1,1001)''::int4range) OR (job_language = ''task''::text)))',
+    'broker_jobs: CHECK job_queue 1..1000 (a task: its name''s negative queue, by broker_jobs_job_language_check)');
 SELECT is((SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
             WHERE conname = 'broker_schedule_job_queue_check'),
     'CHECK ((((job_queue >= 1) AND (job_queue <= 1000)) OR ((job_queue < 0) AND (job_language = ''task''::text))))',
