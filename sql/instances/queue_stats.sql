@@ -64,7 +64,9 @@ BEGIN
                                                      AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()) AS oldest,
                0::bigint AS lost, 0::bigint AS cancels, 0::bigint AS retries, false AS paused
           FROM broker.broker_jobs AS j
-         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[])
+         -- (job_group IS NOT NULL, always true, makes broker_jobs_group_idx usable: it holds the unfinished
+         -- jobs alone, so this reads them, not the finished history beside them)
+         WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND j.job_group IS NOT NULL
          GROUP BY j.job_queue, j.tenant_id
         UNION ALL
         SELECT f.job_queue, f.tenant_id, 0, 0, 0, 0,
