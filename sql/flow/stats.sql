@@ -34,8 +34,12 @@ BEGIN
          GROUP BY j.job_queue, j.tenant_id
     ), fin AS (
         SELECT j.job_queue, pg_catalog.count(*) AS n
-          FROM broker.broker_jobs AS j
+          -- (a state at a time, as purge reads them: the planner drops the index predicate's own
+          -- condition from the scan, so without the state's equality it would read the whole index
+          -- for the finish times of the window)
+          FROM pg_catalog.unnest(ARRAY[2, 3, 4]::smallint[]) AS st(state), broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+           AND j.complete_status OPERATOR(pg_catalog.=) st.state
            AND j.finished_at OPERATOR(pg_catalog.>=) v_since
            AND j.started_at IS NOT NULL
          GROUP BY j.job_queue
@@ -118,8 +122,10 @@ BEGIN
          GROUP BY j.job_queue, j.tenant_id
         UNION ALL
         SELECT j.job_queue, j.tenant_id, 0, 0, pg_catalog.count(*)
-          FROM broker.broker_jobs AS j
+          -- (a state at a time: see _queue_totals)
+          FROM pg_catalog.unnest(ARRAY[2, 3, 4]::smallint[]) AS st(state), broker.broker_jobs AS j
          WHERE j.complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[2, 3, 4]::smallint[])
+           AND j.complete_status OPERATOR(pg_catalog.=) st.state
            AND j.finished_at OPERATOR(pg_catalog.>=) v_since
            AND j.started_at IS NOT NULL
          GROUP BY j.job_queue, j.tenant_id

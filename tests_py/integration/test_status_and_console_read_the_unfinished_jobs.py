@@ -58,3 +58,32 @@ def test_the_consoles_lists_read_what_they_show(history_db, filters, count):
     assert len(page) == min(count, 50) and counted[0][0] == count
     assert seq_page == 0 and seq_count == 0, (seq_page, seq_count)
     assert fetched_page < 1_000 and fetched_count < 1_000, (fetched_page, fetched_count)
+
+
+def _finished_index_scans(plans: list[str]) -> list[str]:
+    """The index conditions of every scan of broker_jobs_finished_idx in the plans' text."""
+    conds = []
+    for plan in plans:
+        lines = plan.splitlines()
+        for i, line in enumerate(lines):
+            if "broker_jobs_finished_idx" in line:
+                conds += [c.split("Index Cond:")[1] for c in lines[i + 1:i + 3] if "Index Cond:" in c]
+    return conds
+
+
+def test_the_jobs_finished_in_a_window_are_read_a_state_at_a_time(history_db):
+    """The planner drops the finished index's own predicate (the three finished states) from a scan's conditions;
+    with no state's equality left the scan would read the whole index for the window's finish times. Each
+    statistic of finished jobs names its state (checked in the plans, as auto_explain logs the functions')."""
+    with connect(history_db) as conn:
+        plans = []
+        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        conn.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+            conn.execute(f"SET auto_explain.{setting}")
+        conn.execute("SELECT * FROM broker.broker_tenant_stats('1 minute')").fetchall()
+        conn.execute(queries.OWN_QUEUE_STATS).fetchall()
+        conn.execute(job_queries.JOBS_COUNT, _list(finished_within="1 hour")).fetchall()
+    conds = _finished_index_scans(plans)
+    assert len(conds) >= 4, plans   # _queue_totals, _tenant_stats_rows, the status, the console's count
+    assert all("complete_status =" in c and "finished_at" in c for c in conds), conds

@@ -182,14 +182,17 @@ OWN_QUEUE_STATS = """WITH s AS (
                               count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
                               count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
                          -- (the unfinished jobs through the index that holds them alone, broker_jobs_group_idx;
-                         -- those finished in the last hour through broker_jobs_finished_idx: never the history)
+                         -- those finished in the last hour through broker_jobs_finished_idx, a state at a time: the
+                         -- planner drops the index predicate's own condition from the scan, and without a state's
+                         -- equality it reads the whole index; never the history)
                          FROM (SELECT job_queue, tenant_id, complete_status, pending_deps, run_after, finished_at
                                  FROM broker.broker_jobs
                                 WHERE complete_status IN (0, 1) AND job_group IS NOT NULL
                                UNION ALL
-                               SELECT job_queue, tenant_id, complete_status, pending_deps, run_after, finished_at
-                                 FROM broker.broker_jobs
-                                WHERE complete_status IN (2, 3, 4) AND finished_at > statement_timestamp() - interval '1 hour') AS j
+                               SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, j.finished_at
+                                 FROM unnest('{2,3,4}'::smallint[]) AS st(state), broker.broker_jobs AS j
+                                WHERE j.complete_status IN (2, 3, 4) AND j.complete_status = st.state
+                                  AND j.finished_at > statement_timestamp() - interval '1 hour') AS j
                         GROUP BY job_queue, tenant_id
                        UNION ALL
                        SELECT job_queue, coalesce(tenant_id, broker.broker_current_tenant()), 0, 0, 0, 0, 0, 0, 0
