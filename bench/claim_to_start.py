@@ -5,8 +5,9 @@ clock_timestamp() as its output), then the runner's claim statement (queries.CLA
 runner's transaction of that job (queries.RUN_TRANSACTION). Per job: the claim's round trip on the client's
 clock (its statements and its commit), the claim's commit alone (the same claim with synchronous_commit off, in
 alternate rounds: the difference is the flush), and from the claim's return to the job's SQL (the run message
-up to the job's own clock). Client and server share the machine's clock. Figures in docs/benchmarks.md ("Where
-enqueue-to-start latency goes").
+up to the job's own clock). Client and server share the machine's clock. Then, with track_functions = all on the same connection, the
+broker's functions that took the most time per job (pg_stat_user_functions: self and total ms a call). Figures in
+docs/benchmarks.md ("Where enqueue-to-start latency goes").
 """
 from __future__ import annotations
 
@@ -54,6 +55,15 @@ def main() -> None:
                 claim, rest = _one(conn, relaxed=bool(i % 2))
                 (off if i % 2 else on).append(claim)
                 after.append(rest)
+            conn.execute("SET track_functions = 'all'")
+            conn.execute("SELECT pg_stat_reset()")
+            for _ in range(JOBS):
+                _one(conn, relaxed=False)
+        time.sleep(1)   # (the session's function counts are flushed when it ends)
+        with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
+            functions = conn.execute("""SELECT funcname, calls, total_time / calls, self_time / calls
+                                          FROM pg_stat_user_functions WHERE calls > 0
+                                         ORDER BY self_time DESC LIMIT 15""").fetchall()
     finally:
         common.drop_db(DB)
     print(f"{JOBS} jobs, load {os.getloadavg()[0]:.1f}")
@@ -61,6 +71,9 @@ def main() -> None:
                          ("claim round trip, synchronous_commit off", off),
                          ("claim returned -> the job's SQL", after)):
         print(f"{name:42s} p50 {pct(values, 50):7.2f}  p90 {pct(values, 90):7.2f}  p99 {pct(values, 99):7.2f} ms")
+    print("functions, most self time first (ms a call): name, calls, total, self")
+    for name, calls, total, own in functions:
+        print(f"  {name:32s} {calls:6d} {total:7.3f} {own:7.3f}")
 
 
 if __name__ == "__main__":
