@@ -137,8 +137,9 @@ CREATE INDEX broker_jobs_lease_idx ON broker.broker_jobs (lease_expires_at)
     WHERE complete_status OPERATOR(pg_catalog.=) 1;
 -- Group fan-in: unfinished members of a group; and the unfinished jobs for the statistics that count
 -- them (broker_queue_stats, the status of an enqueue login, the console's pending and running lists).
--- ("job_group IS NOT NULL", always true, so that only queries that say so can use it: a claim's
--- generic plan, made on a small table, could otherwise read it by tenant and sort.)
+-- ("job_group IS NOT NULL", always true, so that only queries on job_group can use it, or that say
+-- length(job_group) > 0, as the statistics do: a claim's generic plan, made on a small table, could
+-- otherwise read it by tenant and sort.)
 CREATE INDEX broker_jobs_group_idx ON broker.broker_jobs (tenant_id, job_group)
     WHERE complete_status OPERATOR(pg_catalog.=) ANY (ARRAY[0, 1]::smallint[]) AND job_group IS NOT NULL;
 -- Idempotency: one unfinished job per key and tenant.

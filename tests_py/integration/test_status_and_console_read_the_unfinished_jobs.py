@@ -52,9 +52,10 @@ def test_an_enqueue_logins_status_reads_the_unfinished_and_the_last_hour(history
 @pytest.mark.parametrize("filters, count", [(_list(state=0), 300), (_list(finished_within="1 hour"), 10)],
                          ids=["pending", "finished within an hour"])
 def test_the_consoles_lists_read_what_they_show(history_db, filters, count):
+    page_sql, count_sql = job_queries.jobs_statements(filters["finished_within"])
     with connect(history_db) as conn:
-        page, seq_page, fetched_page = _reads(conn, job_queries.JOBS, filters)
-        counted, seq_count, fetched_count = _reads(conn, job_queries.JOBS_COUNT, filters)
+        page, seq_page, fetched_page = _reads(conn, page_sql, filters)
+        counted, seq_count, fetched_count = _reads(conn, count_sql, filters)
     assert len(page) == min(count, 50) and counted[0][0] == count
     assert seq_page == 0 and seq_count == 0, (seq_page, seq_count)
     assert fetched_page < 1_000 and fetched_count < 1_000, (fetched_page, fetched_count)
@@ -83,7 +84,7 @@ def test_the_jobs_finished_in_a_window_are_read_a_state_at_a_time(history_db):
             conn.execute(f"SET auto_explain.{setting}")
         conn.execute("SELECT * FROM broker.broker_tenant_stats('1 minute')").fetchall()
         conn.execute(queries.OWN_QUEUE_STATS).fetchall()
-        conn.execute(job_queries.JOBS_COUNT, _list(finished_within="1 hour")).fetchall()
+        conn.execute(job_queries.jobs_statements("1 hour")[1], _list(finished_within="1 hour")).fetchall()
     conds = _finished_index_scans(plans)
     assert len(conds) >= 4, plans   # _queue_totals, _tenant_stats_rows, the status, the console's count
     assert all("complete_status =" in c and "finished_at" in c for c in conds), conds

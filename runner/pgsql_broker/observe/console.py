@@ -25,9 +25,9 @@ from psycopg.rows import dict_row
 from ..states import JobState
 from .flow import bounded
 from .job_queries import (ATTEMPTS, CANCEL, FINISHED_PER_MINUTE, GRAPH_DOWN, GRAPH_NODE, GRAPH_UP, INSTANCES, JOB,
-                          JOB_ACTION_RETRY, JOB_ACTIONS, JOBS, JOBS_COUNT, KEY_STATS, NOW_MINUTE, PAUSE, QUEUES,
+                          JOB_ACTION_RETRY, JOB_ACTIONS, KEY_STATS, NOW_MINUTE, PAUSE, QUEUES,
                           RETRY_COUNT, SET_TENANT, TENANT_STATS, WAITED_ON_BY,
-                          WAITS_ON)
+                          WAITS_ON, jobs_statements)
 from .logs import cap_text
 from .schedule_queries import ENABLE, RUN_NOW, SCHEDULES, zoned
 
@@ -36,7 +36,7 @@ SESSION_WAIT_SEC = 5.0
 IDLE_KEEP_SEC = 60.0  # a console connection unused this long is closed at its next use
 STATEMENT_TIMEOUT = "5s"
 MAX_LIMIT = 500
-COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py JOBS_COUNT)
+COUNT_CAP = 10_000   # matching jobs counted at most (observe/job_queries.py _count)
 BULK_MAX = 1_000     # jobs one bulk action takes at most
 FINISHED_WITHIN = {"15m": "15 minutes", "1h": "1 hour", "24h": "24 hours", "7d": "7 days"}   # the time filter
 GRAPH_STEPS, GRAPH_MAX = 5, 200   # a job's workflow picture: steps each way, nodes
@@ -172,8 +172,9 @@ class ConsoleDatabase:
         COUNT_CAP; `count_capped` when there are more)."""
         params = vars(filters) | {"name_like": None, "cap": COUNT_CAP + 1}
         with self._session(self._console_dsn, filters.tenant) as cur:
-            jobs = cur.execute(JOBS, params).fetchall()
-            count = cur.execute(JOBS_COUNT, params).fetchone()["n"]
+            page, counted = jobs_statements(filters.finished_within)
+            jobs = cur.execute(page, params).fetchall()
+            count = cur.execute(counted, params).fetchone()["n"]
         return {"jobs": jobs, "count": min(count, COUNT_CAP), "count_capped": count > COUNT_CAP}
 
     def job(self, job_id: int, tenant: str | None, with_sql: bool) -> dict:
@@ -301,7 +302,7 @@ class ConsoleDatabase:
         # one more than the cap: a filter that matches more must be refused, not cut to the newest BULK_MAX
         params = vars(filters) | {"name_like": None, "before": None, "limit": BULK_MAX + 1}
         with self._session(self._console_dsn, filters.tenant, read_only=False) as cur:
-            ids = [r["job_id"] for r in cur.execute(JOBS, params).fetchall()]
+            ids = [r["job_id"] for r in cur.execute(jobs_statements(filters.finished_within)[0], params).fetchall()]
             if len(ids) > BULK_MAX:
                 raise ConsoleError(409, f"the filter matches more than {BULK_MAX:,} jobs now, more than a bulk {action} "
                                         f"takes: narrow it")

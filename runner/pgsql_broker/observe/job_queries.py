@@ -11,30 +11,49 @@ _JOB_COLUMNS = """j.job_id, j.tenant_id, j.job_name, j.job_group, j.job_queue, j
        j.last_error_sqlstate"""
 # Filters (NULL: any): state, queue, tenant, name (a substring, any case), name_like (a LIKE pattern), finished_within
 # (finished in the last ...), before (ids below it: the next page); newest first. `note`: why it was cancelled, else its last error.
-# (job_group IS NOT NULL is always true: with a state of an unfinished job it lets the planner read the index that
-# holds those alone, broker_jobs_group_idx; finished_within reads finished jobs only, so it names their states, one
-# at a time, which broker_jobs_finished_idx holds by finish time (with the three states in one condition the planner
-# would drop it as the index's own predicate and read the whole index): neither list reads the history it leaves out.)
-_JOBS_MATCH = """j.job_group IS NOT NULL
+# (length(job_group) > 0 is always true (its CHECK): with a state of an unfinished job it lets the planner read the
+# index that holds those alone, broker_jobs_group_idx, whose predicate it implies (see broker_queue_stats).)
+_JOBS_MATCH = """length(j.job_group) > 0
    AND (%(state)s::smallint IS NULL OR j.complete_status = %(state)s::smallint)
    AND (%(queue)s::integer IS NULL OR j.job_queue = %(queue)s::integer)
    AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
    AND (%(name)s::text IS NULL OR strpos(lower(j.job_name), lower(%(name)s::text)) > 0)
-   AND (%(name_like)s::text IS NULL OR j.job_name LIKE %(name_like)s::text)
-   AND (%(finished_within)s::interval IS NULL
-        OR j.complete_status = 2 AND j.finished_at >= statement_timestamp() - %(finished_within)s::interval
-        OR j.complete_status = 3 AND j.finished_at >= statement_timestamp() - %(finished_within)s::interval
-        OR j.complete_status = 4 AND j.finished_at >= statement_timestamp() - %(finished_within)s::interval)"""
-JOBS = f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message,
+   AND (%(name_like)s::text IS NULL OR j.job_name LIKE %(name_like)s::text)"""
+_JOBS_FROM = "broker.broker_jobs AS j"
+# finished_within: the finished jobs of the window, a state at a time through broker_jobs_finished_idx (with the three
+# states in one condition, or an OR that PostgreSQL 18 makes one, the planner drops it as the index's own predicate and
+# reads the whole index for the finish times): never the history before the window.
+_JOBS_FROM_WINDOW = """pg_catalog.unnest('{2,3,4}'::smallint[]) AS st(state)
+  JOIN broker.broker_jobs AS j
+    ON j.complete_status IN (2, 3, 4) AND j.complete_status = st.state
+   AND j.finished_at >= statement_timestamp() - %(finished_within)s::interval"""
+
+
+def _jobs(source: str) -> str:
+    return f"""SELECT {_JOB_COLUMNS}, left(j.last_error_message, 300) AS last_error_message,
        left(coalesce(j.cancel_reason, j.last_error_message), 300) AS note
-  FROM broker.broker_jobs AS j
+  FROM {source}
  WHERE {_JOBS_MATCH}
    AND (%(before)s::bigint IS NULL OR j.job_id < %(before)s::bigint)
  ORDER BY j.job_id DESC
  LIMIT %(limit)s"""
+
+
 # How many jobs the filters match, counted up to %(cap)s (a count of every job would read the whole table: the
 # console says "10,000+" past the cap).
-JOBS_COUNT = f"""SELECT count(*) AS n FROM (SELECT FROM broker.broker_jobs AS j WHERE {_JOBS_MATCH} LIMIT %(cap)s) AS x"""
+def _count(source: str) -> str:
+    return f"""SELECT count(*) AS n FROM (SELECT FROM {source} WHERE {_JOBS_MATCH} LIMIT %(cap)s) AS x"""
+
+
+JOBS, JOBS_COUNT = _jobs(_JOBS_FROM), _count(_JOBS_FROM)
+JOBS_WINDOW, JOBS_WINDOW_COUNT = _jobs(_JOBS_FROM_WINDOW), _count(_JOBS_FROM_WINDOW)
+
+
+def jobs_statements(finished_within) -> tuple[str, str]:
+    """The page and the count of the job list, for filters with or without finished_within."""
+    return (JOBS, JOBS_COUNT) if finished_within is None else (JOBS_WINDOW, JOBS_WINDOW_COUNT)
+
+
 JOB = f"""SELECT {_JOB_COLUMNS}, j.last_error_message, j.job_language, j.run_as, j.enqueued_by, j.schedule_id,
        j.job_timeout::text AS job_timeout, j.cancel_reason, j.cancel_cause_job_id, j.interruptions, j.lease_instance_id,
        j.lease_expires_at, j.concurrency_key, broker.broker_job_waiting(j.job_id) AS waiting,

@@ -181,13 +181,14 @@ OWN_QUEUE_STATS = """WITH s AS (
                               count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
                               count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
                               count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
-                         -- (the unfinished jobs through the index that holds them alone, broker_jobs_group_idx;
+                         -- (the unfinished jobs through the index that holds them alone, broker_jobs_group_idx,
+                         -- which "length(job_group) > 0", always true, lets the planner use: see broker_queue_stats;
                          -- those finished in the last hour through broker_jobs_finished_idx, a state at a time: the
                          -- planner drops the index predicate's own condition from the scan, and without a state's
                          -- equality it reads the whole index; never the history)
                          FROM (SELECT job_queue, tenant_id, complete_status, pending_deps, run_after, finished_at
                                  FROM broker.broker_jobs
-                                WHERE complete_status IN (0, 1) AND job_group IS NOT NULL
+                                WHERE complete_status IN (0, 1) AND length(job_group) > 0
                                UNION ALL
                                SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, j.finished_at
                                  FROM unnest('{2,3,4}'::smallint[]) AS st(state), broker.broker_jobs AS j
