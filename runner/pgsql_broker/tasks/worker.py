@@ -73,6 +73,9 @@ class Worker:
         self._runs: dict[asyncio.Task, TaskRun] = {}     # (and its run, for the stop)
         self._waiting: deque[tuple[Task, float]] = deque()   # claimed, not started: (task, when its lease was renewed)
         self._wake = asyncio.Event()
+        # the last claim took less than it asked of every name: none is ready until a NOTIFY says so (or the poll
+        # comes, for tasks that come due), so a task's end does not start a claim of its own
+        self._drained = False
         self._stopping = False
         self._conns: Connections | None = None
         self._completer: Completer | None = None
@@ -158,7 +161,7 @@ class Worker:
             self._wake.clear()
             claimed = await self._claim() if self._room() >= self._refill() or not self._waiting else 0
             self._start_waiting()
-            if claimed and self._room() >= self._refill():
+            if claimed and self._room() >= self._refill() and not self._drained:
                 continue   # there may be more
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
@@ -173,9 +176,11 @@ class Worker:
             if reg.concurrency is not None:
                 groups.append(([name], 2 * reg.concurrency - self._count(name)))
         claimed = 0
+        drained = True   # (a name not asked this time, at its cap, may have more)
         for names, limit in groups:
             limit = min(limit, self._room())
             if limit <= 0:
+                drained = False
                 continue
             async with self._conns.lock:
                 conn = await self._conns.control()
@@ -185,6 +190,8 @@ class Worker:
             now = time.monotonic()
             self._waiting.extend((Task(**row), now) for row in rows)
             claimed += len(rows)
+            drained = drained and len(rows) < limit
+        self._drained = drained
         return claimed
 
     def _start_waiting(self) -> None:
@@ -245,6 +252,7 @@ class Worker:
                     await conn.execute(queries.LISTEN)
                     async for note in conn.notifies():
                         if note.payload.startswith(self._conns.database + "/"):
+                            self._drained = False
                             self._wake.set()
                 finally:
                     await conn.close()
@@ -278,9 +286,11 @@ class Worker:
                 self.metrics.ended(task.task, outcome, time.monotonic() - started)
                 if run.conn is not None:
                     await self._conns.give_back(run.conn)
+                if outcome == "failed":
+                    self._drained = False   # its retry may be due at once: the next claim finds it
                 if not self._stopping:
                     self._start_waiting()
-                    if self._room() >= self._refill() or not self._waiting:
+                    if (self._room() >= self._refill() or not self._waiting) and not self._drained:
                         self._wake.set()
 
         me = asyncio.create_task(go())
