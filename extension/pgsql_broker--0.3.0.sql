@@ -261,6 +261,28 @@ COMMENT ON FUNCTION broker._parked(text) IS
     'Internal: the parked number of a reason a pending job is out of the claim index (none 0, later 1, cap 2, rate 3).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._due_time()
+--   The time a write takes a job's run_after against: a job dated after it
+--   is parked later, one dated at or before it is due (and its queue is
+--   notified). The statement's start, or its transaction's when that is
+--   later: a procedure that commits goes on in a new transaction under the
+--   same statement, and a job it then enqueues for now() (its default) is
+--   due, not dated after the CALL began. In an ordinary transaction the
+--   statement starts last, so this is statement_timestamp(). SQL without
+--   SET search_path, so that it is inlined; the parking trigger's WHEN
+--   writes the same expression out (a function call there is inlined again
+--   at every INSERT statement).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._due_time()
+RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT GREATEST(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp()) $$;
+COMMENT ON FUNCTION broker._due_time() IS
+    'Internal: the time a write compares run_after with (the statement''s start, or its transaction''s when later, as in a procedure after COMMIT).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._claimable(p_complete_status, p_pending_deps, p_parked)
 --   Whether a job may be claimed, run_after aside: pending, waiting on no
 --   dependency, and not parked (by its run_after or its key's limit). The
@@ -2807,7 +2829,7 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
---   Calls: _dependency_lock_key, _notify_queue, _jobs_join_groups
+--   Calls: _dependency_lock_key, _notify_queue, _due_time, _jobs_join_groups
 --   Tables: reads broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_after_insert()
@@ -2833,7 +2855,7 @@ BEGIN
        FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
               WHERE n.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                 AND n.pending_deps OPERATOR(pg_catalog.=) 0
-                AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                AND n.run_after OPERATOR(pg_catalog.<=) broker._due_time()
                 AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
     -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
     IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n
@@ -3769,7 +3791,7 @@ COMMENT ON FUNCTION broker._job_field_error(text, text, text[]) IS
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
 --   SELECT * FROM broker.broker_add_job('sync 42', 'CALL crm.sync(42)', p_concurrency_key => 'crm-api');
---   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues, _due_time
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -3950,7 +3972,7 @@ BEGIN
            FROM broker.broker_jobs AS j
           WHERE j.job_id OPERATOR(pg_catalog.=) v_id
             AND j.pending_deps OPERATOR(pg_catalog.=) 0
-            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+            AND j.run_after OPERATOR(pg_catalog.<=) broker._due_time();
     END IF;
 
     RETURN QUERY SELECT v_id, true;
@@ -4029,7 +4051,7 @@ COMMENT ON FUNCTION broker._parse_jobs(jsonb, text) IS
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable, _due_time
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -4356,7 +4378,7 @@ BEGIN
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
                AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+               AND j.run_after OPERATOR(pg_catalog.<=) broker._due_time()));
     END IF;
 
     RETURN QUERY
@@ -6284,7 +6306,7 @@ COMMENT ON FUNCTION broker._admit_keyed(text, broker._claim_candidate[], broker.
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_park_later()
 --   BEFORE INSERT of a pending job dated later (run_after after the
---   statement's time) that is not parked: it parks it (parked later), so that
+--   write's time, broker._due_time) that is not parked: it parks it (parked later), so that
 --   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
 --   and cost a claim nothing. broker._unpark_due puts them back once due; the
 --   runners hear of it (_notify_due), so that their poll comes then.
@@ -6312,7 +6334,9 @@ CREATE TRIGGER broker_jobs_park_later_trg
     FOR EACH ROW
     -- (the rest of the condition is in the function: every INSERT statement prepares this WHEN
     -- from its stored text, and a short one costs a one-job enqueue less; docs/benchmarks.md)
-    WHEN (NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp())
+    -- (broker._due_time() written out; tests_py/integration/test_enqueue_notifies_on_commit.py enqueues after
+    -- a procedure's COMMIT, where the two differ from statement_timestamp())
+    WHEN (NEW.run_after OPERATOR(pg_catalog.>) GREATEST(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp()))
     EXECUTE FUNCTION broker._jobs_park_later();
 COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
     'A job enqueued for later is parked until due (out of the claim index).';
@@ -6326,7 +6350,7 @@ COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
 --   So a job never comes back pending still parked by a limit that may be
 --   gone (a cancelled job retried), and a backoff is spent outside the claim
 --   index. A job parked later is told to the runners (_notify_due).
---   Calls: _parked, _notify_due
+--   Calls: _parked, _notify_due, _due_time
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_again()
@@ -6335,7 +6359,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
+    IF NEW.run_after OPERATOR(pg_catalog.>) broker._due_time() THEN
         NEW.parked := broker._parked('later');
         PERFORM broker._notify_due();
     ELSE

@@ -375,6 +375,7 @@ GRANT EXECUTE ON FUNCTION
     broker._setting_int(text, integer, integer),
     broker._state(text),
     broker._parked(text),
+    broker._due_time(),
     broker._notify_queue(integer),
     broker._notify_due(),
     broker._claimable(smallint, integer, smallint),

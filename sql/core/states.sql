@@ -55,6 +55,28 @@ COMMENT ON FUNCTION broker._parked(text) IS
     'Internal: the parked number of a reason a pending job is out of the claim index (none 0, later 1, cap 2, rate 3).';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._due_time()
+--   The time a write takes a job's run_after against: a job dated after it
+--   is parked later, one dated at or before it is due (and its queue is
+--   notified). The statement's start, or its transaction's when that is
+--   later: a procedure that commits goes on in a new transaction under the
+--   same statement, and a job it then enqueues for now() (its default) is
+--   due, not dated after the CALL began. In an ordinary transaction the
+--   statement starts last, so this is statement_timestamp(). SQL without
+--   SET search_path, so that it is inlined; the parking trigger's WHEN
+--   writes the same expression out (a function call there is inlined again
+--   at every INSERT statement).
+--   Calls: none
+--   Tables: none
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._due_time()
+RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT GREATEST(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp()) $$;
+COMMENT ON FUNCTION broker._due_time() IS
+    'Internal: the time a write compares run_after with (the statement''s start, or its transaction''s when later, as in a procedure after COMMIT).';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker._claimable(p_complete_status, p_pending_deps, p_parked)
 --   Whether a job may be claimed, run_after aside: pending, waiting on no
 --   dependency, and not parked (by its run_after or its key's limit). The

@@ -68,7 +68,7 @@ COMMENT ON FUNCTION broker._jobs_join_groups(text[], text[], integer[]) IS
 --   * then, with a fresh snapshot, looks whether any job waits on one of
 --     these groups (an index probe per group) and, only then, counts the
 --     new members into their pending_deps (broker._jobs_join_groups).
---   Calls: _dependency_lock_key, _notify_queue, _jobs_join_groups
+--   Calls: _dependency_lock_key, _notify_queue, _due_time, _jobs_join_groups
 --   Tables: reads broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_after_insert()
@@ -94,7 +94,7 @@ BEGIN
        FROM (SELECT DISTINCT n.job_queue FROM new_jobs AS n
               WHERE n.complete_status OPERATOR(pg_catalog.=) broker._state('pending')
                 AND n.pending_deps OPERATOR(pg_catalog.=) 0
-                AND n.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                AND n.run_after OPERATOR(pg_catalog.<=) broker._due_time()
                 AND pg_catalog.current_setting('broker.defer_notify', true) IS DISTINCT FROM 'on') AS q;
     -- (a new statement: its snapshot sees every waiter committed before the keys were granted)
     IF EXISTS (SELECT 1 FROM (SELECT DISTINCT n.tenant_id, n.job_group FROM new_jobs AS n

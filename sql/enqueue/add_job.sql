@@ -52,7 +52,7 @@
 --   SELECT * FROM broker.broker_add_job('acme report', 'CALL acme.report()', p_tenant_id => 'acme');
 --   SELECT * FROM broker.broker_add_job('reindex orders', 'REINDEX INDEX CONCURRENTLY orders_pkey', p_autonomous => true);
 --   SELECT * FROM broker.broker_add_job('sync 42', 'CALL crm.sync(42)', p_concurrency_key => 'crm-api');
---   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues
+--   Calls: _set_tenant, broker_current_tenant, _job_problem, _job_field_error, _tenant_allowed, _check_run_as, _may_not_run_in_transaction, _check_autonomous, _lock_dependency_keys, broker_create_executor, _notify_queues, _due_time
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_job(
@@ -233,7 +233,7 @@ BEGIN
            FROM broker.broker_jobs AS j
           WHERE j.job_id OPERATOR(pg_catalog.=) v_id
             AND j.pending_deps OPERATOR(pg_catalog.=) 0
-            AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp();
+            AND j.run_after OPERATOR(pg_catalog.<=) broker._due_time();
     END IF;
 
     RETURN QUERY SELECT v_id, true;

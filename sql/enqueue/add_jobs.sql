@@ -12,7 +12,7 @@
 --   Input order: the jobs are inserted in element order and their identity
 --   ids increase in the order the INSERT takes its rows, so the k-th new job
 --   without an idempotency key belongs to the k-th such element.
---   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable
+--   Calls: _set_tenant, broker_current_tenant, _tasks_as_jobs, _may_not_run_in_transaction, _tenant_allowed, _add_plain_jobs, _parse_jobs, _job_problem, _job_field_error, _check_run_as, _check_autonomous, _lock_dependency_keys, _executor, broker_create_executor, _notify_queues, _claimable, _due_time
 --   Tables: reads broker_tenant_roles, broker_schedule; writes broker_jobs, broker_job_dependency
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._add_jobs(p_jobs jsonb, p_search_path text, p_tenant_id text)
@@ -339,7 +339,7 @@ BEGIN
             SELECT DISTINCT j.job_queue FROM broker.broker_jobs AS j
              WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT m.job_id FROM pg_catalog.unnest(a_done) AS m))
                AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()));
+               AND j.run_after OPERATOR(pg_catalog.<=) broker._due_time()));
     END IF;
 
     RETURN QUERY

@@ -3,7 +3,7 @@
 -- ---------------------------------------------------------------------------
 -- Trigger function: broker._jobs_park_later()
 --   BEFORE INSERT of a pending job dated later (run_after after the
---   statement's time) that is not parked: it parks it (parked later), so that
+--   write's time, broker._due_time) that is not parked: it parks it (parked later), so that
 --   jobs scheduled ahead and jobs dated 'infinity' are outside the claim index
 --   and cost a claim nothing. broker._unpark_due puts them back once due; the
 --   runners hear of it (_notify_due), so that their poll comes then.
@@ -31,7 +31,9 @@ CREATE TRIGGER broker_jobs_park_later_trg
     FOR EACH ROW
     -- (the rest of the condition is in the function: every INSERT statement prepares this WHEN
     -- from its stored text, and a short one costs a one-job enqueue less; docs/benchmarks.md)
-    WHEN (NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp())
+    -- (broker._due_time() written out; tests_py/integration/test_enqueue_notifies_on_commit.py enqueues after
+    -- a procedure's COMMIT, where the two differ from statement_timestamp())
+    WHEN (NEW.run_after OPERATOR(pg_catalog.>) GREATEST(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp()))
     EXECUTE FUNCTION broker._jobs_park_later();
 COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
     'A job enqueued for later is parked until due (out of the claim index).';
@@ -45,7 +47,7 @@ COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
 --   So a job never comes back pending still parked by a limit that may be
 --   gone (a cancelled job retried), and a backoff is spent outside the claim
 --   index. A job parked later is told to the runners (_notify_due).
---   Calls: _parked, _notify_due
+--   Calls: _parked, _notify_due, _due_time
 --   Tables: none (sets NEW.parked of broker_jobs)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._jobs_park_again()
@@ -54,7 +56,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF NEW.run_after OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp() THEN
+    IF NEW.run_after OPERATOR(pg_catalog.>) broker._due_time() THEN
         NEW.parked := broker._parked('later');
         PERFORM broker._notify_due();
     ELSE

@@ -67,3 +67,34 @@ def test_broker_add_jobs_notifies_each_queue_with_a_claimable_job_once(db):
     producer.execute("SELECT count(*) FROM broker.broker_add_jobs(%s::jsonb)", (json.dumps(jobs),))
     # not the queues of the future or the blocked job (the future one is parked: '<database>/due')
     assert sorted(_drain(listener)) == [f"{db}/1", f"{db}/2", f"{db}/5", f"{db}/due"]
+
+
+def test_jobs_a_procedure_enqueues_after_its_commit_are_due_and_notified(db):
+    """A procedure that commits goes on in a new transaction under the same CALL statement: now() is then later
+    than statement_timestamp(), and a job enqueued for now() (the default) is due, not parked for later; each
+    way of enqueueing wakes its queue (with and without dependency edges, one job or many, a task)."""
+    listener = connect(db)
+    listener.execute("LISTEN pgsql_broker")
+    listener.execute("LISTEN pgsql_broker_task")
+    producer = connect(db)
+    producer.execute("""
+        CREATE PROCEDURE enqueue_in_steps() LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM broker.broker_add_job('first', 'SELECT 1', 1);
+            COMMIT;
+            PERFORM pg_sleep(0.01);   -- (so that the new transaction starts visibly after the CALL)
+            PERFORM broker.broker_add_job('second', 'SELECT 1', 2);
+            PERFORM broker.broker_add_job('third', 'SELECT 1', 3, p_depends_on_groups => ARRAY['nobody']);
+            PERFORM broker.broker_add_jobs('[{"job_name": "fourth", "execute_str": "SELECT 1", "job_queue": 4},
+                                             {"job_name": "fifth", "execute_str": "SELECT 1", "job_queue": 5,
+                                              "depends_on_groups": ["nobody"]}]');
+            PERFORM broker.broker_add_task('sixth');
+            COMMIT;
+        END $$""")
+    producer.execute("CALL enqueue_in_steps()")
+    rows = producer.execute("SELECT job_name, parked FROM broker.broker_jobs ORDER BY job_id").fetchall()
+    assert rows == [("first", 0), ("second", 0), ("third", 0), ("fourth", 0), ("fifth", 0), ("sixth", 0)]
+    task_queue = producer.execute("SELECT job_queue FROM broker.broker_task_queue WHERE task_name = 'sixth'").fetchone()[0]
+    notes = sorted((n.channel, n.payload) for n in listener.notifies(timeout=0.5))
+    assert notes == sorted([("pgsql_broker", f"{db}/{q}") for q in range(1, 6)] +
+                           [("pgsql_broker_task", f"{db}/{task_queue}")])

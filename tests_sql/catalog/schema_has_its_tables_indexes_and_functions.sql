@@ -80,7 +80,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_set_output', 'broker_cancel_requests',
 
     -- flow control: fair share, limits on concurrency keys, parked jobs
-    '_parked', '_claimable_by_id', '_key_lock_key', '_unpark_key', 'broker_set_limit', 'broker_set_tenant_weight', '_admit_keyed',
+    '_parked', '_due_time', '_claimable_by_id', '_key_lock_key', '_unpark_key', 'broker_set_limit', 'broker_set_tenant_weight', '_admit_keyed',
     '_jobs_park_later', '_jobs_park_again', '_unpark_due', '_jobs_key_slot_freed', '_key_limit_changed', '_claim_lane',
     '_paused_for', '_queue_totals', '_key_totals', '_tenant_stats_rows', '_key_stats_rows', '_tenant_stats_every_tenant',
     '_key_stats_every_tenant', '_sees_every_tenant', 'broker_tenant_stats', 'broker_key_stats', 'broker_job_waiting',
