@@ -177,12 +177,8 @@ class Workers(LostClaims):
         dirty, pid = conn.broker_dirty, conn.info.backend_pid
         try:
             with self._deadline(conn, "claiming"):
-                if dirty:
-                    got = await job_id_result(conn, queries.RESET_TRANSACTION + queries.CLAIM, params,
-                                              queries.CLAIMED_ROW)
-                else:
-                    cur = conn.cursor(row_factory=queries.CLAIMED_ROW)
-                    got = await (await cur.execute(queries.CLAIM, params)).fetchall()
+                got = await job_id_result(conn, (queries.RESET_TRANSACTION if dirty else "") + queries.CLAIM_RELAXED,
+                                          params, queries.CLAIMED_ROW)
         except psycopg.errors.LockNotAvailable as exc:  # the reset before the claim waited too long
             raise WorkerLost(exc, []) from exc  # nothing after it in the message ran: nothing claimed
         except psycopg.errors.QueryCanceled:  # a job's cancel that came late (cancelling.py): transient
