@@ -47,7 +47,8 @@ def worker_login(db: str, tables: tuple[str, ...] = ()) -> Iterator[str]:
 class WorkerProcess:
     """The worker of `app_body` (Python appended to WORKER_HEADER) for database `db` as `user`."""
 
-    def __init__(self, tmp_path: Path, db: str, user: str, app_body: str, name: str = "app"):
+    def __init__(self, tmp_path: Path, db: str, user: str, app_body: str, name: str = "app",
+                 tenant: str | None = None):
         self.dir = tmp_path / f"{name}_{uuid.uuid4().hex[:6]}"
         self.dir.mkdir()
         self.flags = self.dir / "flags"
@@ -59,7 +60,7 @@ class WorkerProcess:
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from pgsql_broker.cli import main; main()", "worker", "--app", "app:worker",
-             "--dsn", dsn, "--log-format", "text"],
+             "--dsn", dsn, "--log-format", "text", *(("--tenant", tenant) if tenant else ())],
             cwd=self.dir, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_flag(self, name: str, timeout: float = 60) -> None:

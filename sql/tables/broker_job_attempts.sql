@@ -4,7 +4,8 @@
 --   was claimed and ended, its outcome, SQLSTATE and message, the runner
 --   instance that held it and, for a completed attempt, what the job did (the
 --   command status of its last statement, the rows it affected, and the small
---   value it returned with broker_set_output). Written in the transaction
+--   value it returned with broker_set_output, or a task's output given to
+--   broker_complete_task). Written in the transaction
 --   that records the outcome, so an attempt and its job never disagree; kept
 --   with the job and purged with it (ON DELETE CASCADE, by the job_id index).
 --   outcome: completed, failed (the job may still be retried), cancelled (a
@@ -51,4 +52,4 @@ COMMENT ON COLUMN broker.broker_job_attempts.error_sqlstate IS 'SQLSTATE of a fa
 COMMENT ON COLUMN broker.broker_job_attempts.error_message IS 'Its message (at most 2,000 characters).';
 COMMENT ON COLUMN broker.broker_job_attempts.command_status IS 'Completed attempt: the command status of the job''s last statement, as psql shows it (INSERT 0 5, UPDATE 3, DO).';
 COMMENT ON COLUMN broker.broker_job_attempts.rows_affected IS 'Completed attempt: rows processed by the job''s last statement (GET DIAGNOSTICS ROW_COUNT).';
-COMMENT ON COLUMN broker.broker_job_attempts.output IS 'Completed attempt: the value the job passed to broker_set_output (at most 2,000 characters).';
+COMMENT ON COLUMN broker.broker_job_attempts.output IS 'Completed attempt: the value the job passed to broker_set_output, or a task''s p_output of broker_complete_task as JSON text (at most 2,000 characters).';

@@ -51,6 +51,7 @@ ALTER TABLE broker.broker_jobs
 COMMENT ON COLUMN broker.broker_jobs.job_queue IS 'Queue number (1 to 1000); each runner worker serves one queue. A task: its name''s queue (negative, broker_task_queue).';
 COMMENT ON COLUMN broker.broker_jobs.execute_str IS 'The SQL to execute (for plpgsql: the body of an anonymous DO block; for a task: its arguments, a JSON value).';
 COMMENT ON COLUMN broker.broker_jobs.job_language IS 'sql or plpgsql, run by the runner; task: run by application code (its job_name is the task name).';
+COMMENT ON COLUMN broker.broker_job_attempts.output IS 'Completed attempt: the value the job passed to broker_set_output, or a task''s p_output of broker_complete_task as JSON text (at most 2,000 characters).';
 
 -- A schedule can fire tasks (broker_add_task_schedule): their name's queue, JSON arguments.
 ALTER TABLE broker.broker_schedule

@@ -18,6 +18,7 @@ class Connections:
         self.tenant = tenant
         self.application_name = application_name
         self.database = ""
+        self.serving = ""   # the tenant the connections act for, as the server sees it
         self._control: psycopg.AsyncConnection | None = None
         self._idle: list[psycopg.AsyncConnection] = []
         self.lock = asyncio.Lock()   # the control connection serves one statement at a time
@@ -46,7 +47,7 @@ class Connections:
         """The control connection (opened again when it was lost); hold `lock` while using it."""
         if self._control is None or self._control.closed:
             self._control = await self.connect(autocommit=True, relaxed_commit=True)
-            self.database = (await (await self._control.execute(queries.DATABASE)).fetchone())[0]
+            self.database, self.serving = await (await self._control.execute(queries.SESSION)).fetchone()
         return self._control
 
     async def control_call(self, sql: str, params: dict):

@@ -7,7 +7,8 @@ LISTEN = "LISTEN " + CHANNEL
 
 # the tenant a connection acts for, for its whole session (broker_current_tenant reads it)
 SET_TENANT = "SELECT pg_catalog.set_config('broker.tenant_id', %(tenant)s, false)"
-DATABASE = "SELECT pg_catalog.current_database()"
+# the database, and the tenant the session acts for (--tenant, else broker.tenant_id as the DSN sets it, else default)
+SESSION = "SELECT pg_catalog.current_database(), broker.broker_current_tenant()"
 # claims, heartbeats and batched completions: a commit lost in a crash costs a task a second run, never a lost task
 RELAXED_COMMIT = "SET synchronous_commit = off"
 

@@ -77,6 +77,7 @@ class Worker:
         # comes, for tasks that come due), so a task's end does not start a claim of its own
         self._drained = False
         self._stopping = False
+        self._announced = False
         self._conns: Connections | None = None
         self._completer: Completer | None = None
 
@@ -157,6 +158,10 @@ class Worker:
 
     async def _serve(self) -> None:
         await self._conns.control()
+        if not self._announced:   # once: a worker of the wrong tenant or database claims nothing, and says so only here
+            self._announced = True
+            log.info("task worker ready", extra={"database": self._conns.database, "tenant": self._conns.serving,
+                                                 "tasks": ",".join(self.task_names), "concurrency": self.concurrency})
         while not self._stopping:
             self._wake.clear()
             claimed = await self._claim() if self._room() >= self._refill() or not self._waiting else 0

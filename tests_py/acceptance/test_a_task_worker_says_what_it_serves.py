@@ -1,0 +1,41 @@
+"""A task worker says at its start what it serves: the database, the tenant and the task names. A worker of the
+wrong tenant claims nothing and fails nothing, so this line is where its operator sees the mistake (docs/tasks.md)."""
+from __future__ import annotations
+
+import signal
+
+from job_checks import wait_until
+from worker_process import WorkerProcess, worker_login
+
+APP = """
+@worker.task("send_receipt")
+async def send_receipt(args, ctx):
+    return None
+
+@worker.task("resize_image")
+async def resize_image(args, ctx):
+    return None
+"""
+
+
+def ready_line(worker: WorkerProcess) -> str:
+    lines = [line for line in worker.log_path.read_text().splitlines() if "task worker ready" in line]
+    return lines[0] if lines else ""
+
+
+def test_a_worker_names_its_database_tenant_and_tasks_when_it_starts(db, tmp_path):
+    with worker_login(db) as login:
+        for tenant, shown in ((None, "default"), ("acme", "acme")):
+            worker = WorkerProcess(tmp_path, db, login, APP, tenant=tenant)
+            try:
+                wait_until(lambda: ready_line(worker) or worker.proc.poll() is not None, timeout=60,
+                           what="the worker's start line")
+                line = ready_line(worker)
+                assert line, "no start line:\n" + worker.log_path.read_text()
+                assert f"database={db}" in line
+                assert f"tenant={shown}" in line
+                assert "tasks=resize_image,send_receipt" in line
+                worker.signal(signal.SIGTERM)
+                assert worker.wait_exit() == 0
+            finally:
+                worker.kill()
