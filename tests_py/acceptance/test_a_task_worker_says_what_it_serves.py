@@ -39,3 +39,26 @@ def test_a_worker_names_its_database_tenant_and_tasks_when_it_starts(db, tmp_pat
                 assert worker.wait_exit() == 0
             finally:
                 worker.kill()
+
+
+def test_a_worker_whose_login_could_escape_its_grants_says_so(db, tmp_path):
+    """Its handlers write in ctx.conn with the login's rights: a superuser's (or BYPASSRLS, broker_admin...) is
+    named as the runner names it, once, at the start; a login that is only a member of broker_worker is not."""
+    with worker_login(db) as login:
+        for user, unsafe in (("postgres", True), (login, False)):
+            worker = WorkerProcess(tmp_path, db, user, APP)
+            try:
+                wait_until(lambda: ready_line(worker) or worker.proc.poll() is not None, timeout=60,
+                           what="the worker's start line")
+                worker.signal(signal.SIGTERM)
+                assert worker.wait_exit() == 0
+                text = worker.log_path.read_text()
+                warnings = [line for line in text.splitlines() if "UNSAFE" in line]
+                if unsafe:
+                    assert len(warnings) == 1, text
+                    assert "login postgres" in warnings[0] and "postgres (superuser" in warnings[0], warnings[0]
+                    assert "broker_worker" in warnings[0]
+                else:
+                    assert warnings == [], text
+            finally:
+                worker.kill()

@@ -16,6 +16,7 @@ from psycopg.rows import dict_row
 
 from . import queries
 from ..observe import tracing
+from ..run.login import privileged_roles
 from .completer import Completer
 from .connections import Connections
 from .context import Task
@@ -162,6 +163,7 @@ class Worker:
             self._announced = True
             log.info("task worker ready", extra={"database": self._conns.database, "tenant": self._conns.serving,
                                                  "tasks": ",".join(self.task_names), "concurrency": self.concurrency})
+            await self._warn_if_privileged()
         while not self._stopping:
             self._wake.clear()
             claimed = await self._claim() if self._room() >= self._refill() or not self._waiting else 0
@@ -170,6 +172,17 @@ class Worker:
                 continue   # there may be more
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+
+    async def _warn_if_privileged(self) -> None:
+        """A login that is or can become a role beyond its grants (the runner's check, run/login.py) works, but
+        every handler's ctx.conn has its rights: say so once, as the runner does with allow_privileged_login."""
+        async with self._conns.lock:
+            conn = await self._conns.control()
+            roles = await privileged_roles(conn)
+        if roles:
+            log.warning("UNSAFE: the task worker's login %s of database %s is or can become %s; handlers write in "
+                        "ctx.conn with its rights: run the worker as a login that is only a member of broker_worker",
+                        conn.info.user, self._conns.database, roles, extra={"database": self._conns.database})
 
     async def _claim(self) -> int:
         """One claim for the names without a cap of their own, one per capped name (up to twice its cap)."""
