@@ -32,7 +32,7 @@ CREATE TRIGGER broker_jobs_park_later_trg
     -- (the rest of the condition is in the function: every INSERT statement prepares this WHEN
     -- from its stored text, and a short one costs a one-job enqueue less; docs/benchmarks.md)
     -- (broker._due_time() written out; tests_py/integration/test_enqueue_notifies_on_commit.py enqueues after
-    -- a procedure's COMMIT, where the two differ from statement_timestamp())
+    -- a procedure's COMMIT, where it is later than statement_timestamp())
     WHEN (NEW.run_after OPERATOR(pg_catalog.>) GREATEST(pg_catalog.statement_timestamp(), pg_catalog.transaction_timestamp()))
     EXECUTE FUNCTION broker._jobs_park_later();
 COMMENT ON TRIGGER broker_jobs_park_later_trg ON broker.broker_jobs IS
