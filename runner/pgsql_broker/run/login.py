@@ -7,7 +7,7 @@ import logging
 
 import psycopg
 
-from . import queries
+from ..logins import privileged_roles
 
 log = logging.getLogger("pgsql_broker")
 
@@ -18,15 +18,8 @@ class LoginRefused(Exception):
     as it."""
 
 
-async def privileged_roles(conn: psycopg.AsyncConnection) -> str | None:
-    """The roles of queries.PRIVILEGED_LOGIN that the login is or can become (by membership), with why each is
-    one; None when there is none."""
-    return (await (await conn.execute(queries.PRIVILEGED_LOGIN,
-                                      {"predefined": queries.PRIVILEGED_PREDEFINED})).fetchone())[0]
-
-
 async def check_login(conn: psycopg.AsyncConnection, database: str, allow_privileged: bool, warn: bool = True) -> None:
-    """Raise LoginRefused when the login is or can become (by membership) such a role (queries.PRIVILEGED_LOGIN);
+    """Raise LoginRefused when the login is or can become (by membership) such a role (logins.PRIVILEGED_LOGIN);
     with allow_privileged log an UNSAFE warning instead (when `warn`: at every start of the database's session,
     not at every visit of a database that takes turns)."""
     roles = await privileged_roles(conn)

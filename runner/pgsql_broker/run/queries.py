@@ -123,22 +123,6 @@ BACKEND_GONE = "SELECT NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE
 TERMINATE = "SELECT pg_catalog.pg_terminate_backend(%(pid)s, %(ms)s)"
 INTERRUPT_TRANSACTION = ("BEGIN; SELECT pg_catalog.set_config('lock_timeout', %(lock_timeout)s, true); "
                          "SELECT job_id FROM broker.broker_interrupt_jobs(%(jobs)s::bigint[], %(tokens)s::uuid[]); COMMIT")
-# Roles the runner's login must not be or be a member of: what could bypass row-level security (BYPASSRLS, or
-# broker_admin, which every table's policy broker_admin_all lets read and write every tenant's rows), make
-# itself one of those (CREATEROLE grants itself any non-superuser role, broker_admin too), read the cluster
-# through replication, or act as the server's OS user or on every table (predefined roles).
-PRIVILEGED_LOGIN = """SELECT string_agg(format('%%I (%%s)', r.rolname, concat_ws(', ',
-                                  CASE WHEN r.rolsuper THEN 'superuser' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
-                                  CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolreplication THEN 'REPLICATION' END,
-                                  CASE WHEN r.rolname = ANY (%(predefined)s) THEN 'server files, programs or every table' END,
-                                  CASE WHEN r.rolname = 'broker_admin' THEN 'owns the broker, reads every tenant' END)),
-                              '; ' ORDER BY r.rolname <> current_user, r.rolname)
-                        FROM pg_catalog.pg_roles AS r
-                       WHERE (r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolreplication
-                              OR r.rolname = ANY (%(predefined)s) OR r.rolname = 'broker_admin')
-                         AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')"""
-PRIVILEGED_PREDEFINED = ["pg_execute_server_program", "pg_write_server_files", "pg_read_server_files",
-                         "pg_read_all_data", "pg_write_all_data"]
 # DISCARD ALL without DISCARD PLANS: drops every piece of session state a job can leave behind (settings,
 # LISTEN, prepared statements and cursors, session advisory locks, temporary objects, sequence state) but keeps
 # the broker functions' cached plans, which PostgreSQL revalidates itself (re-planning them cost ~8 ms a job).

@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from . import queries
 from ..observe import tracing
-from ..run.login import privileged_roles
+from ..logins import privileged_roles
 from .completer import Completer
 from .connections import Connections
 from .context import Task
@@ -174,7 +174,7 @@ class Worker:
                 await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
 
     async def _warn_if_privileged(self) -> None:
-        """A login that is or can become a role beyond its grants (the runner's check, run/login.py) works, but
+        """A login that is or can become a role beyond its grants (the runner's check, logins.py) works, but
         every handler's ctx.conn has its rights: say so once, as the runner does with allow_privileged_login."""
         async with self._conns.lock:
             conn = await self._conns.control()
