@@ -7272,7 +7272,8 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
 --   and writes no hint. Each row also carries the job's execute_str (a task's
 --   arguments) and traceparent, which broker_claim_tasks returns without
---   reading the rows again.
+--   reading the rows again, and its enqueued_by and run_as, with which it
+--   checks that the enqueuer may still have the task run.
 --   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
@@ -7297,7 +7298,9 @@ RETURNS TABLE (
     lease_expires_at timestamptz,
     autonomous       boolean,
     execute_str      text,
-    traceparent      text)
+    traceparent      text,
+    enqueued_by      name,
+    run_as           name)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -7506,11 +7509,11 @@ BEGIN
                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
                     RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
                               j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
-                              j.execute_str, j.traceparent
+                              j.execute_str, j.traceparent, j.enqueued_by, j.run_as
                 )
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
-                       c.execute_str, c.traceparent
+                       c.execute_str, c.traceparent, c.enqueued_by, c.run_as
                   FROM claimed AS c
                  -- (tenant by tenant, each in its claim order: the order the lanes took them in)
                  ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id
@@ -9623,14 +9626,22 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   allowed, lease token and expiry, its timeout (NULL: none), which the
 --   worker applies, and its enqueuer's trace context (traceparent, NULL:
 --   none; the parent of the worker's span of the attempt). Unknown names claim nothing.
+--   A task is handed out only while its enqueuer may still have it run, as
+--   a SQL job is run only then (_authority_lost: the enqueuer still exists,
+--   still acts for the tenant under strict tenancy, still may use run_as):
+--   otherwise the claim fails it for good (3, whatever attempts are left)
+--   with 42501 and the reason, cancels its dependents and does not return
+--   it (its room in this claim is not filled again: the next claim's is).
 -- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
 --   a blank name or one over 200 characters, p_limit outside 1..1000, a
 --   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
 --   tenant (strict tenancy).
 -- Example:
 --   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds
---   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
+--   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds,
+--     _authority_lost, _record_attempts, _fail_job
+--   Tables: reads broker_task_queue; writes broker_jobs (through _claim, _fail_job),
+--     broker_job_attempts (through _record_attempts)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_tasks(
     p_tasks         text[],
@@ -9663,6 +9674,9 @@ DECLARE
     v_got    integer;
     n        integer;
     i        integer;
+    r        record;
+    v_who    text;     -- the enqueuer and run_as last checked (a claim's tasks mostly share them) ...
+    v_denied text;     -- ... and why that enqueuer may no longer have them run (_authority_lost), NULL: it may
 BEGIN
     IF p_tasks IS NULL THEN
         RAISE EXCEPTION 'broker_claim_tasks: p_tasks must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -9700,13 +9714,37 @@ BEGIN
                   OPERATOR(pg_catalog.%) n;
     END IF;
     FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
+        v_got := 0;
         -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
-        RETURN QUERY
-        SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
-               c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent
-          FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
-                             NULL, v_lease, v_left, NULL, v_tenant) AS c;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
+        FOR r IN
+            SELECT c.job_id, c.job_name, c.execute_str, c.tenant_id, c.attempts, c.max_attempts,
+                   c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent, c.enqueued_by, c.run_as
+              FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
+                                 NULL, v_lease, v_left, NULL, v_tenant) AS c
+        LOOP
+            v_got := v_got OPERATOR(pg_catalog.+) 1;
+            IF v_who IS DISTINCT FROM pg_catalog.format('%I %I', r.enqueued_by, r.run_as) THEN
+                v_who := pg_catalog.format('%I %I', r.enqueued_by, r.run_as);
+                v_denied := broker._authority_lost(r.enqueued_by, v_tenant, r.run_as, 'enqueuer');
+            END IF;
+            IF v_denied IS NOT NULL THEN
+                -- losing a right is no passing fault: failed for good, as broker_run fails a SQL job
+                PERFORM broker._record_attempts(ARRAY[r.job_id], 'failed', ARRAY['42501'], ARRAY[v_denied]);
+                PERFORM broker._fail_job(r.job_id, '42501', v_denied);
+                CONTINUE;
+            END IF;
+            job_id := r.job_id;
+            task := r.job_name;
+            args := r.execute_str::jsonb;
+            tenant_id := r.tenant_id;
+            attempt := r.attempts;
+            max_attempts := r.max_attempts;
+            lease_token := r.lease_token;
+            lease_expires_at := r.lease_expires_at;
+            timeout := r.job_timeout;
+            traceparent := r.traceparent;
+            RETURN NEXT;
+        END LOOP;
         v_left := v_left OPERATOR(pg_catalog.-) v_got;
         EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
     END LOOP;
@@ -9726,8 +9764,9 @@ COMMENT ON FUNCTION broker.broker_claim_tasks(text[], integer, integer) IS
 --   ended is left out. Only tasks of the caller's tenant are found, and
 --   under strict tenancy only by a role mapped to it (_task_actor).
 -- Errors: 22004 a NULL array, id or token; 22023 arrays of different
---   lengths or more than 1,000; 42501 the role may not act for the tenant;
---   P0002 a task not of the tenant (as p_fn).
+--   lengths or more than 1,000, or a task named twice (each would be ended
+--   once per repetition: an attempt row each); 42501 the role may not act
+--   for the tenant; P0002 a task not of the tenant (as p_fn).
 --   Calls: _check_lease_args, broker_current_tenant, _tenant_allowed, _task_actor
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
@@ -9740,10 +9779,19 @@ AS $$
 DECLARE
     v_tenant  text := broker.broker_current_tenant();
     v_missing bigint;
+    v_twice   bigint;
 BEGIN
     PERFORM broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens);
     IF pg_catalog.array_position(p_job_ids, NULL) IS NOT NULL OR pg_catalog.array_position(p_lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1 THEN
+        SELECT u.id INTO v_twice FROM pg_catalog.unnest(p_job_ids) AS u(id) GROUP BY u.id
+        HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '%: task % is named more than once', p_fn, v_twice USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'Name each task once, with its lease token.';
+        END IF;
     END IF;
     IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
         RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(broker._task_actor()),
@@ -9958,7 +10006,7 @@ COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
 --   order.
 -- Errors: those of _task_lease (a task not of the caller's tenant: P0002);
 --   22004 NULL arrays or elements (outputs may be NULL); 22023 arrays of
---   different lengths or more than 1,000 tasks.
+--   different lengths or more than 1,000 tasks, or a task named twice.
 -- Example:
 --   SELECT * FROM broker.broker_complete_tasks(ARRAY[42, 43], ARRAY['9b2f...', '0c11...']::uuid[], ARRAY[NULL, '{"n": 1}']::jsonb[]);
 --   Calls: _task_leases, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs

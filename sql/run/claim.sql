@@ -25,7 +25,8 @@ COMMENT ON FUNCTION broker._claim_job_token(uuid, bigint) IS
 --   checked. A claim for one tenant (p_tenant_id) serves that tenant alone
 --   and writes no hint. Each row also carries the job's execute_str (a task's
 --   arguments) and traceparent, which broker_claim_tasks returns without
---   reading the rows again.
+--   reading the rows again, and its enqueued_by and run_as, with which it
+--   checks that the enqueuer may still have the task run.
 --   Calls: _paused_tenants, _paused_for, _unpark_due, _claimable, _claimable_by_xid, _claim_lane, _state, _save_claim_hint, _claim_job_token
 --   Tables: reads broker_claim_hint, broker_tenant_weight; writes broker_jobs (and broker_claim_hint, through _save_claim_hint)
 -- ---------------------------------------------------------------------------
@@ -50,7 +51,9 @@ RETURNS TABLE (
     lease_expires_at timestamptz,
     autonomous       boolean,
     execute_str      text,
-    traceparent      text)
+    traceparent      text,
+    enqueued_by      name,
+    run_as           name)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -259,11 +262,11 @@ BEGIN
                      WHERE j.job_id OPERATOR(pg_catalog.=) ANY (v_round_ids)
                     RETURNING j.job_id, j.job_name, j.job_queue, j.job_priority, j.job_language, j.tenant_id,
                               j.attempts, j.max_attempts, j.job_timeout, j.lease_token, j.lease_expires_at, j.run_after, j.autonomous,
-                              j.execute_str, j.traceparent
+                              j.execute_str, j.traceparent, j.enqueued_by, j.run_as
                 )
                 SELECT c.job_id, c.job_name, c.job_queue, c.job_priority, c.job_language, c.tenant_id,
                        c.attempts, c.max_attempts, c.job_timeout, c.lease_token, c.lease_expires_at, c.autonomous,
-                       c.execute_str, c.traceparent
+                       c.execute_str, c.traceparent, c.enqueued_by, c.run_as
                   FROM claimed AS c
                  -- (tenant by tenant, each in its claim order: the order the lanes took them in)
                  ORDER BY pg_catalog.array_position(v_tenants, c.tenant_id), c.job_priority DESC, c.run_after, c.job_id

@@ -43,14 +43,22 @@ COMMENT ON FUNCTION broker._task_actor() IS
 --   allowed, lease token and expiry, its timeout (NULL: none), which the
 --   worker applies, and its enqueuer's trace context (traceparent, NULL:
 --   none; the parent of the worker's span of the attempt). Unknown names claim nothing.
+--   A task is handed out only while its enqueuer may still have it run, as
+--   a SQL job is run only then (_authority_lost: the enqueuer still exists,
+--   still acts for the tenant under strict tenancy, still may use run_as):
+--   otherwise the claim fails it for good (3, whatever attempts are left)
+--   with 42501 and the reason, cancels its dependents and does not return
+--   it (its room in this claim is not filled again: the next claim's is).
 -- Errors: 22004 NULL p_tasks or a NULL name; 22023 no name or more than 100,
 --   a blank name or one over 200 characters, p_limit outside 1..1000, a
 --   lease outside 1..3600 seconds; 42501 the worker's role may not act for the
 --   tenant (strict tenancy).
 -- Example:
 --   SELECT * FROM broker.broker_claim_tasks(ARRAY['send_email', 'resize_image'], 10);
---   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds
---   Tables: reads broker_task_queue; writes broker_jobs (through _claim)
+--   Calls: _check_task_name, _setting_int, _task_actor, _tenant_allowed, _claim, _check_lease_seconds,
+--     _authority_lost, _record_attempts, _fail_job
+--   Tables: reads broker_task_queue; writes broker_jobs (through _claim, _fail_job),
+--     broker_job_attempts (through _record_attempts)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_claim_tasks(
     p_tasks         text[],
@@ -83,6 +91,9 @@ DECLARE
     v_got    integer;
     n        integer;
     i        integer;
+    r        record;
+    v_who    text;     -- the enqueuer and run_as last checked (a claim's tasks mostly share them) ...
+    v_denied text;     -- ... and why that enqueuer may no longer have them run (_authority_lost), NULL: it may
 BEGIN
     IF p_tasks IS NULL THEN
         RAISE EXCEPTION 'broker_claim_tasks: p_tasks must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -120,13 +131,37 @@ BEGIN
                   OPERATOR(pg_catalog.%) n;
     END IF;
     FOR i IN 0 .. n OPERATOR(pg_catalog.-) 1 LOOP
+        v_got := 0;
         -- (the claimed rows as the claim's UPDATE returns them, in its order: no second read)
-        RETURN QUERY
-        SELECT c.job_id, c.job_name, c.execute_str::jsonb, c.tenant_id, c.attempts, c.max_attempts,
-               c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent
-          FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
-                             NULL, v_lease, v_left, NULL, v_tenant) AS c;
-        GET DIAGNOSTICS v_got = ROW_COUNT;
+        FOR r IN
+            SELECT c.job_id, c.job_name, c.execute_str, c.tenant_id, c.attempts, c.max_attempts,
+                   c.lease_token, c.lease_expires_at, c.job_timeout, c.traceparent, c.enqueued_by, c.run_as
+              FROM broker._claim(v_queues[1 OPERATOR(pg_catalog.+) ((v_turn OPERATOR(pg_catalog.+) i) OPERATOR(pg_catalog.%) n)],
+                                 NULL, v_lease, v_left, NULL, v_tenant) AS c
+        LOOP
+            v_got := v_got OPERATOR(pg_catalog.+) 1;
+            IF v_who IS DISTINCT FROM pg_catalog.format('%I %I', r.enqueued_by, r.run_as) THEN
+                v_who := pg_catalog.format('%I %I', r.enqueued_by, r.run_as);
+                v_denied := broker._authority_lost(r.enqueued_by, v_tenant, r.run_as, 'enqueuer');
+            END IF;
+            IF v_denied IS NOT NULL THEN
+                -- losing a right is no passing fault: failed for good, as broker_run fails a SQL job
+                PERFORM broker._record_attempts(ARRAY[r.job_id], 'failed', ARRAY['42501'], ARRAY[v_denied]);
+                PERFORM broker._fail_job(r.job_id, '42501', v_denied);
+                CONTINUE;
+            END IF;
+            job_id := r.job_id;
+            task := r.job_name;
+            args := r.execute_str::jsonb;
+            tenant_id := r.tenant_id;
+            attempt := r.attempts;
+            max_attempts := r.max_attempts;
+            lease_token := r.lease_token;
+            lease_expires_at := r.lease_expires_at;
+            timeout := r.job_timeout;
+            traceparent := r.traceparent;
+            RETURN NEXT;
+        END LOOP;
         v_left := v_left OPERATOR(pg_catalog.-) v_got;
         EXIT WHEN v_left OPERATOR(pg_catalog.<=) 0;
     END LOOP;

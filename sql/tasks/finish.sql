@@ -9,8 +9,9 @@
 --   ended is left out. Only tasks of the caller's tenant are found, and
 --   under strict tenancy only by a role mapped to it (_task_actor).
 -- Errors: 22004 a NULL array, id or token; 22023 arrays of different
---   lengths or more than 1,000; 42501 the role may not act for the tenant;
---   P0002 a task not of the tenant (as p_fn).
+--   lengths or more than 1,000, or a task named twice (each would be ended
+--   once per repetition: an attempt row each); 42501 the role may not act
+--   for the tenant; P0002 a task not of the tenant (as p_fn).
 --   Calls: _check_lease_args, broker_current_tenant, _tenant_allowed, _task_actor
 --   Tables: reads broker_jobs
 -- ---------------------------------------------------------------------------
@@ -23,10 +24,19 @@ AS $$
 DECLARE
     v_tenant  text := broker.broker_current_tenant();
     v_missing bigint;
+    v_twice   bigint;
 BEGIN
     PERFORM broker._check_lease_args(p_fn, p_job_ids, p_lease_tokens);
     IF pg_catalog.array_position(p_job_ids, NULL) IS NOT NULL OR pg_catalog.array_position(p_lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION '%: p_job_id and p_lease_token must not be NULL', p_fn USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.cardinality(p_job_ids) OPERATOR(pg_catalog.>) 1 THEN
+        SELECT u.id INTO v_twice FROM pg_catalog.unnest(p_job_ids) AS u(id) GROUP BY u.id
+        HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 ORDER BY u.id LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION '%: task % is named more than once', p_fn, v_twice USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'Name each task once, with its lease token.';
+        END IF;
     END IF;
     IF NOT broker._tenant_allowed(v_tenant, broker._task_actor()) THEN
         RAISE EXCEPTION '%: role % may not act for tenant %', p_fn, pg_catalog.quote_ident(broker._task_actor()),
@@ -241,7 +251,7 @@ COMMENT ON FUNCTION broker.broker_release_task(bigint, uuid) IS
 --   order.
 -- Errors: those of _task_lease (a task not of the caller's tenant: P0002);
 --   22004 NULL arrays or elements (outputs may be NULL); 22023 arrays of
---   different lengths or more than 1,000 tasks.
+--   different lengths or more than 1,000 tasks, or a task named twice.
 -- Example:
 --   SELECT * FROM broker.broker_complete_tasks(ARRAY[42, 43], ARRAY['9b2f...', '0c11...']::uuid[], ARRAY[NULL, '{"n": 1}']::jsonb[]);
 --   Calls: _task_leases, _cancel_requests, _record_attempts, _end_cancelled, _complete_jobs

@@ -12,11 +12,14 @@ from collections import deque
 from dataclasses import dataclass
 
 import psycopg
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 
 from . import queries
 from ..observe import tracing
 from ..logins import privileged_roles
+from ..observe.logs import cap_text, safe_text
 from .completer import Completer
 from .connections import Connections
 from .context import Task
@@ -26,6 +29,42 @@ from .running import Handler, TaskRun
 log = logging.getLogger("pgsql_broker")
 
 MAX_RECONNECT_SECONDS = 30.0
+
+
+# What an enqueuer chose of a claimed task that Python may be unable to hold: PostgreSQL keeps JSON nested thousands
+# deep and integers of thousands of digits (json: RecursionError, ValueError) and intervals of millions of years
+# (timedelta: DataError). Loaded with the rest of the claim, one such task would raise out of the claim and stop
+# the worker (and with it a runner that runs it in its process, for every tenant), and its lease would bring it
+# back to crash the next one; decoded one task at a time, it fails alone.
+_DECODED_PER_TASK = {"args": "jsonb", "timeout": "interval"}
+
+
+class _Undecoded(Loader):
+    """A column's text as the server sent it (bytes), for _decode."""
+
+    def load(self, data) -> bytes:
+        return bytes(data)
+
+
+class _Unreadable(Exception):
+    """A claimed task whose arguments or timeout this worker cannot decode; the message says which and why."""
+
+
+def _decode(row: dict, loaders: dict) -> Task:
+    """The Task of a claimed row whose args and timeout are still undecoded (_Undecoded), decoded with the
+    connection's own loaders."""
+    fields = dict(row)
+    for column, type_name in _DECODED_PER_TASK.items():
+        data = fields[column]
+        if data is None:
+            continue
+        try:
+            fields[column] = loaders[type_name].load(data)
+        except Exception as exc:  # (whatever the loader raises, it is about this task's own content)
+            detail = cap_text(f"{type(exc).__name__}: {exc}", 300)
+            raise _Unreadable(f"the task's {column} ({type_name}, {len(data)} bytes) cannot be read by this "
+                              f"worker: {detail}") from None
+    return Task(**fields)
 
 
 @dataclass
@@ -203,14 +242,32 @@ class Worker:
             async with self._conns.lock:
                 conn = await self._conns.control()
                 cur = conn.cursor(row_factory=dict_row)
+                # the enqueuer's arguments and timeout as text here, decoded task by task below
+                for type_name in _DECODED_PER_TASK.values():
+                    cur.adapters.register_loader(type_name, _Undecoded)
                 await cur.execute(queries.CLAIM, {"tasks": names, "limit": limit, "lease": self.lease_seconds})
                 rows = await cur.fetchall()
+                loaders = {type_name: conn.adapters.get_loader(conn.adapters.types[type_name].oid, Format.TEXT)(
+                               conn.adapters.types[type_name].oid, conn) for type_name in _DECODED_PER_TASK.values()}
             now = time.monotonic()
-            self._waiting.extend((Task(**row), now) for row in rows)
-            claimed += len(rows)
+            for row in rows:
+                try:
+                    task = _decode(row, loaders)
+                except _Unreadable as exc:
+                    await self._fail_unreadable(row, str(exc))
+                    continue
+                self._waiting.append((task, now))
+                claimed += 1
             drained = drained and len(rows) < limit
         self._drained = drained
         return claimed
+
+    async def _fail_unreadable(self, row: dict, reason: str) -> None:
+        """End a claimed task this worker cannot decode: failed for good (another attempt would read the same), so
+        that it neither stops the worker nor comes back to it."""
+        log.warning("task failed without running: %s", safe_text(reason), extra={"job_id": row["job_id"], "task": row["task"]})
+        await self._conns.control_call(queries.FAIL, {"job_id": row["job_id"], "token": row["lease_token"],
+                                                      "error": reason, "retry": False})
 
     def _start_waiting(self) -> None:
         """Start the waiting tasks the free slots allow, in claim order (a name at its cap waits)."""
