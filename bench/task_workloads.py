@@ -13,7 +13,8 @@ import time
 from . import common
 from .broker_workloads import Broker
 
-SERIES = "batch 1000: SELECT broker_add_task(...) FROM generate_series(1,1000)"
+SERIES = "batch 1000: broker_add_task(...) for each row of generate_series(1,1000)"
+ADD_JOBS = "batch 1000: broker_add_jobs, task elements (set-based)"
 
 
 class BrokerTasks(Broker):
@@ -35,11 +36,24 @@ class BrokerTasks(Broker):
         return await super(Broker, self).enqueue_runs(n_single, n_batches, batch)
 
     def batch_variants(self) -> list:
-        return [(SERIES, self.add_task_series)]
+        return [(SERIES, self.add_task_series), (ADD_JOBS, self.add_jobs_tasks)]
+
+    async def add_jobs_tasks(self, size: int) -> None:
+        """The set-based call: broker_add_jobs with task elements."""
+        jobs = json.dumps([{"task": "noop", "args": {"n": i}} for i in range(size)])
+        cur = await self.conn.execute("SELECT count(*) FROM broker.broker_add_jobs(%s::jsonb)", (jobs,))
+        made = (await cur.fetchone())[0]
+        if made != size:
+            raise RuntimeError(f"a batch of {size} tasks enqueued {made}")
 
     async def add_task_series(self, size: int) -> None:
-        await self.conn.execute("SELECT count(t.job_id) FROM generate_series(1, %s) AS g, "
-                                "LATERAL broker.broker_add_task('noop') AS t", (size,))
+        # (each call names its row's number, {"n": g}: a call that names nothing of the row is made once and
+        # joined to every row, one task for the batch)
+        cur = await self.conn.execute("SELECT count(DISTINCT t.job_id) FROM generate_series(1, %s) AS g, "
+                                      "LATERAL broker.broker_add_task('noop', jsonb_build_object('n', g)) AS t", (size,))
+        made = (await cur.fetchone())[0]
+        if made != size:
+            raise RuntimeError(f"a batch of {size} tasks enqueued {made}")
 
     async def preload(self, n: int) -> None:
         """Plain INSERT into the task name's queue (the triggers keep the bookkeeping), the fastest way in."""
