@@ -22,6 +22,7 @@ import time
 import psycopg
 
 from . import common
+from .latency_split import pct
 
 JOBS = int(os.environ.get("BENCH_SPLIT_JOBS", "300"))
 DB = "bench_task_latency_split"
@@ -111,8 +112,8 @@ def main() -> None:
     rows = _parts(times, seen)
     print(f"{len(rows)} of {len(times)} tasks, ms: p50 / p90")
     for k, name in enumerate(PARTS):
-        values = sorted(row[k] * 1000 for row in rows)
-        print(f"  {name:20s} {values[len(values) // 2]:7.3f} / {values[int(0.9 * len(values))]:7.3f}")
+        values = [row[k] * 1000 for row in rows]
+        print(f"  {name:20s} {pct(values, 50):7.3f} / {pct(values, 90):7.3f}")
 
 
 if __name__ == "__main__":
