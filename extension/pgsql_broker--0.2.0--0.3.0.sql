@@ -266,7 +266,7 @@ COMMENT ON COLUMN broker.broker_claim_hint.started_at IS 'pg_postmaster_start_ti
 COMMENT ON COLUMN broker.broker_claim_hint.snapshot IS 'The snapshot the positions hold for: every ready job it saw is at or after its tenant''s position.';
 COMMENT ON COLUMN broker.broker_claim_hint.positions IS 'Per tenant with ready jobs then: the first of them in claim order.';
 
--- New tables: key limits, tenant weights, task names' queues.
+-- New tables: key limits, tenant weights, task names' queues and their tenants.
 -- source: sql/tables/broker_key_limit.sql
 -- ---------------------------------------------------------------------------
 -- Table: broker.broker_key_limit
@@ -365,6 +365,33 @@ COMMENT ON TABLE broker.broker_task_queue IS
 COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';
 COMMENT ON COLUMN broker.broker_task_queue.job_queue IS 'Its queue in broker_jobs (negative: tasks only).';
 COMMENT ON COLUMN broker.broker_task_queue.created_at IS 'When the name was first enqueued.';
+-- source: sql/tables/broker_task_name_tenant.sql
+-- ---------------------------------------------------------------------------
+-- Table: broker.broker_task_name_tenant
+--   Which tenants use which task names: a row for each tenant that enqueued,
+--   scheduled or paused tasks of a name (broker._task_queue writes it, with
+--   the name's queue). Task names are one namespace per database (a name has
+--   one queue, whichever tenants use it), but a tenant sees only the names
+--   it uses itself: broker_task_queue's policy reads this table, whose own
+--   policy shows a tenant its rows. So a name says nothing of another
+--   tenant's work. Rows are never changed; retention leaves them (a name
+--   stays the tenant's after its tasks are purged).
+-- ---------------------------------------------------------------------------
+CREATE TABLE broker.broker_task_name_tenant (
+    tenant_id  text        NOT NULL,
+    task_name  text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT broker_task_name_tenant_pkey PRIMARY KEY (tenant_id, task_name),
+    CONSTRAINT broker_task_name_tenant_task_name_fkey FOREIGN KEY (task_name)
+        REFERENCES broker.broker_task_queue (task_name)
+);
+-- (the foreign key's own index: its checks, and the name's tenants for an administrator)
+CREATE INDEX broker_task_name_tenant_task_name_idx ON broker.broker_task_name_tenant (task_name);
+COMMENT ON TABLE broker.broker_task_name_tenant IS
+    'The task names each tenant uses (enqueued, scheduled or paused): a tenant sees only these in broker_task_queue.';
+COMMENT ON COLUMN broker.broker_task_name_tenant.tenant_id IS 'The tenant.';
+COMMENT ON COLUMN broker.broker_task_name_tenant.task_name IS 'A task name it uses (broker_task_queue).';
+COMMENT ON COLUMN broker.broker_task_name_tenant.created_at IS 'When the tenant first used the name.';
 -- pg_dump registration of every data table: a table 0.2.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 -- source: sql/tables/dump.sql
@@ -401,6 +428,7 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue_job_queue_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_name_tenant', '');
 -- </extension-only>
 
 -- ---------------------------------------------------------------------------
@@ -8804,36 +8832,60 @@ COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
     'Policy helper: whether a queue is the task name''s own (broker_task_queue).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._task_queue(p_fn, p_task)
---   Task p_task's queue, made on its first enqueue. Checks the name: 22004
---   NULL, 22023 blank or over 200 characters (as p_fn's p_task).
---   Calls: _check_task_name
---   Tables: reads and writes broker_task_queue
+-- Function: broker._task_queue(p_fn, p_task, p_use)
+--   Task p_task's queue, made on its first enqueue, and with p_use the name
+--   recorded as used by the current tenant (broker_task_name_tenant: a
+--   tenant sees the names it uses only), so callers set the call's tenant
+--   first (an administrator's pause for every tenant is no tenant's use). Checks
+--   the name: 22004 NULL, 22023 blank or over 200 characters (as p_fn's
+--   p_task). Nothing is recorded for a role that may not act for the
+--   tenant (strict tenancy: _tenant_allowed for the role _task_actor
+--   names, unless an administrator's, who enqueues for any tenant), and a
+--   call whose enqueue then fails (a bad option) rolls its record back
+--   with it.
+--   Calls: _check_task_name, broker_current_tenant, _tenant_allowed, _is_broker_admin, _task_actor
+--   Tables: reads and writes broker_task_queue, broker_task_name_tenant
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_queue(p_fn text, p_task text)
+CREATE FUNCTION broker._task_queue(p_fn text, p_task text, p_use boolean)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue integer;
+    v_queue  integer;
+    v_tenant text;
 BEGIN
     PERFORM broker._check_task_name(p_fn, 'p_task', p_task);
     SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
-    IF FOUND THEN
+    IF NOT FOUND THEN
+        INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
+        ON CONFLICT (task_name) DO NOTHING
+        RETURNING q.job_queue INTO v_queue;
+        IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
+            SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+        END IF;
+    END IF;
+    IF NOT p_use THEN
         RETURN v_queue;
     END IF;
-    INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
-    ON CONFLICT (task_name) DO NOTHING
-    RETURNING q.job_queue INTO v_queue;
-    IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
-        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+    v_tenant := broker.broker_current_tenant();
+    -- (a probe of the key first: after the tenant's first use of the name, an enqueue writes and checks
+    -- nothing more here)
+    IF EXISTS (SELECT FROM broker.broker_task_name_tenant AS u
+                WHERE u.tenant_id OPERATOR(pg_catalog.=) v_tenant AND u.task_name OPERATOR(pg_catalog.=) p_task) THEN
+        RETURN v_queue;
+    END IF;
+    -- a use only by a role that may act for the tenant, as its enqueue's policies require (this
+    -- function is callable directly, and must not record names as another tenant's)
+    IF broker._tenant_allowed(v_tenant, broker._task_actor()) OR broker._is_broker_admin(broker._task_actor()) THEN
+        INSERT INTO broker.broker_task_name_tenant AS u (tenant_id, task_name) VALUES (v_tenant, p_task)
+        ON CONFLICT (tenant_id, task_name) DO NOTHING;
     END IF;
     RETURN v_queue;
 END;
 $$;
-COMMENT ON FUNCTION broker._task_queue(text, text) IS
-    'Internal: a task name''s queue (negative), made on its first enqueue; checks the name.';
+COMMENT ON FUNCTION broker._task_queue(text, text, boolean) IS
+    'Internal: a task name''s queue (negative), made on its first enqueue, and (p_use) the name recorded as the current tenant''s; checks the name.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_task_name(p_fn, p_param, p_task)
@@ -8884,8 +8936,9 @@ COMMENT ON FUNCTION broker._check_task_name(text, text, text) IS
 -- Example:
 --   SELECT * FROM broker.broker_add_task('send_email', '{"to": "ada@example.com"}',
 --                                     p_max_attempts => 5, p_depends_on_job_ids => ARRAY[41]);
---   Calls: _task_queue, broker_add_job
---   Tables: writes broker_jobs (through broker_add_job), broker_task_queue (through _task_queue)
+--   Calls: _call_tenant, _task_queue, broker_add_job, _end_call_tenant
+--   Tables: writes broker_jobs (through broker_add_job), broker_task_queue and broker_task_name_tenant
+--     (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_task(
     p_task               text,
@@ -8905,7 +8958,9 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue integer := broker._task_queue('broker_add_task', p_task);
+    -- (the tenant the call names first: the name is recorded as that tenant's, _task_queue)
+    v_saved text := broker._call_tenant('broker_add_task', p_tenant_id);
+    v_queue integer := broker._task_queue('broker_add_task', p_task, true);
 BEGIN
     IF p_args IS NULL THEN
         RAISE EXCEPTION 'broker_add_task: p_args must not be NULL' USING ERRCODE = 'null_value_not_allowed',
@@ -8924,6 +8979,7 @@ BEGIN
                                  p_search_path => '',
                                  p_tenant_id => p_tenant_id,
                                  p_concurrency_key => p_concurrency_key) AS a;
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
@@ -8944,7 +9000,7 @@ COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text,
 --   22023 a NULL, blank or over-long name (_check_task_name), each naming
 --   the element.
 --   Calls: _check_task_name, _task_queue
---   Tables: reads and writes broker_task_queue (through _task_queue)
+--   Tables: reads and writes broker_task_queue, broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tasks_as_jobs(p_jobs jsonb)
 RETURNS jsonb
@@ -8982,7 +9038,7 @@ BEGIN
                       'job_name', v_name,
                       'execute_str', COALESCE(r.v OPERATOR(pg_catalog.->) 'args', '{}'::jsonb)::text,
                       'job_language', 'task',
-                      'job_queue', broker._task_queue('broker_add_jobs', v_name)));
+                      'job_queue', broker._task_queue('broker_add_jobs', v_name, true)));
     END LOOP;
     RETURN pg_catalog.to_jsonb(a_out);
 END;
@@ -9471,7 +9527,8 @@ COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
 --   the name (broker_claim_tasks) skip its ready tasks, running tasks
 --   finish, enqueueing goes on. A pause is on the name's queue
 --   (broker_task_queue, made here when the name was never enqueued, so a
---   name can be paused before its first task), with the rules of
+--   name can be paused before its first task; a tenant's pause makes it a
+--   name the tenant uses, broker_task_name_tenant), with the rules of
 --   broker_pause_queue: a tenant pauses and resumes only its own tasks; an
 --   administrator (superuser or broker_admin) pauses the name for every
 --   tenant, and resuming as one lifts every pause of it. A resume wakes the
@@ -9483,8 +9540,9 @@ COMMENT ON FUNCTION broker.broker_complete_tasks(bigint[], uuid[], jsonb[]) IS
 -- Example:
 --   SELECT broker.broker_pause_task('send_email');          -- pause it
 --   SELECT broker.broker_pause_task('send_email', false);   -- resume it
---   Calls: _check_task_name, _task_queue, _pause
---   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause)
+--   Calls: _check_task_name, _task_queue, _is_broker_admin, _pause
+--   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause),
+--     broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_pause_task(p_task text, p_paused boolean DEFAULT true)
 RETURNS boolean
@@ -9498,7 +9556,8 @@ BEGIN
         RAISE EXCEPTION 'broker_pause_task: p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF p_paused THEN
-        v_queue := broker._task_queue('broker_pause_task', p_task);
+        -- (a tenant's pause is its use of the name; an administrator's, for every tenant, is no tenant's)
+        v_queue := broker._task_queue('broker_pause_task', p_task, NOT broker._is_broker_admin(CURRENT_USER));
     ELSE
         PERFORM broker._check_task_name('broker_pause_task', 'p_task', p_task);
         SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
@@ -9534,7 +9593,7 @@ COMMENT ON FUNCTION broker.broker_pause_task(text, boolean) IS
 --   SELECT * FROM broker.broker_add_task_schedule('daily-digest', '0 7 * * *', 'send_digest', '{"kind": "daily"}',
 --                                              p_time_zone => 'Europe/Paris', p_max_attempts => 3);
 --   Calls: _call_tenant, _task_queue, _add_schedule, _end_call_tenant
---   Tables: writes broker_schedule (through _add_schedule), broker_task_queue (through _task_queue)
+--   Tables: writes broker_schedule (through _add_schedule), broker_task_queue and broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_task_schedule(
     p_schedule_name   text,
@@ -9568,7 +9627,7 @@ BEGIN
     s.cron_expr := pg_catalog.btrim(p_cron_expr);
     s.execute_str := p_args::text;
     s.time_zone := pg_catalog.btrim(p_time_zone);
-    s.job_queue := broker._task_queue('broker_add_task_schedule', p_task);
+    s.job_queue := broker._task_queue('broker_add_task_schedule', p_task, true);
     s.job_priority := p_priority;
     s.job_language := 'task';
     s.run_as := CURRENT_USER;
@@ -12288,13 +12347,26 @@ CREATE POLICY broker_autonomous_role_own ON broker.broker_autonomous_role FOR SE
     USING (pg_catalog.pg_has_role(CURRENT_USER, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER'));
 COMMENT ON POLICY broker_autonomous_role_own ON broker.broker_autonomous_role IS 'A role sees the arrangements of the roles it belongs to.';
 -- source: sql/security/policies/broker_task_queue.sql
--- sql/security/policies/broker_task_queue.sql: row-level security of broker.broker_task_queue (task names are not tenant data; only the broker's functions write them).
+-- sql/security/policies/broker_task_queue.sql: row-level security of broker.broker_task_queue (a tenant sees the task names it uses; only the broker's functions write them).
 ALTER TABLE broker.broker_task_queue ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_task_queue FORCE ROW LEVEL SECURITY;
+-- (the names a tenant uses: broker_task_name_tenant, read under its own policy, so as the tenant)
 CREATE POLICY broker_task_queue_select ON broker.broker_task_queue FOR SELECT
-    USING (true);
+    USING (EXISTS (SELECT FROM broker.broker_task_name_tenant AS u
+                    WHERE u.task_name OPERATOR(pg_catalog.=) broker_task_queue.task_name)
+           OR broker._is_broker_admin(CURRENT_USER));
 COMMENT ON POLICY broker_task_queue_select ON broker.broker_task_queue IS
-    'Task names and their queues are readable by every role granted SELECT (like queue numbers, they belong to no tenant); only the broker''s functions add them.';
+    'A tenant reads the task names it uses (broker_task_name_tenant) and their queues; administrators all. Names are one namespace per database: only the broker''s functions add them.';
+-- source: sql/security/policies/broker_task_name_tenant.sql
+-- sql/security/policies/broker_task_name_tenant.sql: row-level security of broker.broker_task_name_tenant (a tenant reads the task names it uses; only the broker's functions write them).
+ALTER TABLE broker.broker_task_name_tenant ENABLE ROW LEVEL SECURITY;
+ALTER TABLE broker.broker_task_name_tenant FORCE ROW LEVEL SECURITY;
+CREATE POLICY broker_task_name_tenant_select ON broker.broker_task_name_tenant FOR SELECT
+    USING ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+            AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+           OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_task_name_tenant_select ON broker.broker_task_name_tenant IS
+    'A tenant reads the task names it uses; administrators all. Only broker._task_queue (SECURITY DEFINER) writes.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/security/grants.sql

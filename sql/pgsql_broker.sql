@@ -43,6 +43,7 @@
 \i sql/tables/broker_tenant_weight.sql
 \i sql/tables/broker_autonomous_role.sql
 \i sql/tables/broker_task_queue.sql
+\i sql/tables/broker_task_name_tenant.sql
 \i sql/tables/dump.sql
 
 -- Group: dependencies: locks, the cycle check, pending_deps bookkeeping, release and propagation
@@ -138,4 +139,5 @@
 \i sql/security/policies/broker_tenant_weight.sql
 \i sql/security/policies/broker_autonomous_role.sql
 \i sql/security/policies/broker_task_queue.sql
+\i sql/security/policies/broker_task_name_tenant.sql
 \i sql/security/grants.sql

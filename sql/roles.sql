@@ -442,9 +442,9 @@ GRANT EXECUTE ON FUNCTION
     broker.broker_fail_task(bigint, uuid, text, boolean),
     broker.broker_release_task(bigint, uuid)
     TO broker_worker;
--- task names and their queues (no tenant's data): the insert policy checks a task's queue, the
--- runner names task queues
-GRANT SELECT ON broker.broker_task_queue TO broker_runtime, broker_enqueue;
+-- task names and their queues: the insert policy checks a task's queue; each tenant sees the names
+-- it uses (policy broker_task_queue_select, through broker_task_name_tenant)
+GRANT SELECT ON broker.broker_task_queue, broker.broker_task_name_tenant TO broker_runtime, broker_enqueue;
 -- each role sees its own tenant mappings (policy broker_tenant_roles_own)
 GRANT SELECT ON broker.broker_tenant_roles TO broker_runtime, broker_enqueue;
 
@@ -483,7 +483,7 @@ GRANT EXECUTE ON FUNCTION
     broker._dependency_lock_key(text, text, bigint),
     broker._notify_queues(integer[]),
     broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text),
-    broker._task_queue(text, text),
+    broker._task_queue(text, text, boolean),
     broker._check_task_name(text, text, text),
     broker._tasks_as_jobs(jsonb),
     broker._task_queue_is(text, integer)

@@ -31,4 +31,5 @@ SELECT pg_catalog.pg_extension_config_dump('broker.broker_tenant_weight', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_autonomous_role', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue', '');
 SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_queue_job_queue_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('broker.broker_task_name_tenant', '');
 -- </extension-only>

@@ -22,8 +22,9 @@
 -- Example:
 --   SELECT * FROM broker.broker_add_task('send_email', '{"to": "ada@example.com"}',
 --                                     p_max_attempts => 5, p_depends_on_job_ids => ARRAY[41]);
---   Calls: _task_queue, broker_add_job
---   Tables: writes broker_jobs (through broker_add_job), broker_task_queue (through _task_queue)
+--   Calls: _call_tenant, _task_queue, broker_add_job, _end_call_tenant
+--   Tables: writes broker_jobs (through broker_add_job), broker_task_queue and broker_task_name_tenant
+--     (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_task(
     p_task               text,
@@ -43,7 +44,9 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue integer := broker._task_queue('broker_add_task', p_task);
+    -- (the tenant the call names first: the name is recorded as that tenant's, _task_queue)
+    v_saved text := broker._call_tenant('broker_add_task', p_tenant_id);
+    v_queue integer := broker._task_queue('broker_add_task', p_task, true);
 BEGIN
     IF p_args IS NULL THEN
         RAISE EXCEPTION 'broker_add_task: p_args must not be NULL' USING ERRCODE = 'null_value_not_allowed',
@@ -62,6 +65,7 @@ BEGIN
                                  p_search_path => '',
                                  p_tenant_id => p_tenant_id,
                                  p_concurrency_key => p_concurrency_key) AS a;
+    PERFORM broker._end_call_tenant(p_tenant_id, v_saved);
 END;
 $$;
 COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text) IS
@@ -82,7 +86,7 @@ COMMENT ON FUNCTION broker.broker_add_task(text, jsonb, integer, bigint[], text,
 --   22023 a NULL, blank or over-long name (_check_task_name), each naming
 --   the element.
 --   Calls: _check_task_name, _task_queue
---   Tables: reads and writes broker_task_queue (through _task_queue)
+--   Tables: reads and writes broker_task_queue, broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker._tasks_as_jobs(p_jobs jsonb)
 RETURNS jsonb
@@ -120,7 +124,7 @@ BEGIN
                       'job_name', v_name,
                       'execute_str', COALESCE(r.v OPERATOR(pg_catalog.->) 'args', '{}'::jsonb)::text,
                       'job_language', 'task',
-                      'job_queue', broker._task_queue('broker_add_jobs', v_name)));
+                      'job_queue', broker._task_queue('broker_add_jobs', v_name, true)));
     END LOOP;
     RETURN pg_catalog.to_jsonb(a_out);
 END;

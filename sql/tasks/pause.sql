@@ -5,7 +5,8 @@
 --   the name (broker_claim_tasks) skip its ready tasks, running tasks
 --   finish, enqueueing goes on. A pause is on the name's queue
 --   (broker_task_queue, made here when the name was never enqueued, so a
---   name can be paused before its first task), with the rules of
+--   name can be paused before its first task; a tenant's pause makes it a
+--   name the tenant uses, broker_task_name_tenant), with the rules of
 --   broker_pause_queue: a tenant pauses and resumes only its own tasks; an
 --   administrator (superuser or broker_admin) pauses the name for every
 --   tenant, and resuming as one lifts every pause of it. A resume wakes the
@@ -17,8 +18,9 @@
 -- Example:
 --   SELECT broker.broker_pause_task('send_email');          -- pause it
 --   SELECT broker.broker_pause_task('send_email', false);   -- resume it
---   Calls: _check_task_name, _task_queue, _pause
---   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause)
+--   Calls: _check_task_name, _task_queue, _is_broker_admin, _pause
+--   Tables: reads broker_task_queue; writes broker_queue_pause (through _pause),
+--     broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_pause_task(p_task text, p_paused boolean DEFAULT true)
 RETURNS boolean
@@ -32,7 +34,8 @@ BEGIN
         RAISE EXCEPTION 'broker_pause_task: p_paused must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     IF p_paused THEN
-        v_queue := broker._task_queue('broker_pause_task', p_task);
+        -- (a tenant's pause is its use of the name; an administrator's, for every tenant, is no tenant's)
+        v_queue := broker._task_queue('broker_pause_task', p_task, NOT broker._is_broker_admin(CURRENT_USER));
     ELSE
         PERFORM broker._check_task_name('broker_pause_task', 'p_task', p_task);
         SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;

@@ -20,7 +20,7 @@
 --   SELECT * FROM broker.broker_add_task_schedule('daily-digest', '0 7 * * *', 'send_digest', '{"kind": "daily"}',
 --                                              p_time_zone => 'Europe/Paris', p_max_attempts => 3);
 --   Calls: _call_tenant, _task_queue, _add_schedule, _end_call_tenant
---   Tables: writes broker_schedule (through _add_schedule), broker_task_queue (through _task_queue)
+--   Tables: writes broker_schedule (through _add_schedule), broker_task_queue and broker_task_name_tenant (through _task_queue)
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_add_task_schedule(
     p_schedule_name   text,
@@ -54,7 +54,7 @@ BEGIN
     s.cron_expr := pg_catalog.btrim(p_cron_expr);
     s.execute_str := p_args::text;
     s.time_zone := pg_catalog.btrim(p_time_zone);
-    s.job_queue := broker._task_queue('broker_add_task_schedule', p_task);
+    s.job_queue := broker._task_queue('broker_add_task_schedule', p_task, true);
     s.job_priority := p_priority;
     s.job_language := 'task';
     s.run_as := CURRENT_USER;

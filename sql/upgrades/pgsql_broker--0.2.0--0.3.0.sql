@@ -119,10 +119,11 @@ COMMENT ON INDEX broker.broker_jobs_key_pending_idx IS
 DROP TABLE broker.broker_claim_hint;
 \i sql/tables/broker_claim_hint.sql
 
--- New tables: key limits, tenant weights, task names' queues.
+-- New tables: key limits, tenant weights, task names' queues and their tenants.
 \i sql/tables/broker_key_limit.sql
 \i sql/tables/broker_tenant_weight.sql
 \i sql/tables/broker_task_queue.sql
+\i sql/tables/broker_task_name_tenant.sql
 -- pg_dump registration of every data table: a table 0.2.0 registered keeps its entry (it is
 -- replaced in place), the new ones are added.
 \i sql/tables/dump.sql

@@ -9,7 +9,7 @@ SELECT ok(EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pgsql_broker')
 SELECT tables_are('broker', ARRAY['broker_jobs', 'broker_job_dependency', 'broker_queueinstance',
                                    'broker_schedule', 'broker_schema_migrations', 'broker_tenant_roles', 'broker_config',
                                    'broker_deferred_release', 'broker_schedule_count',
-                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role', 'broker_task_queue',
+                                   'broker_job_attempts', 'broker_job_actions', 'broker_queue_pause', 'broker_finished_count', 'broker_autonomous_role', 'broker_task_queue', 'broker_task_name_tenant',
                                    'broker_claim_hint', 'broker_key_limit', 'broker_tenant_weight']);
 SELECT columns_are('broker', 'broker_jobs', ARRAY[
     'job_id', 'tenant_id', 'job_name', 'job_group', 'execute_str', 'job_language', 'job_queue',
