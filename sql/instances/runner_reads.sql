@@ -59,12 +59,16 @@ BEGIN
                              ORDER BY j.job_queue, j.run_after LIMIT 1) AS n
         )
         SELECT r.q FROM (
-            SELECT s.q FROM queues AS s
+            -- (a probe per queue, LATERAL with LIMIT 1, not EXISTS: with statistics that make the
+            -- ready jobs a vanishing share of the table, as after a long history, EXISTS was planned
+            -- as a hash semi-join that read every ready job at every poll)
+            SELECT s.q FROM queues AS s,
+                   LATERAL (SELECT FROM broker.broker_jobs AS j
+                             WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
+                               AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
+                               AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
+                             LIMIT 1) AS due
              WHERE s.q IS NOT NULL
-               AND EXISTS (SELECT 1 FROM broker.broker_jobs AS j
-                            WHERE j.job_queue OPERATOR(pg_catalog.=) s.q
-                              AND broker._claimable(j.complete_status, j.pending_deps, j.parked)
-                              AND j.run_after OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp())
             UNION
             SELECT l.q FROM later AS l WHERE l.due
             UNION
