@@ -3,7 +3,8 @@
 Workload `age` of `python -m bench.run --only age` (`make bench-age`). Two databases of the same cluster with the
 same live jobs (bench/age_fill.py: a few hundred ready, claimed and blocked jobs over QUEUES queues and TENANTS
 tenants, made through the public functions): "empty" has nothing else; "aged" has BENCH_AGE_FINISHED (10,000,000)
-finished jobs besides, with their attempts and some dependency edges and schedules, then VACUUM ANALYZE.
+finished jobs besides, with their attempts and some dependency edges and schedules, all finished before the
+windows the probes read (bench/age_fill.py GAP_MINUTES), then VACUUM ANALYZE.
 
 Each probe is what the code that ships sends, called through its own Python where there is one: the runner's
 claim statement (run/queries.py CLAIM, broker_claim_batches) and the public broker_get, each in a transaction
@@ -216,7 +217,7 @@ def _ratio(a, b):
 def run(template: str, runs: int) -> dict:
     db, empty = "bench_age", "bench_age_empty"
     out: dict = {"finished_jobs": N_FINISHED, "calls": CALLS, "runs": runs, "target": TARGET,
-                 "span_days": age_fill.SPAN_DAYS, "tenants": age_fill.TENANTS, "queues": age_fill.QUEUES,
+                 "span_days": age_fill.SPAN_DAYS, "gap_minutes": age_fill.GAP_MINUTES, "tenants": age_fill.TENANTS, "queues": age_fill.QUEUES,
                  "ready": age_fill.READY, "running": age_fill.RUNNING, "recent": age_fill.RECENT}
     targets: list[Target] = []
     try:

@@ -11,7 +11,10 @@ after years of use.
 
 `fill(db, n)` adds the history: n finished jobs with ids 1..n, copies of the prototypes (so each row and its
 attempts are what the finish path writes, width and NULLs alike) with their own tenant, queue, name and times,
-finish times spread evenly over BENCH_AGE_SPAN_DAYS up to now; every 10th job waits on an earlier one by id (a
+finish times spread evenly over BENCH_AGE_SPAN_DAYS up to BENCH_AGE_GAP_MINUTES (185) ago: older than the widest
+window a probe reads (the console's charts and the finished counts keep 3 hours), so that both databases hold the
+same recent jobs and the history adds only its age (what a window holds costs by the rate of finishes, at any
+age); every 10th job waits on an earlier one by id (a
 finished edge), every 20th of the tenants with a schedule belongs to it. One INSERT ... SELECT generate_series
 per table and chunk, as the superuser with session_replication_role = replica: no trigger fires (they do
 nothing for finished rows but count them), so the finished-count deltas of the last hours are written once
@@ -32,6 +35,7 @@ READY = common.env_int("BENCH_AGE_READY", 300)
 RUNNING = common.env_int("BENCH_AGE_RUNNING", 40)
 RECENT = common.env_int("BENCH_AGE_RECENT", 300)
 SPAN_DAYS = common.env_float("BENCH_AGE_SPAN_DAYS", 30.0)
+GAP_MINUTES = common.env_float("BENCH_AGE_GAP_MINUTES", 185.0)
 CHUNK = common.env_int("BENCH_AGE_CHUNK", 500_000)
 SCHEDULED_TENANTS = 3   # tenants t0..t2 have a schedule
 NAMES = ("report", "etl", "mail", "cleanup", "sync")
@@ -48,8 +52,8 @@ GRANT broker_enqueue TO {TENANT_LOGIN};"""
 
 # the kind of history job i (90% completed, 7% failed, 3% cancelled)
 KIND = "CASE WHEN mod(i, 100) < 90 THEN 'completed' WHEN mod(i, 100) < 97 THEN 'failed' ELSE 'cancelled' END"
-# job i's finish time: the history's span, oldest ids first, the newest finishing now
-FINISHED = "statement_timestamp() - make_interval(secs => %(span)s * (%(n)s - i)::float8 / %(n)s)"
+# job i's finish time: the history's span, oldest ids first, the newest finishing GAP_MINUTES ago
+FINISHED = "statement_timestamp() - make_interval(secs => %(gap)s + %(span)s * (%(n)s - i)::float8 / %(n)s)"
 
 
 def _tenant(i: int) -> str:
@@ -206,7 +210,7 @@ def fill(db: str, n: int, schedules: list[int], progress=print) -> dict:
         conn.execute("SET synchronous_commit = off")
         conn.execute("SET maintenance_work_mem = '512MB'")
         insert_jobs = _jobs_insert(conn, schedules)
-        params = {"span": SPAN_DAYS * 86400, "n": n}
+        params = {"span": SPAN_DAYS * 86400, "gap": GAP_MINUTES * 60, "n": n}
         t0 = time.monotonic()
         for lo in range(1, n + 1, CHUNK):
             hi = min(n, lo + CHUNK - 1)
