@@ -360,6 +360,9 @@ CREATE TABLE broker.broker_task_queue (
     CONSTRAINT broker_task_queue_task_name_check
         CHECK (pg_catalog.btrim(task_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(task_name) OPERATOR(pg_catalog.<=) 200)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_queue ALTER COLUMN task_name SET STATISTICS 0;
 COMMENT ON TABLE broker.broker_task_queue IS
     'Each task name''s claim queue: its tasks sit in broker_jobs under this negative job_queue, which no runner serves.';
 COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';
@@ -385,6 +388,9 @@ CREATE TABLE broker.broker_task_name_tenant (
     CONSTRAINT broker_task_name_tenant_task_name_fkey FOREIGN KEY (task_name)
         REFERENCES broker.broker_task_queue (task_name)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_name_tenant ALTER COLUMN task_name SET STATISTICS 0;
 -- (the foreign key's own index: its checks, and the name's tenants for an administrator)
 CREATE INDEX broker_task_name_tenant_task_name_idx ON broker.broker_task_name_tenant (task_name);
 COMMENT ON TABLE broker.broker_task_name_tenant IS
