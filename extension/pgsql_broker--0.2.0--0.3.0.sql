@@ -360,6 +360,9 @@ CREATE TABLE broker.broker_task_queue (
     CONSTRAINT broker_task_queue_task_name_check
         CHECK (pg_catalog.btrim(task_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(task_name) OPERATOR(pg_catalog.<=) 200)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_queue ALTER COLUMN task_name SET STATISTICS 0;
 COMMENT ON TABLE broker.broker_task_queue IS
     'Each task name''s claim queue: its tasks sit in broker_jobs under this negative job_queue, which no runner serves.';
 COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';
@@ -385,6 +388,9 @@ CREATE TABLE broker.broker_task_name_tenant (
     CONSTRAINT broker_task_name_tenant_task_name_fkey FOREIGN KEY (task_name)
         REFERENCES broker.broker_task_queue (task_name)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_name_tenant ALTER COLUMN task_name SET STATISTICS 0;
 -- (the foreign key's own index: its checks, and the name's tenants for an administrator)
 CREATE INDEX broker_task_name_tenant_task_name_idx ON broker.broker_task_name_tenant (task_name);
 COMMENT ON TABLE broker.broker_task_name_tenant IS
@@ -8832,39 +8838,63 @@ COMMENT ON FUNCTION broker._task_queue_is(text, integer) IS
     'Policy helper: whether a queue is the task name''s own (broker_task_queue).';
 
 -- ---------------------------------------------------------------------------
--- Function: broker._task_queue(p_fn, p_task, p_use)
---   Task p_task's queue, made on its first enqueue, and with p_use the name
---   recorded as used by the current tenant (broker_task_name_tenant: a
---   tenant sees the names it uses only), so callers set the call's tenant
---   first (an administrator's pause for every tenant is no tenant's use). Checks
---   the name: 22004 NULL, 22023 blank or over 200 characters (as p_fn's
---   p_task). Nothing is recorded for a role that may not act for the
---   tenant (strict tenancy: _tenant_allowed for the role _task_actor
---   names, unless an administrator's, who enqueues for any tenant), and a
---   call whose enqueue then fails (a bad option) rolls its record back
---   with it.
---   Calls: _check_task_name, broker_current_tenant, _tenant_allowed, _is_broker_admin, _task_actor
---   Tables: reads and writes broker_task_queue, broker_task_name_tenant
+-- Function: broker._task_queue_of(p_fn, p_task)
+--   Task p_task's queue, made on its first enqueue, whichever tenant uses
+--   the name (a definer's: a tenant sees only the names it uses). Checks the
+--   name: 22004 NULL, 22023 blank or over 200 characters (as p_fn's
+--   p_task).
+--   Calls: _check_task_name
+--   Tables: reads and writes broker_task_queue
 -- ---------------------------------------------------------------------------
-CREATE FUNCTION broker._task_queue(p_fn text, p_task text, p_use boolean)
+CREATE FUNCTION broker._task_queue_of(p_fn text, p_task text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue  integer;
-    v_tenant text;
+    v_queue integer;
 BEGIN
     PERFORM broker._check_task_name(p_fn, 'p_task', p_task);
     SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
-    IF NOT FOUND THEN
-        INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
-        ON CONFLICT (task_name) DO NOTHING
-        RETURNING q.job_queue INTO v_queue;
-        IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
-            SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
-        END IF;
+    IF FOUND THEN
+        RETURN v_queue;
     END IF;
+    INSERT INTO broker.broker_task_queue AS q (task_name) VALUES (p_task)
+    ON CONFLICT (task_name) DO NOTHING
+    RETURNING q.job_queue INTO v_queue;
+    IF v_queue IS NULL THEN  -- a concurrent first enqueue of the name made it
+        SELECT q.job_queue INTO v_queue FROM broker.broker_task_queue AS q WHERE q.task_name OPERATOR(pg_catalog.=) p_task;
+    END IF;
+    RETURN v_queue;
+END;
+$$;
+COMMENT ON FUNCTION broker._task_queue_of(text, text) IS
+    'Internal: a task name''s queue (negative), made on its first enqueue; checks the name.';
+
+-- ---------------------------------------------------------------------------
+-- Function: broker._task_queue(p_fn, p_task, p_use)
+--   Task p_task's queue (_task_queue_of), and with p_use the name recorded
+--   as used by the current tenant (broker_task_name_tenant: a tenant sees
+--   the names it uses only), so callers set the call's tenant first (an
+--   administrator's pause for every tenant is no tenant's use). SECURITY
+--   INVOKER: the use is written with the caller's rights, under the insert
+--   policy of broker_task_name_tenant, by the role the enqueue's policies
+--   check (CURRENT_USER: inside a job, its run_as; inside a SECURITY
+--   DEFINER function, its owner), and only for a role that may act for the
+--   tenant (_tenant_allowed) or an administrator. A call whose enqueue then
+--   fails (a bad option) rolls its record back with it.
+--   Calls: _task_queue_of, broker_current_tenant, _tenant_allowed, _is_broker_admin
+--   Tables: writes broker_task_name_tenant; broker_task_queue (through _task_queue_of)
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._task_queue(p_fn text, p_task text, p_use boolean)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue  integer := broker._task_queue_of(p_fn, p_task);
+    v_tenant text;
+BEGIN
     IF NOT p_use THEN
         RETURN v_queue;
     END IF;
@@ -8877,7 +8907,7 @@ BEGIN
     END IF;
     -- a use only by a role that may act for the tenant, as its enqueue's policies require (this
     -- function is callable directly, and must not record names as another tenant's)
-    IF broker._tenant_allowed(v_tenant, broker._task_actor()) OR broker._is_broker_admin(broker._task_actor()) THEN
+    IF broker._tenant_allowed(v_tenant, CURRENT_USER) OR broker._is_broker_admin(CURRENT_USER) THEN
         INSERT INTO broker.broker_task_name_tenant AS u (tenant_id, task_name) VALUES (v_tenant, p_task)
         ON CONFLICT (tenant_id, task_name) DO NOTHING;
     END IF;
@@ -8885,7 +8915,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION broker._task_queue(text, text, boolean) IS
-    'Internal: a task name''s queue (negative), made on its first enqueue, and (p_use) the name recorded as the current tenant''s; checks the name.';
+    'Internal: a task name''s queue (negative), made on its first enqueue, and (p_use) the name recorded as the current tenant''s, as the caller; checks the name.';
 
 -- ---------------------------------------------------------------------------
 -- Function: broker._check_task_name(p_fn, p_param, p_task)
@@ -12362,7 +12392,7 @@ CREATE POLICY broker_task_queue_select ON broker.broker_task_queue FOR SELECT
 COMMENT ON POLICY broker_task_queue_select ON broker.broker_task_queue IS
     'A tenant reads the task names it uses (broker_task_name_tenant) and their queues; administrators all. Names are one namespace per database: only the broker''s functions add them.';
 -- source: sql/security/policies/broker_task_name_tenant.sql
--- sql/security/policies/broker_task_name_tenant.sql: row-level security of broker.broker_task_name_tenant (a tenant reads the task names it uses; only the broker's functions write them).
+-- sql/security/policies/broker_task_name_tenant.sql: row-level security of broker.broker_task_name_tenant (a tenant reads the task names it uses; broker._task_queue records them as the enqueuing role).
 ALTER TABLE broker.broker_task_name_tenant ENABLE ROW LEVEL SECURITY;
 ALTER TABLE broker.broker_task_name_tenant FORCE ROW LEVEL SECURITY;
 CREATE POLICY broker_task_name_tenant_select ON broker.broker_task_name_tenant FOR SELECT
@@ -12370,7 +12400,13 @@ CREATE POLICY broker_task_name_tenant_select ON broker.broker_task_name_tenant F
             AND broker._tenant_allowed(tenant_id, CURRENT_USER))
            OR broker._is_broker_admin(CURRENT_USER));
 COMMENT ON POLICY broker_task_name_tenant_select ON broker.broker_task_name_tenant IS
-    'A tenant reads the task names it uses; administrators all. Only broker._task_queue (SECURITY DEFINER) writes.';
+    'A tenant reads the task names it uses; administrators all.';
+CREATE POLICY broker_task_name_tenant_insert ON broker.broker_task_name_tenant FOR INSERT
+    WITH CHECK ((tenant_id OPERATOR(pg_catalog.=) broker.broker_current_tenant()
+                 AND broker._tenant_allowed(tenant_id, CURRENT_USER))
+                OR broker._is_broker_admin(CURRENT_USER));
+COMMENT ON POLICY broker_task_name_tenant_insert ON broker.broker_task_name_tenant IS
+    'A name is recorded as the current tenant''s by a role that may act for it (broker._task_queue, as the enqueuing role); administrators any tenant''s.';
 
 -- Privileges (new functions too; the broker roles get theirs from sql/roles.sql)
 -- source: sql/security/grants.sql

@@ -484,6 +484,7 @@ GRANT EXECUTE ON FUNCTION
     broker._notify_queues(integer[]),
     broker.broker_add_task(text, jsonb, integer, bigint[], text, integer, text, text[], timestamptz, interval, text, text),
     broker._task_queue(text, text, boolean),
+    broker._task_queue_of(text, text),
     broker._check_task_name(text, text, text),
     broker._tasks_as_jobs(jsonb),
     broker._task_queue_is(text, integer)
@@ -493,6 +494,9 @@ GRANT SELECT ON broker.broker_jobs, broker.broker_job_dependency, broker.broker_
 -- operator actions (cancel a running job, retry) and pauses: rows the policies check, a trigger performs
 GRANT INSERT (job_id, action, reason, run_after, with_dependents) ON broker.broker_job_actions TO broker_enqueue;
 GRANT INSERT (job_queue), DELETE ON broker.broker_queue_pause TO broker_enqueue;
+-- the task names its tenant uses, recorded by broker._task_queue as the enqueuing role (policy
+-- broker_task_name_tenant_insert: its own tenant's)
+GRANT INSERT (tenant_id, task_name) ON broker.broker_task_name_tenant TO broker_enqueue;
 -- limits on its concurrency keys (broker_set_limit; the policies hold it to its own tenant's rows)
 GRANT SELECT, DELETE ON broker.broker_key_limit TO broker_enqueue;
 GRANT INSERT (tenant_id, concurrency_key, max_running, per_second, burst, tokens, tokens_at),

@@ -17,6 +17,9 @@ CREATE TABLE broker.broker_task_name_tenant (
     CONSTRAINT broker_task_name_tenant_task_name_fkey FOREIGN KEY (task_name)
         REFERENCES broker.broker_task_queue (task_name)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_name_tenant ALTER COLUMN task_name SET STATISTICS 0;
 -- (the foreign key's own index: its checks, and the name's tenants for an administrator)
 CREATE INDEX broker_task_name_tenant_task_name_idx ON broker.broker_task_name_tenant (task_name);
 COMMENT ON TABLE broker.broker_task_name_tenant IS

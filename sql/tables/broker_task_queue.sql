@@ -18,6 +18,9 @@ CREATE TABLE broker.broker_task_queue (
     CONSTRAINT broker_task_queue_task_name_check
         CHECK (pg_catalog.btrim(task_name) OPERATOR(pg_catalog.<>) '' AND pg_catalog.length(task_name) OPERATOR(pg_catalog.<=) 200)
 );
+-- (no planner statistics of the names: a tenant sees only the names it uses, and a histogram of them
+-- would show the others' to its EXPLAIN estimates, text comparison being leakproof)
+ALTER TABLE broker.broker_task_queue ALTER COLUMN task_name SET STATISTICS 0;
 COMMENT ON TABLE broker.broker_task_queue IS
     'Each task name''s claim queue: its tasks sit in broker_jobs under this negative job_queue, which no runner serves.';
 COMMENT ON COLUMN broker.broker_task_queue.task_name IS 'The task name (1 to 200 characters).';

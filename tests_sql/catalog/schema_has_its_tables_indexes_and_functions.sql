@@ -91,7 +91,7 @@ SELECT functions_are('broker', ARRAY[
     'broker_autonomous_begin', 'broker_autonomous_extend', 'broker_autonomous_end',
 
     -- tasks: jobs run by application code, and the claim they share with SQL jobs
-    '_claim', '_check_task_name', '_task_queue', '_task_queue_is', '_task_actor', '_task_lease', '_task_leases', 'broker_add_task', 'broker_claim_tasks',
+    '_claim', '_check_task_name', '_task_queue', '_task_queue_of', '_task_queue_is', '_task_actor', '_task_lease', '_task_leases', 'broker_add_task', 'broker_claim_tasks',
     'broker_extend_task', 'broker_complete_task', 'broker_fail_task', 'broker_release_task', 'broker_complete_tasks',
 
     -- the console's charts

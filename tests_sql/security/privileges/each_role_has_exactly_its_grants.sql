@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(78);
+SELECT plan(80);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -55,6 +55,10 @@ SELECT column_privs_are('broker', 'broker_jobs', 'tenant_id', 'broker_enqueue', 
                         'enqueue cannot write tenant_id');
 SELECT column_privs_are('broker', 'broker_jobs', 'pending_deps', 'broker_enqueue', ARRAY['SELECT'],
                         'enqueue cannot write pending_deps');
+SELECT column_privs_are('broker', 'broker_task_name_tenant', 'task_name', 'broker_enqueue', ARRAY['SELECT', 'INSERT'],
+                        'enqueue records the task names its tenant uses (broker._task_queue, as the enqueuing role; policy: its own tenant''s)');
+SELECT column_privs_are('broker', 'broker_task_name_tenant', 'created_at', 'broker_enqueue', ARRAY['SELECT'],
+                        'and cannot date a use');
 
 -- functions x roles
 SELECT function_privs_are('broker', 'broker_add_job',
