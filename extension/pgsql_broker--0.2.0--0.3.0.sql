@@ -11934,8 +11934,8 @@ BEGIN
         )
         SELECT r.q FROM (
             -- (a probe per queue, LATERAL with LIMIT 1, not EXISTS: with statistics that make the
-            -- ready jobs a vanishing share of the table, as after a long history, EXISTS was planned
-            -- as a hash semi-join that read every ready job at every poll)
+            -- ready jobs a vanishing share of the table, as after a long history, EXISTS can be planned
+            -- as a hash semi-join that reads every ready job at every poll)
             SELECT s.q FROM queues AS s,
                    LATERAL (SELECT FROM broker.broker_jobs AS j
                              WHERE j.job_queue OPERATOR(pg_catalog.=) s.q

@@ -1,8 +1,9 @@
 -- The runner's poll (broker_ready_queues) reads a few entries of the claim index a queue, whatever the
 -- statistics say: on a table analyzed when it held almost nothing (as after years of history, whose
 -- statistics say the ready jobs are a vanishing share), with thousands of ready jobs in four queues, it
--- does not read every ready job (the check that a queue has one due now was planned as a hash semi-join
--- over the whole claim index: every poll read every ready job). (Counted, not timed.)
+-- does not read every ready job (the check that a queue has one due now, as an EXISTS, can be planned
+-- as a hash semi-join over the whole claim index: every poll would read every ready job). (Counted, not
+-- timed.)
 BEGIN;
 SELECT plan(3);
 

@@ -1,12 +1,11 @@
 -- A task name is recorded as a tenant's (broker_task_name_tenant, which broker_task_queue's policy
--- reads) for the role whose rights enqueue it, the current role the policies of broker_jobs check:
--- broker._task_queue checked the session's role (_task_actor: its SET ROLE, else its login) instead.
--- Under strict tenancy a job of tenant b (its executor is SECURITY DEFINER, owned by its run_as, and
--- runs on the runner's session, whose role is mapped to no tenant) and an application's SECURITY
--- DEFINER function called by an unmapped login then enqueued no task of a new name: nothing was
--- recorded, so the name's queue was not b's to see and the insert policy refused the task (42501).
--- And the other way round, code of tenant a run by a login mapped to a and b (a SECURITY DEFINER
--- function of a's role) recorded names as b's without enqueueing there.
+-- reads) for the role whose rights enqueue it, the current role the policies of broker_jobs check,
+-- not the session's role (its SET ROLE or its login). Under strict tenancy a job of tenant b (its
+-- executor is SECURITY DEFINER, owned by its run_as, and runs on the runner's session, whose role is
+-- mapped to no tenant) and an application's SECURITY DEFINER function called by an unmapped login
+-- enqueue tasks of a new name: were nothing recorded, the name's queue would not be b's to see and
+-- the insert policy would refuse the task (42501). And the other way round, code of tenant a run by
+-- a login mapped to a and b (a SECURITY DEFINER function of a's role) records no name as b's.
 BEGIN;
 SELECT plan(10);
 

@@ -1,7 +1,7 @@
 -- A tenant sees only the task names it uses, but the planner's statistics are the whole table's:
 -- with a histogram of task_name (text comparison is leakproof, so the planner uses it under row-level
 -- security), an attacker's EXPLAIN of broker_task_queue or broker_task_name_tenant WHERE task_name > X
--- estimated more or fewer rows as X passed another tenant's names, enough to close in on them by
+-- would estimate more or fewer rows as X passed another tenant's names, enough to close in on them by
 -- bisection (the more names, the finer the estimate). The task_name columns of both
 -- tables keep no statistics (SET STATISTICS 0), so the estimates say nothing of the names.
 BEGIN;
