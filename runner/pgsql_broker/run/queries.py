@@ -161,29 +161,32 @@ OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
                  UNION SELECT broker.broker_current_tenant() ORDER BY 1"""
 # broker_queue_stats' counts for the current tenant, read as the login (row-level security keeps it to the tenant),
 # with its pauses: its own and those for every tenant (a row of their own where the tenant has no job there).
+# The unfinished jobs through the index that holds them alone, broker_jobs_group_idx, which "length(job_group) > 0",
+# always true, lets the planner use (see broker_queue_stats); the last hour's finishes, as broker_queue_stats counts
+# them, from the finished counts (broker_finished_count: whole minutes, merged rows and deltas apart, each through
+# its partial index), so that what other tenants finish costs this status a few counter rows, not their jobs.
 OWN_QUEUE_STATS = """WITH s AS (
                        SELECT job_queue, tenant_id,
                               count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
                               count(*) FILTER (WHERE complete_status = 0 AND pending_deps > 0) AS blocked,
                               count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after > statement_timestamp()) AS delayed,
                               count(*) FILTER (WHERE complete_status = 1) AS running,
-                              count(*) FILTER (WHERE complete_status = 2 AND finished_at > statement_timestamp() - interval '1 hour') AS completed_last_hour,
-                              count(*) FILTER (WHERE complete_status = 3 AND finished_at > statement_timestamp() - interval '1 hour') AS failed_last_hour,
-                              count(*) FILTER (WHERE complete_status = 4 AND finished_at > statement_timestamp() - interval '1 hour') AS cancelled_last_hour
-                         -- (the unfinished jobs through the index that holds them alone, broker_jobs_group_idx,
-                         -- which "length(job_group) > 0", always true, lets the planner use: see broker_queue_stats;
-                         -- those finished in the last hour through broker_jobs_finished_idx, a state at a time: the
-                         -- planner drops the index predicate's own condition from the scan, and without a state's
-                         -- equality it reads the whole index; never the history)
-                         FROM (SELECT job_queue, tenant_id, complete_status, pending_deps, run_after, finished_at
-                                 FROM broker.broker_jobs
-                                WHERE complete_status IN (0, 1) AND length(job_group) > 0
-                               UNION ALL
-                               SELECT j.job_queue, j.tenant_id, j.complete_status, j.pending_deps, j.run_after, j.finished_at
-                                 FROM unnest('{2,3,4}'::smallint[]) AS st(state), broker.broker_jobs AS j
-                                WHERE j.complete_status IN (2, 3, 4) AND j.complete_status = st.state
-                                  AND j.finished_at > statement_timestamp() - interval '1 hour') AS j
+                              0 AS completed_last_hour, 0 AS failed_last_hour, 0 AS cancelled_last_hour
+                         FROM broker.broker_jobs
+                        WHERE complete_status IN (0, 1) AND length(job_group) > 0
                         GROUP BY job_queue, tenant_id
+                       UNION ALL
+                       SELECT c.job_queue, c.tenant_id, 0, 0, 0, 0,
+                              coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 2), 0),
+                              coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 3), 0),
+                              coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 4), 0)
+                         FROM (SELECT f.job_queue, f.tenant_id, f.complete_status, f.jobs FROM broker.broker_finished_count AS f
+                                WHERE f.merged AND f.finished_minute >= date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') - interval '60 minutes'
+                               UNION ALL
+                               SELECT f.job_queue, f.tenant_id, f.complete_status, f.jobs FROM broker.broker_finished_count AS f
+                                WHERE NOT f.merged AND f.finished_minute >= date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') - interval '60 minutes') AS c
+                        GROUP BY c.job_queue, c.tenant_id
+                       HAVING sum(c.jobs) <> 0
                        UNION ALL
                        SELECT job_queue, coalesce(tenant_id, broker.broker_current_tenant()), 0, 0, 0, 0, 0, 0, 0
                          FROM broker.broker_queue_pause

@@ -1,6 +1,6 @@
 -- Table x role and function x role privilege matrix (sql/roles.sql is applied by make installcheck).
 BEGIN;
-SELECT plan(80);
+SELECT plan(82);
 
 CREATE ROLE broker_test_stranger LOGIN;
 SELECT has_role('broker_admin');
@@ -134,6 +134,11 @@ SELECT function_privs_are('broker', '_tenant_stats_every_tenant', ARRAY['interva
                           'enqueue cannot read every tenant''s shares');
 SELECT table_privs_are('broker', 'broker_key_limit', 'broker_runtime', ARRAY['SELECT'],
                        'runtime reads limits (its tenant''s and those across tenants), writes none');
+-- the finished counts: a tenant reads its own (pgsql-broker status as its login), runtime through broker_queue_stats
+SELECT table_privs_are('broker', 'broker_finished_count', 'broker_enqueue', ARRAY['SELECT'],
+                       'enqueue reads its tenant''s finished counts, writes none');
+SELECT table_privs_are('broker', 'broker_finished_count', 'broker_runtime', '{}'::text[],
+                       'runtime reads the finished counts only through broker_queue_stats');
 
 SELECT * FROM finish();
 ROLLBACK;
