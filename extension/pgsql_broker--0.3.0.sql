@@ -12298,6 +12298,33 @@ COMMENT ON FUNCTION broker._merge_finished_counts() IS
     'Internal: folds the deltas of broker_finished_count into one row per key and drops minutes no window reads; returns the rows removed.';
 
 -- ---------------------------------------------------------------------------
+-- Function: broker._finished_counts_since(p_since)
+--   The finished counts of the minutes from p_since on, as they stand:
+--   merged rows and the deltas the next merge folds in, apart (each through
+--   its partial index, however many dead deltas a burst of finishes left),
+--   one row each; readers sum them. Read with the caller's rights, so a
+--   tenant's login reads its own rows (policy broker_finished_count_select).
+--   Calls: none
+--   Tables: reads broker_finished_count
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION broker._finished_counts_since(p_since timestamptz)
+RETURNS TABLE (finished_minute timestamptz, job_queue integer, tenant_id text, complete_status smallint, jobs bigint)
+LANGUAGE sql STABLE
+-- (no SET clause, so that it is inlined into the queries that read it; everything in it is qualified:
+-- sql/pgspot-no-search-path.txt)
+AS $$
+    SELECT c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
+      FROM broker.broker_finished_count AS c
+     WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) p_since
+    UNION ALL
+    SELECT c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, c.jobs
+      FROM broker.broker_finished_count AS c
+     WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) p_since
+$$;
+COMMENT ON FUNCTION broker._finished_counts_since(timestamptz) IS
+    'Internal: the finished counts (merged rows and deltas, unsummed) of the minutes from a time on, read with the caller''s rights.';
+
+-- ---------------------------------------------------------------------------
 -- Function: broker.broker_finished_per_minute(p_window)
 --   Jobs finished per minute over the last p_window (1 minute to 3 hours,
 --   default 3 hours), per queue, tenant and final state (2 completed, 3
@@ -12308,7 +12335,7 @@ COMMENT ON FUNCTION broker._merge_finished_counts() IS
 -- Errors: 22023 a window outside 1 minute to 3 hours.
 -- Example:
 --   SELECT * FROM broker.broker_finished_per_minute('1 hour');
---   Calls: _finished_minute
+--   Calls: _finished_minute, _finished_counts_since
 --   Tables: reads broker_finished_count
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_finished_per_minute(p_window interval DEFAULT '3 hours')
@@ -12323,8 +12350,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT c.finished_minute, c.job_queue, c.tenant_id, c.complete_status, pg_catalog.sum(c.jobs)::bigint
-      FROM broker.broker_finished_count AS c
-     WHERE c.finished_minute OPERATOR(pg_catalog.>=) broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window)
+      FROM broker._finished_counts_since(broker._finished_minute(pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) p_window)) AS c
      GROUP BY 1, 2, 3, 4
     HAVING pg_catalog.sum(c.jobs) OPERATOR(pg_catalog.<>) 0
      ORDER BY 1, 2, 3, 4;
@@ -12355,7 +12381,7 @@ COMMENT ON FUNCTION broker.broker_finished_per_minute(interval) IS
 --   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _finished_minute, _merge_finished_counts, _claimable, _state, _parked
+--   Calls: _finished_minute, _merge_finished_counts, _finished_counts_since, _claimable, _state, _parked
 --   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
@@ -12416,15 +12442,7 @@ BEGIN
                COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('failed')), 0),
                COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')), 0),
                NULL::timestamptz, 0, 0, 0, false
-          -- (merged rows and deltas apart: each through its partial index, however many dead
-          -- deltas a burst of finishes left in the table)
-          FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
-                  FROM broker.broker_finished_count AS c
-                 WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since
-                UNION ALL
-                SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
-                  FROM broker.broker_finished_count AS c
-                 WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since) AS f
+          FROM broker._finished_counts_since(v_since) AS f
          GROUP BY f.job_queue, f.tenant_id
         HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0
         UNION ALL

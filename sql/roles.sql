@@ -506,6 +506,7 @@ GRANT INSERT (tenant_id, concurrency_key, max_running, per_second, burst, tokens
 GRANT SELECT ON broker.broker_tenant_weight TO broker_enqueue;
 -- its finished counts (the last hour in pgsql-broker status as its login; the policy shows a tenant its own rows)
 GRANT SELECT ON broker.broker_finished_count TO broker_enqueue;
+GRANT EXECUTE ON FUNCTION broker._finished_counts_since(timestamptz), broker._finished_minute(timestamptz) TO broker_enqueue;
 -- flow control seen (sql/flow/stats.sql): each tenant its own rows (row-level security) and the
 -- totals its share and the limits across tenants are measured against; broker_runtime every tenant's
 GRANT EXECUTE ON FUNCTION

@@ -20,7 +20,7 @@
 --   (broker._merge_finished_counts, skipped where it cannot write).
 -- Example:
 --   SELECT * FROM broker.broker_queue_stats() WHERE ready > 0 OR paused;
---   Calls: _finished_minute, _merge_finished_counts, _claimable, _state, _parked
+--   Calls: _finished_minute, _merge_finished_counts, _finished_counts_since, _claimable, _state, _parked
 --   Tables: reads broker_jobs, broker_finished_count, broker_job_attempts, broker_job_actions, broker_queue_pause
 -- ---------------------------------------------------------------------------
 CREATE FUNCTION broker.broker_queue_stats()
@@ -81,15 +81,7 @@ BEGIN
                COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('failed')), 0),
                COALESCE(pg_catalog.sum(f.jobs) FILTER (WHERE f.complete_status OPERATOR(pg_catalog.=) broker._state('cancelled')), 0),
                NULL::timestamptz, 0, 0, 0, false
-          -- (merged rows and deltas apart: each through its partial index, however many dead
-          -- deltas a burst of finishes left in the table)
-          FROM (SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
-                  FROM broker.broker_finished_count AS c
-                 WHERE c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since
-                UNION ALL
-                SELECT c.job_queue, c.tenant_id, c.complete_status, c.jobs
-                  FROM broker.broker_finished_count AS c
-                 WHERE NOT c.merged AND c.finished_minute OPERATOR(pg_catalog.>=) v_since) AS f
+          FROM broker._finished_counts_since(v_since) AS f
          GROUP BY f.job_queue, f.tenant_id
         HAVING pg_catalog.sum(f.jobs) OPERATOR(pg_catalog.<>) 0
         UNION ALL

@@ -68,7 +68,7 @@ SELECT functions_are('broker', ARRAY[
     '_guarded_settings', '_session_state', '_advisory_locks', '_restore_session', '_int4_key', '_commit_time_code',
     '_run_guarded', '_refusal', '_deferrable_code', '_written_tables', 'broker_release_jobs', 'broker_release_claim', '_check_lease_args', '_active_instance',
     -- the finished-job counters behind broker_queue_stats
-    '_finished_minute', '_count_finished', '_count_finished_updated', '_count_finished_deleted', '_count_finished_truncate', '_merge_finished_counts',
+    '_finished_minute', '_count_finished', '_count_finished_updated', '_count_finished_deleted', '_count_finished_truncate', '_merge_finished_counts', '_finished_counts_since',
     -- what the runner ended at shutdown
     'broker_interrupt_jobs',
     -- what a runner reads on its session connection, and shows

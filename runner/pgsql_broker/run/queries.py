@@ -163,8 +163,8 @@ OWN_TENANTS = """SELECT DISTINCT tenant_id FROM broker.broker_tenant_roles
 # with its pauses: its own and those for every tenant (a row of their own where the tenant has no job there).
 # The unfinished jobs through the index that holds them alone, broker_jobs_group_idx, which "length(job_group) > 0",
 # always true, lets the planner use (see broker_queue_stats); the last hour's finishes, as broker_queue_stats counts
-# them, from the finished counts (broker_finished_count: whole minutes, merged rows and deltas apart, each through
-# its partial index), so that what other tenants finish costs this status a few counter rows, not their jobs.
+# them, from the finished counts (broker._finished_counts_since: whole minutes, the current one and the 60 before),
+# so that what other tenants finish costs this status a few counter rows, not their jobs.
 OWN_QUEUE_STATS = """WITH s AS (
                        SELECT job_queue, tenant_id,
                               count(*) FILTER (WHERE complete_status = 0 AND pending_deps = 0 AND run_after <= statement_timestamp()) AS ready,
@@ -180,11 +180,8 @@ OWN_QUEUE_STATS = """WITH s AS (
                               coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 2), 0),
                               coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 3), 0),
                               coalesce(sum(c.jobs) FILTER (WHERE c.complete_status = 4), 0)
-                         FROM (SELECT f.job_queue, f.tenant_id, f.complete_status, f.jobs FROM broker.broker_finished_count AS f
-                                WHERE f.merged AND f.finished_minute >= date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') - interval '60 minutes'
-                               UNION ALL
-                               SELECT f.job_queue, f.tenant_id, f.complete_status, f.jobs FROM broker.broker_finished_count AS f
-                                WHERE NOT f.merged AND f.finished_minute >= date_bin('1 minute', statement_timestamp(), '2000-01-01 00:00:00+00') - interval '60 minutes') AS c
+                         FROM broker._finished_counts_since(
+                                  broker._finished_minute(statement_timestamp()) - interval '60 minutes') AS c
                         GROUP BY c.job_queue, c.tenant_id
                        HAVING sum(c.jobs) <> 0
                        UNION ALL
