@@ -98,6 +98,9 @@ DECLARE
                                              'search_path', 'autonomous'];
     r       record;
     v_name  text;
+    v_queue integer;
+    a_names  text[] := '{}';     -- the names met so far ...
+    a_queues integer[] := '{}';  -- ... and their queues (a batch names a few, each looked up once)
     a_out   jsonb[] := '{}';
 BEGIN
     FOR r IN SELECT e.v, e.o FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS e(v, o) ORDER BY e.o LOOP
@@ -118,13 +121,19 @@ BEGIN
         END IF;
         v_name := r.v OPERATOR(pg_catalog.->>) 'task';
         PERFORM broker._check_task_name('broker_add_jobs', pg_catalog.format('element %s: task', r.o), v_name);
+        v_queue := a_queues[pg_catalog.array_position(a_names, v_name)];
+        IF v_queue IS NULL THEN
+            v_queue := broker._task_queue('broker_add_jobs', v_name, true);
+            a_names := a_names OPERATOR(pg_catalog.||) v_name;
+            a_queues := a_queues OPERATOR(pg_catalog.||) v_queue;
+        END IF;
         a_out := a_out OPERATOR(pg_catalog.||)
                  ((r.v OPERATOR(pg_catalog.-) 'task' OPERATOR(pg_catalog.-) 'args')
                   OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
                       'job_name', v_name,
                       'execute_str', COALESCE(r.v OPERATOR(pg_catalog.->) 'args', '{}'::jsonb)::text,
                       'job_language', 'task',
-                      'job_queue', broker._task_queue('broker_add_jobs', v_name, true)));
+                      'job_queue', v_queue));
     END LOOP;
     RETURN pg_catalog.to_jsonb(a_out);
 END;
